@@ -1,0 +1,385 @@
+"""The `memdir` command: parse -> Memory -> render. No memory logic lives here.
+
+argparse rather than click or typer: the CLI runs many times per agent turn, and click adds
+~30 ms to every start (typer more), against a ~20 ms floor for the whole search call.
+Errors become one line on stderr and exit 1 (a bug: exit 2); never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from .errors import MemdirError, ValidationError
+from .memory import Memory, init_project
+from .models import CATEGORIES, Fact, Hit, HotWrite, Procedure, Session
+
+Handler = Callable[[argparse.Namespace], Any]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A usage error is a user error: one line and exit 1, like every other."""
+        self.exit(1, f"memdir: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _common() -> argparse.ArgumentParser:
+    # SUPPRESS: an option given before the command must not be reset by the sub-parser.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print machine-readable JSON")
+    common.add_argument("--state-dir", default=argparse.SUPPRESS, metavar="DIR",
+                        help="the state folder (default: $MEMDIR_STATE_DIR, the nearest "
+                             ".memdir/, or ~/.memdir/state)")
+    common.add_argument("--session", default=argparse.SUPPRESS, metavar="ID",
+                        help="act as this session (default: $MEMDIR_SESSION_ID)")
+    common.add_argument("--agent", default=argparse.SUPPRESS, metavar="NAME",
+                        help="the agent writing, recorded as provenance")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = _Parser(prog="memdir", parents=[common],
+                     description="Memory that outlasts the session, for AI agents.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    def command(parent: Any, name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = parent.add_parser(
+            name, parents=[common], help=help, description=help)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    def group(name: str, help: str) -> Any:
+        sub = commands.add_parser(name, help=help, description=help)
+        subs = sub.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+        subs.required = True
+        return subs
+
+    command(commands, "init", _init, "create .memdir/ here (project-scoped memory)")
+    command(commands, "path", _path, "print where memory lives")
+
+    hot = group("hot", "hot memory (HOT.md): what every turn needs")
+    command(hot, "show", _hot_show, "print HOT.md")
+    command(hot, "set", _hot_set, "replace HOT.md").add_argument(
+        "text", nargs="?", default="-", help="the new text, or - for stdin")
+    command(hot, "append", _hot_append, "add a line to HOT.md").add_argument(
+        "text", help="the text to add, or - for stdin")
+    rm = command(hot, "rm", _hot_rm, "remove a line or a section of HOT.md")
+    rm.add_argument("line", nargs="?", help="the line to remove (or a unique part of it)")
+    rm.add_argument("--section", metavar="HEADING", help="remove this markdown section")
+
+    fact = group("fact", "the fact archive")
+    add = command(fact, "add", _fact_add, "store a new fact")
+    add.add_argument("text", help="the fact, or - for stdin")
+    add.add_argument("-c", "--category", required=True, choices=CATEGORIES)
+    sup = command(fact, "supersede", _fact_supersede, "replace a fact, keeping the old in history")
+    sup.add_argument("id")
+    sup.add_argument("text", help="the new fact, or - for stdin")
+    sup.add_argument("-c", "--category", choices=CATEGORIES, help="default: the old fact's")
+    command(fact, "rm", _fact_rm, "remove a fact").add_argument("id")
+    command(fact, "show", _fact_show, "print one fact").add_argument("id")
+    command(fact, "history", _fact_history, "the supersede chain of a fact").add_argument("id")
+
+    search = command(commands, "search", _search, "search facts and procedures")
+    search.add_argument("query", help='words; FTS5 syntax works: OR, NOT, "phrase", prefix*')
+    search.add_argument("-c", "--category", choices=CATEGORIES)
+    search.add_argument("-n", "--limit", type=int, default=10)
+    search.add_argument("--since", metavar="DATE", help="only what was written from DATE on")
+    search.add_argument("--kind", choices=("fact", "procedure"), action="append",
+                        help="only this kind of hit (repeatable)")
+
+    proc = group("procedure", "procedures: reusable how-tos")
+    write = command(proc, "write", _procedure_write, "create or replace a procedure")
+    write.add_argument("name", help="kebab-case, e.g. deploy-staging")
+    write.add_argument("file", nargs="?", default="-", help="a markdown file, or - for stdin")
+    command(proc, "show", _procedure_show, "print a procedure").add_argument("name")
+    command(proc, "list", _procedure_list, "list procedures")
+
+    session = group("session", "sessions: who is writing")
+    start = command(session, "start", _session_start, "start a session and print its id")
+    start.add_argument("--surface", default="cli", help="cli, repl, telegram, daemon, mcp, ...")
+    start.add_argument("--parent", metavar="ID", help="the parent session: makes a read-only "
+                                                      "subagent session")
+    command(session, "end", _session_end, "end a session and record it").add_argument("id")
+    command(commands, "sessions", _sessions, "list recorded sessions")
+
+    serve = command(commands, "serve", _serve, "run the MCP server (stdio, or --http)")
+    serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP, e.g. "
+                                                           "127.0.0.1:8765")
+    serve.add_argument("--allow-remote", action="store_true",
+                       help="allow --http on an address other than loopback")
+    return parser
+
+
+# -- handlers: each calls the library once and returns what to print --------------------
+
+
+def _memory(args: argparse.Namespace, surface: str = "cli") -> Memory:
+    return Memory(getattr(args, "state_dir", None), session=getattr(args, "session", None),
+                  agent=getattr(args, "agent", None), surface=surface)
+
+
+def _init(args: argparse.Namespace) -> Any:
+    result = init_project()
+    if _json(args):
+        return result._asdict()
+    lines = [("Created" if result.created else "Already initialised:") + f" {result.state_dir}"]
+    if result.gitignore:
+        lines.append(f"Added .memdir/memory/ to {result.gitignore}")
+    return "\n".join(lines)
+
+
+def _path(args: argparse.Namespace) -> Any:
+    memory = _memory(args)
+    if _json(args):
+        return {"memory_dir": memory.path, "state_dir": memory.state.path,
+                "source": memory.state.source}
+    return memory.path
+
+
+def _hot_show(args: argparse.Namespace) -> Any:
+    text = _memory(args).hot()
+    return {"content": text, "chars": len(text)} if _json(args) else Raw(text)
+
+
+def _hot_set(args: argparse.Namespace) -> Any:
+    return _hot_result(args, _memory(args).hot_set(_text(args.text)))
+
+
+def _hot_append(args: argparse.Namespace) -> Any:
+    return _hot_result(args, _memory(args).hot_append(_text(args.text)))
+
+
+def _hot_rm(args: argparse.Namespace) -> Any:
+    return _hot_result(args, _memory(args).hot_remove(line=args.line, section=args.section))
+
+
+def _hot_result(args: argparse.Namespace, result: HotWrite) -> Any:
+    if result.warning:
+        _warn(result.warning)
+    return result.to_dict() if _json(args) else f"HOT.md: {result.chars:,}/{result.cap:,} chars"
+
+
+def _fact_add(args: argparse.Namespace) -> Any:
+    fact = _memory(args).add_fact(_text(args.text), args.category)
+    return fact.to_dict() if _json(args) else f"fact {fact.id} stored ({fact.category})"
+
+
+def _fact_supersede(args: argparse.Namespace) -> Any:
+    fact = _memory(args).supersede_fact(args.id, _text(args.text), args.category)
+    return fact.to_dict() if _json(args) else f"fact {fact.id} supersedes fact {fact.supersedes}"
+
+
+def _fact_rm(args: argparse.Namespace) -> Any:
+    fact = _memory(args).remove_fact(args.id)
+    return fact.to_dict() if _json(args) else f"fact {fact.id} removed"
+
+
+def _fact_show(args: argparse.Namespace) -> Any:
+    fact = _memory(args).get_fact(args.id)
+    return fact.to_dict() if _json(args) else _render_fact(fact)
+
+
+def _fact_history(args: argparse.Namespace) -> Any:
+    chain = _memory(args).fact_history(args.id)
+    if _json(args):
+        return [fact.to_dict() for fact in chain]
+    return "\n".join(_render_fact(fact) for fact in chain)
+
+
+def _search(args: argparse.Namespace) -> Any:
+    kinds = tuple(args.kind) if args.kind else ("fact", "procedure")
+    hits = _memory(args).search(args.query, category=args.category, limit=args.limit,
+                                since=args.since, kinds=kinds)
+    if _json(args):
+        return [hit.to_dict() for hit in hits]
+    return "\n".join(_render_hit(hit) for hit in hits) if hits else "no matches"
+
+
+def _procedure_write(args: argparse.Namespace) -> Any:
+    content = _text(args.file) if args.file == "-" else _read_file(args.file)
+    proc = _memory(args).write_procedure(args.name, content)
+    return _procedure_dict(proc) if _json(args) else f"procedure {proc.name} written ({proc.path})"
+
+
+def _procedure_show(args: argparse.Namespace) -> Any:
+    proc = _memory(args).procedure(args.name)
+    return _procedure_dict(proc) if _json(args) else Raw(proc.content)
+
+
+def _procedure_list(args: argparse.Namespace) -> Any:
+    procs = _memory(args).procedures()
+    if _json(args):
+        return [_procedure_dict(p, content=False) for p in procs]
+    rows = [f"{p.name}  {p.updated}  {p.error or p.description or ''}" for p in procs]
+    return "\n".join(rows) if rows else "no procedures"
+
+
+def _session_start(args: argparse.Namespace) -> Any:
+    session = _memory(args).start_session(args.surface, args.parent)
+    return session.to_dict() if _json(args) else session.id
+
+
+def _session_end(args: argparse.Namespace) -> Any:
+    session = _memory(args).end_session(args.id)
+    if _json(args):
+        return session.to_dict()
+    if session.is_subagent:
+        return f"session {session.id} is a subagent session: nothing to record"
+    return f"session {session.id} ended: {_counts(session)}"
+
+
+def _sessions(args: argparse.Namespace) -> Any:
+    found = _memory(args).sessions()
+    if _json(args):
+        return [s.to_dict() for s in found]
+    rows = [f"{s.id}  {s.surface:<9} {s.started} -> {s.ended or 'open'}  {_counts(s)}"
+            for s in found]
+    return "\n".join(rows) if rows else "no sessions"
+
+
+def _serve(args: argparse.Namespace) -> Any:
+    from . import mcp_server
+
+    http = _host_port(args.http, args.allow_remote) if args.http else None
+    memory = _memory(args, surface="mcp")
+    if http is not None:
+        _banner(memory, *http)
+    mcp_server.serve(memory, http)
+    return None
+
+
+# -- rendering ---------------------------------------------------------------------------
+
+
+class Raw(str):
+    """Printed as it is, without an added newline when it has its own."""
+
+
+def _render_fact(fact: Fact) -> str:
+    state = {"superseded": f" (superseded by {fact.superseded_by})",
+             "removed": " (removed)"}.get(fact.status, "")
+    return f"#{fact.id} [{fact.category}] {fact.created}{state}\n  {fact.content}"
+
+
+def _render_hit(hit: Hit) -> str:
+    if hit.kind == "fact":
+        head = f"fact #{hit.id} [{hit.category}] {hit.created}"
+    else:
+        start, end = hit.lines or (1, 1)
+        head = f"{hit.kind} {hit.name} ({hit.path}:{start}-{end})"
+    body = "\n".join("  " + line for line in hit.content.split("\n"))
+    return f"{head}  score {hit.score:g}\n{body}"
+
+
+def _procedure_dict(proc: Procedure, content: bool = True) -> dict[str, Any]:
+    data = proc.to_dict()
+    if not content:
+        data.pop("content")
+    return data
+
+
+def _counts(session: Session) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(session.counts.items())) or "no writes"
+
+
+def _banner(memory: Memory, host: str, port: int) -> None:
+    url = f"http://{host}:{port}/mcp"
+    config = {"mcpServers": {"memdir": {"type": "http", "url": url}}}
+    stdio = {"mcpServers": {"memdir": {"command": "memdir", "args": ["serve"],
+                                        "env": {"MEMDIR_STATE_DIR": memory.state.path}}}}
+    print(
+        f"memdir {_version()} serving MCP over streamable HTTP at {url}\n"
+        f"store: {memory.state.path} (memory files in {memory.path})\n\n"
+        f"Connect an MCP client over HTTP (e.g. Claude Code: claude mcp add --transport http "
+        f"memdir {url}), or paste:\n{json.dumps(config, indent=2)}\n\n"
+        f"Or let the client start memdir itself over stdio:\n{json.dumps(stdio, indent=2)}\n\n"
+        "Press Ctrl+C to stop.",
+        flush=True,
+    )
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+# -- input helpers -----------------------------------------------------------------------
+
+
+def _json(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "json", False))
+
+
+def _text(value: str) -> str:
+    if value != "-":
+        return value
+    if sys.stdin is None or sys.stdin.isatty():
+        raise ValidationError("'-' means the text comes on stdin, but nothing was piped in")
+    return sys.stdin.read()
+
+
+def _read_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise ValidationError(f"cannot read {path}: {reason}") from exc
+
+
+def _host_port(value: str, allow_remote: bool) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValidationError(f"bad --http {value!r}: give HOST:PORT, e.g. 127.0.0.1:8765")
+    if host not in ("127.0.0.1", "localhost", "::1") and not allow_remote:
+        raise ValidationError(
+            f"--http {value} is not a loopback address: memory would be open to the network; "
+            "add --allow-remote if that is what you want"
+        )
+    return host, int(port)
+
+
+def _warn(message: str) -> None:
+    print(f"memdir: warning: {message}", file=sys.stderr)
+
+
+def _emit(result: Any, as_json: bool) -> None:
+    if result is None:
+        return
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    elif isinstance(result, Raw):
+        sys.stdout.write(result if result.endswith("\n") or not result else result + "\n")
+    else:
+        print(result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _emit(args.handler(args), _json(args))
+    except MemdirError as exc:
+        print(f"memdir: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # a bug: still one line, and a way to see more
+        if os.environ.get("MEMDIR_DEBUG"):
+            raise
+        print(f"memdir: internal error: {type(exc).__name__}: {exc} "
+              "(run with MEMDIR_DEBUG=1 for the traceback, and please report it)",
+              file=sys.stderr)
+        return 2
+    return 0

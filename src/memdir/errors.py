@@ -1,0 +1,71 @@
+"""The one exception tree of memdir. Front ends turn these into messages and exit codes.
+
+    MemdirError                 exit 1: anything the user can fix; str() is one line
+    ├── ConfigError             config.toml is malformed (path, line, key)
+    ├── ValidationError         a bad name, category, date, size or argument
+    ├── QueryError              a search query FTS5 cannot run (carries a hint)
+    ├── NotFoundError           no fact, procedure, session or line with that id/name
+    ├── ReadOnlyError           a subagent session tried to write (U2)
+    ├── DisabledError           memory.enabled = false and a write was asked for
+    ├── ConflictError           the write lost a race or contradicts the stored state
+    ├── StorageError            the disk or the database failed (locked, full, corrupt)
+    └── MissingExtraError       an optional extra is not installed
+"""
+
+from __future__ import annotations
+
+
+class MemdirError(Exception):
+    """Base class: a message meant for the user, on one line."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split("\n")))
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class ConfigError(MemdirError):
+    def __init__(
+        self, message: str, *, path: str, line: int | None = None, key: str | None = None
+    ) -> None:
+        where = path if line is None else f"{path}:{line}"
+        super().__init__(f"{where}: {message}")
+        self.path, self.line, self.key = path, line, key
+
+
+class ValidationError(MemdirError):
+    pass
+
+
+class QueryError(MemdirError):
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(f"{message} ({hint})")
+        self.hint = hint
+
+
+class NotFoundError(MemdirError):
+    pass
+
+
+class ReadOnlyError(MemdirError):
+    pass
+
+
+class DisabledError(MemdirError):
+    pass
+
+
+class ConflictError(MemdirError):
+    pass
+
+
+class StorageError(MemdirError):
+    pass
+
+
+class MissingExtraError(MemdirError):
+    pass

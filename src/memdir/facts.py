@@ -1,0 +1,56 @@
+"""The fact archive's rules (F2-F5): categories, size caps, dates. Rows live in the store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from .errors import ValidationError
+from .models import CATEGORIES
+
+
+def check_category(category: str | None) -> str:
+    if category not in CATEGORIES:
+        shown = "no category" if category is None else f"unknown category {category!r}"
+        raise ValidationError(f"{shown}: a fact's category is one of {', '.join(CATEGORIES)}")
+    return category
+
+
+def check_content(content: str, max_bytes: int, what: str = "fact") -> str:
+    """X3: empty or oversized content is refused, never cut."""
+    if not isinstance(content, str) or not content.strip():
+        raise ValidationError(f"the {what} is empty: give its text")
+    size = len(content.encode("utf-8"))
+    if size > max_bytes:
+        raise ValidationError(
+            f"the {what} is {size:,} bytes, over the cap of {max_bytes:,} "
+            "(memory.max_entry_bytes): split it, or keep the details in a procedure or file"
+        )
+    return content.strip()
+
+
+def check_id(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValidationError(f"bad fact id {value!r}: a fact id is a whole number")
+    try:
+        fact_id = int(value)
+    except ValueError:
+        raise ValidationError(f"bad fact id {value!r}: a fact id is a whole number") from None
+    if fact_id < 1:
+        raise ValidationError(f"bad fact id {value!r}: fact ids start at 1")
+    return fact_id
+
+
+def normalize_since(since: str | None) -> str | None:
+    """An ISO date or time -> the UTC timestamp format the archive stores. A date alone
+    means its start (UTC)."""
+    if since is None or since == "":
+        return None
+    try:
+        moment = datetime.fromisoformat(since.strip())
+    except (ValueError, AttributeError):
+        raise ValidationError(
+            f"bad date {since!r}: use an ISO date such as 2026-06-10 or 2026-06-10T14:00:00Z"
+        ) from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,127 @@
+"""Hot memory (H1-H6): HOT.md, the few lines every turn needs, under a hard character cap.
+
+Every change is a read-modify-write under one lock, so appends from several processes are
+never lost; the previous content goes to HOT.md.bak and the new one lands atomically (H4).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+from .errors import NotFoundError, ValidationError
+from .models import HotWrite
+from .paths import Layout
+from .storage import files
+
+KEEP_CHARS = 600  # H3: the head of HOT.md is never cut
+WARN_RATIO = 0.8  # H3: from here on, writes warn
+MARKER = "<!-- HOT TRUNCATED: {n} chars cut; keep details in the fact archive -->"
+MARKER_RE = re.compile(
+    r"\n?<!-- HOT TRUNCATED: \d+ chars cut; keep details in the fact archive -->\s*\Z"
+)
+HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def read(layout: Layout) -> str:
+    return files.read_text(layout.hot) or ""
+
+
+def update(layout: Layout, cap: int, change: Callable[[str], str]) -> HotWrite:
+    """Apply `change` to the current text under the lock, cap it, back up, write atomically."""
+    with files.locked(layout.locks_dir, "HOT.md"):
+        current = files.read_text(layout.hot)
+        text, cut = truncate(change(current or ""), cap)
+        if current is not None:
+            files.atomic_write(layout.hot + ".bak", current)
+        files.atomic_write(layout.hot, text)
+    return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
+
+
+def truncate(text: str, cap: int) -> tuple[str, int]:
+    """H3: (text within `cap`, chars cut). The end goes first, at a line break when that
+    spares the first 600 chars, and a one-line marker closes the file inside the cap."""
+    if len(text) <= cap:
+        return text, 0
+    # Room for the marker is reserved with the widest count it could carry, so one pass
+    # suffices and the result never exceeds the cap.
+    room = cap - len("\n" + MARKER.format(n=len(text)))
+    end = text.rfind("\n", 0, room + 1)
+    if end < KEEP_CHARS:
+        end = room  # the last line break would eat into the protected head: cut mid-line
+    cut = len(text) - end
+    return text[:end] + "\n" + MARKER.format(n=cut), cut
+
+
+def strip_marker(text: str) -> str:
+    return MARKER_RE.sub("", text)
+
+
+def appended(current: str, addition: str) -> str:
+    addition = addition.strip("\n")
+    if not addition.strip():
+        raise ValidationError("nothing to append: give the text to add to hot memory")
+    base = strip_marker(current)
+    if base and not base.endswith("\n"):
+        base += "\n"
+    return f"{base}{addition}\n"
+
+
+def without_line(current: str, line: str) -> str:
+    """Drop the one line equal to `line` (or, failing that, the one line containing it)."""
+    wanted = line.strip()
+    if not wanted:
+        raise ValidationError("give the line to remove from hot memory")
+    lines = strip_marker(current).split("\n")
+    exact = [i for i, text in enumerate(lines) if _bare(text) in (wanted, _bare(wanted))]
+    found = exact or [i for i, text in enumerate(lines) if wanted in text]
+    if not found:
+        raise NotFoundError(f"no line of HOT.md contains {wanted!r}: see `memdir hot show`")
+    if len(found) > 1:
+        raise ValidationError(
+            f"{len(found)} lines of HOT.md contain {wanted!r}: give the whole line to remove"
+        )
+    del lines[found[0]]
+    return "\n".join(lines)
+
+
+def without_section(current: str, heading: str) -> str:
+    """Drop a markdown section: its heading and everything up to the next heading of the
+    same or a higher level."""
+    wanted = heading.strip().lstrip("#").strip().lower()
+    lines = strip_marker(current).split("\n")
+    for start, text in enumerate(lines):
+        match = HEADING_RE.match(text)
+        if match and match.group(2).strip().lower() == wanted:
+            level = len(match.group(1))
+            end = start + 1
+            while end < len(lines):
+                nxt = HEADING_RE.match(lines[end])
+                if nxt and len(nxt.group(1)) <= level:
+                    break
+                end += 1
+            return "\n".join(lines[:start] + lines[end:])
+    raise NotFoundError(f"HOT.md has no section headed {heading!r}: see `memdir hot show`")
+
+
+def exists(layout: Layout) -> bool:
+    return os.path.exists(layout.hot)
+
+
+def _bare(line: str) -> str:
+    return line.strip().lstrip("-*").strip()
+
+
+def _warning(chars: int, cap: int, cut: int) -> str | None:
+    if cut:
+        return (
+            f"HOT.md was over its cap of {cap:,} chars: {cut:,} chars were cut from the end; "
+            "keep hot memory to what every turn needs and put details in the fact archive"
+        )
+    if chars >= WARN_RATIO * cap:
+        return (
+            f"hot memory is {100 * chars // cap}% full ({chars:,}/{cap:,} chars): move details "
+            "to the fact archive (memdir fact add) before it is cut"
+        )
+    return None

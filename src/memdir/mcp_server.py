@@ -1,0 +1,140 @@
+"""The MCP server (A2) over the official `mcp` SDK: the tools of tools.py, unchanged.
+
+It uses the SDK's low-level Server so that the schemas clients see are exactly the ones
+tools.py exports for direct function calling (A3), and so that a failed call comes back as a
+tool error carrying our one-line message (the high-level server would turn a plain exception
+into a generic "Error executing tool").
+
+Imported only by `memdir serve`: the SDK costs about a second of import time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+
+from . import __version__
+from .errors import MemdirError
+from .memory import Memory
+from .tools import call_tool, tools
+
+HOT_URI = "memdir://hot"
+
+INSTRUCTIONS = """memdir is your long-term memory; it outlasts this session.
+- Hot memory (HOT.md, below) is shown at the start of every session. Keep it to what every
+  turn needs: who the user is, two or three durable preferences, the active project.
+- Everything else goes to the fact archive (memory_update, target 'fact', with a category)
+  or, for how-to knowledge, to a procedure (procedure_write).
+- Search before you ask the user something they may have told you (memory_search).
+"""
+
+
+def build_server(memory: Memory) -> Server[Any]:
+    """A server bound to one Memory; a subagent session sees only read-only tools (U2)."""
+    read_only = memory.read_only
+    offered = tools(read_only=read_only)
+    names = {tool.name for tool in offered}
+    lock = anyio.Lock()  # one Memory, one SQLite connection: calls take turns
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(
+                name=tool.name, description=tool.description, input_schema=tool.input_schema,
+                annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
+            )
+            for tool in offered
+        ])
+
+    async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in names:
+            why = " (this is a read-only subagent session)" if read_only else ""
+            return _error(f"unknown tool {params.name!r}{why}: the tools are {', '.join(names)}")
+        try:
+            async with lock:
+                result = await anyio.to_thread.run_sync(
+                    call_tool, memory, params.name, dict(params.arguments or {})
+                )
+        except MemdirError as exc:
+            return _error(str(exc))
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
+            structured_content=result,
+        )
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[
+            types.Resource(name="hot-memory", uri=HOT_URI, mime_type="text/markdown",
+                           description="HOT.md: what every turn needs to know (H1)."),
+        ])
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+        if str(params.uri) != HOT_URI:
+            raise ValueError(f"unknown resource {params.uri}: the resource is {HOT_URI}")
+        async with lock:
+            text = await anyio.to_thread.run_sync(memory.hot)
+        return types.ReadResourceResult(contents=[
+            types.TextResourceContents(uri=HOT_URI, mime_type="text/markdown", text=text)
+        ])
+
+    hot_now = memory.hot() if memory.settings.enabled else ""
+    return Server(
+        "memdir",
+        version=__version__,
+        instructions=INSTRUCTIONS + (f"\n[Hot memory]\n{hot_now}" if hot_now.strip() else ""),
+        on_list_tools=list_tools,
+        on_call_tool=call,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)],
+                                is_error=True)
+
+
+def serve_stdio(memory: Memory) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(memory)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def serve_http(memory: Memory, host: str, port: int) -> None:
+    import uvicorn
+
+    app = build_server(memory).streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(config).run()
+
+
+def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
+    """Serve until the client goes away or the process is stopped.
+
+    Processes started from here reach the same memory (L5). Without a session given, the
+    server runs as its own top-level session of surface `mcp`, recorded when it ends (U3).
+    """
+    import os
+
+    own = None
+    if memory.session_id is None and memory.settings.enabled:
+        own = memory.start_session("mcp")
+        memory.bind_session(own.id)
+    os.environ.update(memory.child_env())
+    try:
+        if http is None:
+            serve_stdio(memory)
+        else:
+            serve_http(memory, *http)
+    finally:
+        if own is not None:
+            memory.end_session(own.id)

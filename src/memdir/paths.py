@@ -1,0 +1,119 @@
+"""Where memory lives (L1, L2, L5) and the checks that keep every path inside it (X1).
+
+Paths are plain strings through os.path: pathlib costs ~7 ms of import on every CLI call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from .errors import ValidationError
+
+STATE_ENV = "MEMDIR_STATE_DIR"
+MEMORY_ENV = "MEMDIR_MEMORY_DIR"
+SESSION_ENV = "MEMDIR_SESSION_ID"
+PROJECT_DIR = ".memdir"
+USER_STATE_DIR = os.path.join("~", ".memdir", "state")
+
+NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+NAME_MAX = 64
+
+
+class StateDir(NamedTuple):
+    path: str
+    source: str  # how it was found: "argument", "env", "project" or "user"
+
+
+class Layout(NamedTuple):
+    """The files of one store (L2). Nothing here touches the disk."""
+
+    state_dir: str
+    memory_dir: str
+
+    @property
+    def config(self) -> str:
+        return os.path.join(self.state_dir, "config.toml")
+
+    @property
+    def hot(self) -> str:
+        return os.path.join(self.memory_dir, "HOT.md")
+
+    @property
+    def db(self) -> str:
+        return os.path.join(self.memory_dir, "memory.db")
+
+    @property
+    def procedures_dir(self) -> str:
+        return os.path.join(self.memory_dir, "procedures")
+
+    @property
+    def locks_dir(self) -> str:
+        return os.path.join(self.memory_dir, ".locks")
+
+    def procedure(self, name: str) -> str:
+        return os.path.join(self.procedures_dir, validate_name(name, "procedure") + ".md")
+
+
+def resolve_state_dir(explicit: str | None, env: Mapping[str, str], cwd: str) -> StateDir:
+    """L1: argument, then MEMDIR_STATE_DIR, then the nearest .memdir/ upwards, then ~/.memdir/state."""
+    if explicit:
+        return StateDir(_absolute(explicit, cwd), "argument")
+    if env.get(STATE_ENV):
+        return StateDir(_absolute(env[STATE_ENV], cwd), "env")
+    project = find_project_dir(cwd)
+    if project is not None:
+        return StateDir(project, "project")
+    return StateDir(os.path.expanduser(USER_STATE_DIR), "user")
+
+
+def find_project_dir(cwd: str) -> str | None:
+    """The nearest `.memdir/` folder from cwd upwards, like git finds `.git`."""
+    here = os.path.abspath(cwd)
+    while True:
+        candidate = os.path.join(here, PROJECT_DIR)
+        if os.path.isdir(candidate):
+            return candidate
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def resolve_memory_dir(
+    state_dir: str, configured: str | None, env: Mapping[str, str], cwd: str
+) -> str:
+    """L5 before L2: MEMDIR_MEMORY_DIR wins over `memory.path`, which wins over <state>/memory."""
+    if env.get(MEMORY_ENV):
+        return _absolute(env[MEMORY_ENV], cwd)
+    if configured:
+        return _absolute(configured, state_dir)
+    return os.path.join(state_dir, "memory")
+
+
+def validate_name(name: str, what: str) -> str:
+    """X1/P1: kebab-case, at most 64 characters, so a name can never be a path."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
+        shown = name if isinstance(name, str) and len(name) <= 80 else f"{str(name)[:77]}..."
+        raise ValidationError(
+            f"bad {what} name {shown!r}: use kebab-case (lowercase letters, digits and single "
+            f"hyphens, e.g. 'deploy-staging'), at most {NAME_MAX} characters"
+        )
+    return name
+
+
+def safe_path(root: str, relative: str) -> str:
+    """X1: resolve `relative` under `root`, refusing absolute paths, `..` and symlinks out."""
+    if not relative or os.path.isabs(relative) or "\0" in relative:
+        raise ValidationError(f"bad path {relative!r}: give a path relative to the memory root")
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(os.path.join(real_root, relative))
+    if target != real_root and not target.startswith(real_root + os.sep):
+        raise ValidationError(f"path {relative!r} points outside the memory root {root}")
+    return target
+
+
+def _absolute(path: str, base: str) -> str:
+    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))

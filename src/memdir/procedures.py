@@ -1,0 +1,124 @@
+"""Procedures (P1-P3): reusable workflows, one markdown file each, found by plain substring
+match on name, frontmatter and body, so simple keywords always work."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import query
+from .errors import NotFoundError, ValidationError
+from .models import Procedure
+from .paths import Layout, validate_name
+from .storage import files, frontmatter
+
+SNIPPET_LINES = 3
+
+
+def write(layout: Layout, name: str, content: str) -> Procedure:
+    """Create or overwrite (P1). Frontmatter, if any, must parse: a broken one is refused."""
+    path = layout.procedure(name)
+    text = content if content.endswith("\n") else content + "\n"
+    frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))
+    with files.locked(layout.locks_dir, f"procedure-{name}"):
+        files.atomic_write(path, text)
+    return _load(layout, name, path, text)
+
+
+def read(layout: Layout, name: str) -> Procedure:
+    path = layout.procedure(name)
+    text = files.read_text(path)
+    if text is None:
+        raise NotFoundError(f"no procedure named {name!r}: see `memdir procedure list`")
+    return _load(layout, name, path, text)
+
+
+def list_all(layout: Layout) -> list[Procedure]:
+    procedures = []
+    for name in _names(layout):
+        text = files.read_text(layout.procedure(name))
+        if text is not None:
+            procedures.append(_load(layout, name, layout.procedure(name), text))
+    return procedures
+
+
+def search(
+    layout: Layout, node: query.Node, since: str | None, limit: int
+) -> list[tuple[Procedure, float, tuple[int, int], str]]:
+    """(procedure, score, line range, snippet) of each match, best first. Score: how often
+    the query's words occur, so a procedure about the thing outranks one that mentions it."""
+    words = query.positive_words(node)
+    found = []
+    for proc in list_all(layout):
+        haystack = f"{proc.name}\n{proc.content}".lower()
+        if not query.matches(node, haystack):
+            continue
+        if since is not None and proc.updated < since:
+            continue
+        score = float(sum(haystack.count(w) for w in words))
+        lines, snippet = _snippet(proc.content, words)
+        found.append((proc, score, lines, snippet))
+    found.sort(key=lambda item: (-item[1], item[0].name))
+    return found[:limit]
+
+
+def _names(layout: Layout) -> list[str]:
+    try:
+        entries = os.listdir(layout.procedures_dir)
+    except FileNotFoundError:
+        return []
+    names = []
+    for entry in sorted(entries):
+        stem = entry[:-3]
+        if entry.endswith(".md") and _is_procedure_name(stem):
+            names.append(stem)
+    return names
+
+
+def _is_procedure_name(stem: str) -> bool:
+    try:
+        validate_name(stem, "procedure")
+    except ValidationError:
+        return False  # a hand-made file with another name is not a procedure
+    return True
+
+
+def _load(layout: Layout, name: str, path: str, text: str) -> Procedure:
+    error = None
+    try:
+        meta, body = frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))
+    except ValidationError as exc:
+        meta, body, error = {}, text, str(exc)
+    description = meta.get("description")
+    return Procedure(
+        name=name,
+        path=os.path.relpath(path, layout.memory_dir),
+        content=text,
+        description=str(description) if description is not None else _first_line(body),
+        updated=str(meta.get("updated") or _mtime(path)),
+        error=error,
+    )
+
+
+def _first_line(body: str) -> str | None:
+    for line in body.split("\n"):
+        text = line.strip().lstrip("#").strip()
+        if text:
+            return text[:120]
+    return None
+
+
+def _mtime(path: str) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(path)))
+    except OSError:
+        return ""
+
+
+def _snippet(content: str, words: list[str]) -> tuple[tuple[int, int], str]:
+    """The first line holding a query word, with the lines around it (1-based range)."""
+    lines = content.split("\n")
+    hit = next((i for i, line in enumerate(lines) if any(w in line.lower() for w in words)), 0)
+    start = max(0, hit - 1)
+    end = min(len(lines), start + SNIPPET_LINES)
+    return (start + 1, end), "\n".join(lines[start:end]).strip()

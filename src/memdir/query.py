@@ -1,0 +1,198 @@
+"""User search queries: FTS5 syntax (AND, OR, NOT, "phrases", prefix*) parsed and validated
+here, then rebuilt as a safe FTS5 expression. User text never reaches MATCH as typed.
+
+Every word is re-emitted quoted, so punctuation inside a word (`foo-bar`, `node.js`,
+`key:value`) can never become FTS5 syntax, and words with no letter or digit in them
+(`-`, `:`, an emoji) are dropped, since they could only ever match nothing.
+
+Precedence follows FTS5: NOT binds tightest, then AND (also implied between words), then OR.
+The same tree evaluates as substring tests for the files that are not in FTS5 (P3).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .errors import QueryError
+
+OPERATORS = ("AND", "OR", "NOT")
+SYNTAX_HINT = "use words, \"exact phrases\", prefix*, AND, OR, NOT and parentheses"
+
+
+class Word(NamedTuple):
+    text: str
+    prefix: bool = False  # `word*`
+    phrase: bool = False  # `"several words"`
+
+
+class Op(NamedTuple):
+    op: str  # AND | OR | NOT
+    left: Node
+    right: Node
+
+
+Node = Word | Op
+
+
+def parse(query: str) -> Node:
+    """The query as a tree; a QueryError with a hint when it cannot be read."""
+    tokens = _tokens(query)
+    if not any(isinstance(t, Word) for t in tokens):
+        raise QueryError("the search query has no words to look for",
+                         hint="give at least one word with a letter or digit")
+    parser = _Parser(tokens)
+    node = parser.expression()
+    if parser.peek() is not None:
+        raise QueryError("unbalanced ')' in the search query", hint="remove it or add a '('")
+    return node
+
+
+def to_fts5(node: Node) -> str:
+    if isinstance(node, Word):
+        quoted = '"' + node.text.replace('"', '""') + '"'
+        return quoted + "*" if node.prefix else quoted
+    return f"({to_fts5(node.left)} {node.op} {to_fts5(node.right)})"
+
+
+def matches(node: Node, text: str) -> bool:
+    """Evaluate the tree with case-insensitive substring tests over `text` (lowercased)."""
+    if isinstance(node, Word):
+        return " ".join(node.text.lower().split()) in text
+    if node.op == "AND":
+        return matches(node.left, text) and matches(node.right, text)
+    if node.op == "OR":
+        return matches(node.left, text) or matches(node.right, text)
+    return matches(node.left, text) and not matches(node.right, text)
+
+
+def positive_words(node: Node) -> list[str]:
+    """Lowercased words that count towards a match (not those after NOT), for scoring."""
+    if isinstance(node, Word):
+        return [" ".join(node.text.lower().split())]
+    if node.op == "NOT":
+        return positive_words(node.left)
+    return positive_words(node.left) + positive_words(node.right)
+
+
+# -- tokenizer and parser --------------------------------------------------------------
+
+Token = Word | str  # str: an operator or a parenthesis
+
+
+def _tokens(query: str) -> list[Token]:
+    tokens: list[Token] = []
+    i, n = 0, len(query)
+    while i < n:
+        ch = query[i]
+        if ch.isspace():
+            i += 1
+        elif ch in "()":
+            tokens.append(ch)
+            i += 1
+        elif ch == '"':
+            i = _phrase(query, i, tokens)
+        else:
+            j = i
+            while j < n and not query[j].isspace() and query[j] not in '()"':
+                j += 1
+            _word(query[i:j], tokens)
+            i = j
+    return tokens
+
+
+def _phrase(query: str, start: int, tokens: list[Token]) -> int:
+    """Read `"..."` (a doubled quote inside stands for one quote); return the next index."""
+    i, parts = start + 1, []
+    while True:
+        end = query.find('"', i)
+        if end < 0:
+            raise QueryError("unclosed '\"' in the search query",
+                             hint="close the phrase with a second '\"'")
+        parts.append(query[i:end])
+        if query.startswith('""', end):
+            parts.append('"')
+            i = end + 2
+            continue
+        i = end + 1
+        break
+    text = "".join(parts)
+    prefix = query.startswith("*", i)
+    if _has_token_chars(text):
+        tokens.append(Word(text, prefix=prefix, phrase=True))
+    return i + 1 if prefix else i
+
+
+def _word(raw: str, tokens: list[Token]) -> None:
+    if raw in OPERATORS:
+        tokens.append(raw)
+        return
+    prefix = raw.endswith("*")
+    text = raw.rstrip("*")
+    if _has_token_chars(text):
+        tokens.append(Word(text, prefix=prefix))
+
+
+def _has_token_chars(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
+class _Parser:
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens, self.pos = tokens, 0
+
+    def peek(self) -> Token | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> Token | None:
+        token = self.peek()
+        self.pos += 1
+        return token
+
+    def expression(self) -> Node:
+        node = self.conjunction()
+        while self.peek() == "OR":
+            self.take()
+            node = Op("OR", node, self.conjunction("OR"))
+        return node
+
+    def conjunction(self, after: str | None = None) -> Node:
+        node = self.negation(after)
+        while True:
+            token = self.peek()
+            if token == "AND":
+                self.take()
+                node = Op("AND", node, self.negation("AND"))
+            elif isinstance(token, Word) or token == "(":
+                node = Op("AND", node, self.negation())
+            else:
+                return node
+
+    def negation(self, after: str | None = None) -> Node:
+        node = self.operand(after)
+        while self.peek() == "NOT":
+            self.take()
+            node = Op("NOT", node, self.operand("NOT"))
+        return node
+
+    def operand(self, after: str | None) -> Node:
+        token = self.take()
+        if isinstance(token, Word):
+            return token
+        if token == "(":
+            if self.peek() == ")":
+                raise QueryError("empty parentheses in the search query", hint=SYNTAX_HINT)
+            node = self.expression()
+            if self.take() != ")":
+                raise QueryError("unclosed '(' in the search query", hint="add the missing ')'")
+            return node
+        if after is not None:
+            raise QueryError(f"{after} has nothing after it in the search query",
+                             hint=f"write 'deploy {after} staging'; to search for the word "
+                                  f"itself, write it in lowercase")
+        if token in OPERATORS:
+            raise QueryError(f"{token} has nothing before it in the search query",
+                             hint=f"write 'deploy {token} staging'; to search for the word "
+                                  f"itself, write it in lowercase")
+        if token == ")":
+            raise QueryError("unbalanced ')' in the search query", hint="remove it or add a '('")
+        raise QueryError("the search query ends too early", hint=SYNTAX_HINT)

@@ -1,0 +1,135 @@
+"""config.toml -> frozen Settings (section 2). Errors name the file, the line and the key."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, NamedTuple
+
+from .errors import ConfigError
+
+DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+PREFIX_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
+
+
+class Settings(NamedTuple):
+    enabled: bool = True
+    path: str | None = None
+    max_inject_chars: int = 4000
+    max_entry_bytes: int = 16384
+    task_retention: float = 720 * 3600.0  # seconds
+    hot_cap_chars: int = 5250
+    marker_prefix: str = "MEMDIR"
+    busy_timeout_ms: int = 10_000
+
+
+DEFAULTS = Settings()
+
+# key -> (type check, what it must be)
+_KEYS: dict[str, tuple[type, str]] = {
+    "enabled": (bool, "true or false"),
+    "path": (str, "a folder path in quotes"),
+    "max_inject_chars": (int, "a whole number of characters above 0"),
+    "max_entry_bytes": (int, "a whole number of bytes above 0"),
+    "task_retention": (str, 'a duration such as "720h", "30d" or "90m"'),
+    "hot_cap_chars": (int, "a whole number of characters, at least 1000"),
+    "marker_prefix": (str, 'an upper-case word such as "MEMDIR" or "APIARY"'),
+    "busy_timeout_ms": (int, "a whole number of milliseconds, 0 or more"),
+}
+
+
+def load_settings(config_path: str) -> Settings:
+    """Read config.toml if it exists; a missing file means the defaults."""
+    try:
+        with open(config_path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return DEFAULTS
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file: {exc.strerror}", path=config_path) from exc
+    import tomllib  # ~14 ms: only when a config file exists
+
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = _line_of_decode_error(str(exc))
+        raise ConfigError(
+            f"malformed TOML: {str(exc).split(' (at ')[0]}; fix the file or delete it for the defaults",
+            path=config_path,
+            line=line,
+        ) from exc
+    return _settings_from(data, text, config_path)
+
+
+def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
+    memory = data.get("memory", {})
+    if not isinstance(memory, dict):
+        raise ConfigError("'memory' must be a table ([memory])", path=path, key="memory")
+    values: dict[str, Any] = {}
+    for key, value in memory.items():
+        if key not in _KEYS:
+            known = ", ".join(f"memory.{k}" for k in _KEYS)
+            raise ConfigError(
+                f"unknown key memory.{key}; known keys: {known}",
+                path=path, line=_line_of_key(text, key), key=f"memory.{key}",
+            )
+        values[key] = _check(key, value, text, path)
+    return DEFAULTS._replace(**values)
+
+
+def _check(key: str, value: Any, text: str, path: str) -> Any:
+    kind, expected = _KEYS[key]
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if ok and key == "task_retention":
+        seconds = parse_duration(value)
+        ok = seconds is not None
+        value = seconds
+    elif ok and key == "marker_prefix":
+        ok = bool(PREFIX_RE.match(value))
+    elif ok and key == "hot_cap_chars":
+        ok = value >= 1000
+    elif ok and kind is int:
+        ok = value >= (0 if key == "busy_timeout_ms" else 1)
+    if not ok:
+        raise ConfigError(
+            f"memory.{key} = {value!r} is not valid: it must be {expected}",
+            path=path, line=_line_of_key(text, key), key=f"memory.{key}",
+        )
+    return value
+
+
+def parse_duration(text: str) -> float | None:
+    match = DURATION_RE.match(text)
+    if not match:
+        return None
+    return float(match.group(1)) * DURATION_UNITS[match.group(2)]
+
+
+def _line_of_key(text: str, key: str) -> int | None:
+    pattern = re.compile(rf"^\s*(memory\.)?{re.escape(key)}\s*=", re.MULTILINE)
+    match = pattern.search(text)
+    return None if match is None else text.count("\n", 0, match.start()) + 1
+
+
+def _line_of_decode_error(message: str) -> int | None:
+    match = re.search(r"at line (\d+)", message)
+    return int(match.group(1)) if match else None
+
+
+def config_template() -> str:
+    """What `memdir init` writes: every key, commented out, at its default."""
+    return (
+        "# memdir settings. Every key is optional; the values shown are the defaults.\n"
+        "[memory]\n"
+        "# enabled = true            # false: nothing is persisted or injected\n"
+        "# path = \"memory\"           # relocate the memory root (relative to this folder)\n"
+        "# max_inject_chars = 4000   # budget of the recall sections\n"
+        "# max_entry_bytes = 16384   # cap on one fact, entry or procedure\n"
+        "# task_retention = \"720h\"   # prune task notes this long after the task ends\n"
+        "# hot_cap_chars = 5250      # hard cap of HOT.md\n"
+        "# marker_prefix = \"MEMDIR\"  # <PREFIX>_MEMORIZE_BEGIN / _END\n"
+        "# busy_timeout_ms = 10000   # how long a write waits for another process's lock\n"
+    )
+

@@ -1,0 +1,1 @@
+"""Mechanism only: rows, indexes, files and locks. No caps, budgets or categories here."""

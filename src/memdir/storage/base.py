@@ -1,0 +1,51 @@
+"""The narrow interface concept modules use for indexed data. It imports no backend, so a
+PostgreSQL store can be added beside sqlite.py without touching facts.py or sessions.py.
+
+Queries reach a store already validated: `match` is an FTS5 expression built by query.py.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..models import Fact, Provenance, Session
+
+
+class Store(Protocol):
+    def add_fact(self, category: str, content: str, now: str, by: Provenance) -> Fact: ...
+
+    def add_facts(self, rows: list[tuple[str, str]], now: str, by: Provenance) -> list[int]: ...
+
+    def supersede_fact(
+        self, old_id: int, category: str | None, content: str, now: str, by: Provenance
+    ) -> tuple[Fact, Fact]:
+        """(the old fact, now superseded; the new active one), in one transaction."""
+        ...
+
+    def remove_fact(self, fact_id: int, now: str) -> Fact: ...
+
+    def get_fact(self, fact_id: int) -> Fact | None: ...
+
+    def fact_chain(self, fact_id: int) -> list[Fact]:
+        """Every version linked to fact_id by supersede, oldest first."""
+        ...
+
+    def search_facts(
+        self, match: str, category: str | None, since: str | None, limit: int
+    ) -> list[tuple[Fact, float]]:
+        """Active facts matching the FTS5 expression, best first, with a score (higher = better)."""
+        ...
+
+    def count_facts(self) -> dict[str, int]: ...
+
+    def start_session(self, session_id: str, surface: str, parent_id: str | None, now: str) -> Session: ...
+
+    def get_session(self, session_id: str) -> Session | None: ...
+
+    def end_session(self, session_id: str, now: str) -> Session: ...
+
+    def list_sessions(self, limit: int) -> list[Session]: ...
+
+    def count_write(self, session_id: str, kind: str) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,54 @@
+"""YAML frontmatter: a `---` line, YAML, a `---` line, then the markdown body.
+
+PyYAML is imported only here and only when a file actually has frontmatter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ValidationError
+
+FENCE = "---"
+
+
+def split(text: str) -> tuple[str | None, str]:
+    """(raw YAML or None, body). Text without an opening fence is all body."""
+    if not text.startswith(FENCE):
+        return None, text
+    lines = text.split("\n")
+    if lines[0].strip() != FENCE:
+        return None, text
+    for index in range(1, len(lines)):
+        if lines[index].strip() == FENCE:
+            return "\n".join(lines[1:index]), "\n".join(lines[index + 1 :])
+    raise ValidationError("frontmatter opened with '---' on line 1 is never closed: add a '---' line")
+
+
+def parse(text: str, path: str) -> tuple[dict[str, Any], str]:
+    """(metadata, body); a broken block is a ValidationError naming the path and line."""
+    try:
+        raw, body = split(text)
+    except ValidationError as exc:
+        raise ValidationError(f"{path}: {exc}") from exc
+    if raw is None or not raw.strip():
+        return {}, body
+    import yaml
+
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ValidationError(f"{path}{line}: broken frontmatter: {problem}") from exc
+    if not isinstance(data, dict):
+        raise ValidationError(f"{path}:2: frontmatter must be 'key: value' lines")
+    return {str(k): v for k, v in data.items()}, body
+
+
+def dump(meta: dict[str, Any], body: str) -> str:
+    import yaml
+
+    block = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000).rstrip("\n")
+    return f"{FENCE}\n{block}\n{FENCE}\n{body}"

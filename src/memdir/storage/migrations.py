@@ -1,0 +1,117 @@
+"""Ordered, named, recorded schema migrations. Never edit one that has been released: add a
+new one. Each runs in its own transaction together with its row in `schema_migrations`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    """executescript() would COMMIT the migration's transaction first; run statement by
+    statement instead (sqlite3.complete_statement keeps trigger bodies whole)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        db.execute(statement)
+
+
+def _facts_and_sessions(db: sqlite3.Connection) -> None:
+    run_script(
+        db,
+        """
+        CREATE TABLE facts (
+            id            INTEGER PRIMARY KEY,
+            category      TEXT NOT NULL,
+            content       TEXT NOT NULL,
+            status        TEXT NOT NULL DEFAULT 'active'
+                          CHECK (status IN ('active', 'superseded', 'removed')),
+            created       TEXT NOT NULL,
+            updated       TEXT NOT NULL,
+            supersedes    INTEGER REFERENCES facts(id),
+            superseded_by INTEGER REFERENCES facts(id),
+            session_id    TEXT,
+            surface       TEXT,
+            agent         TEXT
+        );
+        CREATE INDEX facts_supersedes ON facts(supersedes);
+        CREATE INDEX facts_session ON facts(session_id);
+
+        -- External-content FTS5 over active facts only: superseded and removed facts leave
+        -- the index, so search never sees them and never pays to rank them.
+        CREATE VIRTUAL TABLE facts_fts USING fts5(
+            content, content='facts', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER facts_ai AFTER INSERT ON facts WHEN new.status = 'active' BEGIN
+            INSERT INTO facts_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER facts_au_leave AFTER UPDATE ON facts
+        WHEN old.status = 'active' AND (new.status != 'active' OR new.content != old.content) BEGIN
+            INSERT INTO facts_fts(facts_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER facts_au_enter AFTER UPDATE ON facts
+        WHEN new.status = 'active' AND (old.status != 'active' OR new.content != old.content) BEGIN
+            INSERT INTO facts_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER facts_ad AFTER DELETE ON facts WHEN old.status = 'active' BEGIN
+            INSERT INTO facts_fts(facts_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END;
+
+        CREATE TABLE sessions (
+            id        TEXT PRIMARY KEY,
+            surface   TEXT NOT NULL,
+            parent_id TEXT,
+            started   TEXT NOT NULL,
+            ended     TEXT
+        );
+        CREATE TABLE session_writes (
+            session_id TEXT NOT NULL,
+            kind       TEXT NOT NULL,
+            n          INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (session_id, kind)
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    (1, "facts, fts and sessions", _facts_and_sessions),
+]
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring the schema up to date. Safe when several processes open a new store at once:
+    each migration re-checks under BEGIN IMMEDIATE, so exactly one process applies it."""
+    latest = MIGRATIONS[-1][0]
+    if _user_version(db) >= latest:
+        return
+    for version, name, apply in MIGRATIONS:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if _user_version(db) < version:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)"
+                )
+                apply(db)
+                db.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%SZ'))",
+                    (version, name),
+                )
+                db.execute(f"PRAGMA user_version = {version:d}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def _user_version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])

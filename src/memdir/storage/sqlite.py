@@ -1,0 +1,299 @@
+"""SQLite behind the Store protocol: WAL, a busy timeout, FTS5 external content + triggers.
+
+Every write is one `BEGIN IMMEDIATE` transaction: taking the write lock up front means a
+writer waits (up to the busy timeout) instead of failing with "database is locked" when a
+read transaction would have to be upgraded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+
+from ..errors import ConflictError, NotFoundError, QueryError, StorageError
+from ..models import Fact, Provenance, Session
+from .migrations import migrate
+
+FACT_COLUMNS = (
+    "id, category, content, status, created, updated, supersedes, superseded_by, "
+    "session_id, surface, agent"
+)
+
+
+class SQLiteStore:
+    def __init__(self, path: str, *, busy_timeout_ms: int = 10_000, create: bool = True) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.create = create
+        self._db: sqlite3.Connection | None = None
+
+    # -- connection --------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection | None:
+        """The open connection; None when the database does not exist and may not be made."""
+        if self._db is not None:
+            return self._db
+        exists = os.path.exists(self.path)
+        if not exists and not self.create:
+            return None
+        with self._translated("open"):
+            if not exists:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            db = sqlite3.connect(
+                self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+            try:
+                db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                # Changing the journal mode commits any open transaction (sqlite-utils
+                # enable_wal): do it here, first thing, outside any transaction. WAL is
+                # persistent, so only the first opener of a new file pays for it.
+                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    db.execute("PRAGMA journal_mode = WAL")
+                # FULL: an acknowledged write survives power loss, not only a crash.
+                db.execute("PRAGMA synchronous = FULL")
+                db.execute("PRAGMA foreign_keys = ON")
+                migrate(db)
+            except BaseException:
+                db.close()
+                raise
+        self._db = db
+        return db
+
+    def _require(self) -> sqlite3.Connection:
+        db = self._conn()
+        assert db is not None, "writes are refused before reaching a store that may not create"
+        return db
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._require()
+        with self._translated("write to"):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _translated(self, doing: str) -> Iterator[None]:
+        """sqlite3 errors -> one-line StorageError / QueryError naming the file and a way out."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise self._operational(exc, doing) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(
+                f"cannot {doing} {self.path}: {exc} (the file is left in place; if it is "
+                "corrupt, move it aside and run the command again to start a fresh archive)"
+            ) from exc
+        except OSError as exc:
+            raise StorageError(f"cannot {doing} {self.path}: {exc.strerror}") from exc
+
+    def _operational(self, exc: sqlite3.OperationalError, doing: str) -> Exception:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StorageError(
+                f"{self.path} is locked by another process (waited {self.busy_timeout_ms} ms); "
+                "nothing was changed, try again (or raise memory.busy_timeout_ms)"
+            )
+        if "fts5" in text or "syntax error" in text or "no such column" in text:
+            return QueryError(f"the search query cannot run: {text}",
+                              hint="quote words that contain punctuation, e.g. \"foo-bar\"")
+        if "full" in text:
+            return StorageError(f"cannot {doing} {self.path}: the disk is full; nothing was changed")
+        return StorageError(f"cannot {doing} {self.path}: {text}")
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # -- facts -------------------------------------------------------------------------
+
+    def add_fact(self, category: str, content: str, now: str, by: Provenance) -> Fact:
+        with self._write() as db:
+            fact_id = self._insert_fact(db, category, content, now, by, supersedes=None)
+            fact = self._fact(db, fact_id)
+        assert fact is not None
+        return fact
+
+    def add_facts(self, rows: list[tuple[str, str]], now: str, by: Provenance) -> list[int]:
+        with self._write() as db:
+            return [self._insert_fact(db, cat, text, now, by, supersedes=None) for cat, text in rows]
+
+    def supersede_fact(
+        self, old_id: int, category: str | None, content: str, now: str, by: Provenance
+    ) -> tuple[Fact, Fact]:
+        with self._write() as db:
+            old = self._active_fact(db, old_id, "supersede")
+            new_id = self._insert_fact(db, category or old.category, content, now, by, old_id)
+            db.execute(
+                "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ? WHERE id = ?",
+                (new_id, now, old_id),
+            )
+            old, new = self._fact(db, old_id), self._fact(db, new_id)
+        assert old is not None and new is not None
+        return old, new
+
+    def remove_fact(self, fact_id: int, now: str) -> Fact:
+        with self._write() as db:
+            self._active_fact(db, fact_id, "remove")
+            db.execute("UPDATE facts SET status = 'removed', updated = ? WHERE id = ?", (now, fact_id))
+            fact = self._fact(db, fact_id)
+        assert fact is not None
+        return fact
+
+    def get_fact(self, fact_id: int) -> Fact | None:
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            return self._fact(db, fact_id)
+
+    def fact_chain(self, fact_id: int) -> list[Fact]:
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            first = self._fact(db, fact_id)
+            if first is None:
+                return []
+            while first.supersedes is not None:
+                earlier = self._fact(db, first.supersedes)
+                if earlier is None:
+                    break
+                first = earlier
+            chain = [first]
+            while chain[-1].superseded_by is not None:
+                later = self._fact(db, chain[-1].superseded_by)
+                if later is None:
+                    break
+                chain.append(later)
+            return chain
+
+    def search_facts(
+        self, match: str, category: str | None, since: str | None, limit: int
+    ) -> list[tuple[Fact, float]]:
+        db = self._conn()
+        if db is None:
+            return []
+        where, params = ["facts_fts MATCH ?"], [match]
+        if category is not None:
+            where.append("f.category = ?")
+            params.append(category)
+        if since is not None:
+            where.append("f.created >= ?")
+            params.append(since)
+        sql = (
+            f"SELECT {', '.join('f.' + c for c in FACT_COLUMNS.split(', '))}, bm25(facts_fts) "
+            f"FROM facts_fts JOIN facts f ON f.id = facts_fts.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY bm25(facts_fts) LIMIT ?"
+        )
+        with self._translated("search"):
+            rows = db.execute(sql, (*params, limit)).fetchall()
+        return [(Fact(*row[:-1]), -float(row[-1])) for row in rows]
+
+    def count_facts(self) -> dict[str, int]:
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute("SELECT status, count(*) FROM facts GROUP BY status").fetchall()
+        return {status: n for status, n in rows}
+
+    def _insert_fact(
+        self, db: sqlite3.Connection, category: str, content: str, now: str, by: Provenance,
+        supersedes: int | None,
+    ) -> int:
+        cursor = db.execute(
+            "INSERT INTO facts (category, content, created, updated, supersedes, session_id, "
+            "surface, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (category, content, now, now, supersedes, by.session_id, by.surface, by.agent),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def _fact(self, db: sqlite3.Connection, fact_id: int) -> Fact | None:
+        row = db.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
+        return None if row is None else Fact(*row)
+
+    def _active_fact(self, db: sqlite3.Connection, fact_id: int, action: str) -> Fact:
+        fact = self._fact(db, fact_id)
+        if fact is None:
+            raise NotFoundError(f"no fact with id {fact_id}: search for it with `memdir search`")
+        if fact.status == "superseded":
+            raise ConflictError(
+                f"fact {fact_id} was already superseded by fact {fact.superseded_by}; "
+                f"{action} {fact.superseded_by} instead"
+            )
+        if fact.status == "removed":
+            raise ConflictError(f"fact {fact_id} was removed on {fact.updated}; nothing to {action}")
+        return fact
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def start_session(self, session_id: str, surface: str, parent_id: str | None, now: str) -> Session:
+        with self._write() as db:
+            try:
+                db.execute(
+                    "INSERT INTO sessions (id, surface, parent_id, started) VALUES (?, ?, ?, ?)",
+                    (session_id, surface, parent_id, now),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ConflictError(f"a session with id {session_id!r} exists already") from exc
+        return Session(session_id, surface, parent_id, now, None, {})
+
+    def get_session(self, session_id: str) -> Session | None:
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            return self._session(db, session_id)
+
+    def end_session(self, session_id: str, now: str) -> Session:
+        with self._write() as db:
+            db.execute("UPDATE sessions SET ended = ? WHERE id = ?", (now, session_id))
+            session = self._session(db, session_id)
+        assert session is not None
+        return session
+
+    def list_sessions(self, limit: int) -> list[Session]:
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            ids = db.execute(
+                "SELECT id FROM sessions WHERE parent_id IS NULL ORDER BY started DESC, id LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [s for (sid,) in ids if (s := self._session(db, sid)) is not None]
+
+    def count_write(self, session_id: str, kind: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO session_writes (session_id, kind, n) VALUES (?, ?, 1) "
+                "ON CONFLICT (session_id, kind) DO UPDATE SET n = n + 1",
+                (session_id, kind),
+            )
+
+    def _session(self, db: sqlite3.Connection, session_id: str) -> Session | None:
+        row = db.execute(
+            "SELECT id, surface, parent_id, started, ended FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        # Facts carry their session (F5), so their count is derived; file writes are tallied.
+        counts = dict(
+            db.execute("SELECT kind, n FROM session_writes WHERE session_id = ?", (session_id,))
+        )
+        (facts,) = db.execute(
+            "SELECT count(*) FROM facts WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if facts:
+            counts["facts"] = facts
+        return Session(*row, counts)

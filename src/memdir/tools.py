@@ -1,0 +1,220 @@
+"""Agent tools (A1, A3): plain functions over a Memory, each with a JSON schema whose
+description teaches the agent what goes where (H6). The MCP server serves exactly these;
+anyone doing direct function calling can import them:
+
+    from memdir import Memory
+    from memdir.tools import call_tool, tool_schemas
+    schemas = tool_schemas()                       # JSON-ready, for the model
+    result = call_tool(Memory(), "memory_search", {"query": "deploy"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .errors import ValidationError
+from .memory import Memory
+from .models import CATEGORIES
+
+
+class Tool(NamedTuple):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool
+    run: Callable[..., dict[str, Any]]
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description,
+                "input_schema": self.input_schema}
+
+
+def memory_search(
+    memory: Memory, query: str, category: str | None = None, limit: int = 10,
+    since: str | None = None, min_score: float | None = None,
+) -> dict[str, Any]:
+    hits = memory.search(query, category=category, limit=limit, since=since)
+    if min_score is not None:
+        hits = [hit for hit in hits if hit.score >= min_score]
+    return {"hits": [hit.to_dict() for hit in hits]}
+
+
+def memory_update(
+    memory: Memory, target: str = "fact", action: str = "set", category: str | None = None,
+    content: str | None = None, supersedes: int | None = None, id: int | None = None,
+) -> dict[str, Any]:
+    if target == "hot":
+        return _hot_update(memory, action, content)
+    if action == "set":
+        fact = memory.add_fact(_required(content, "content", "set"), _required(category, "category", "set"))
+    elif action == "supersede":
+        old = _required(supersedes, "supersedes", "supersede")
+        fact = memory.supersede_fact(old, _required(content, "content", "supersede"), category)
+    elif action == "remove":
+        fact = memory.remove_fact(_required(id, "id", "remove"))
+    else:
+        raise ValidationError(f"facts take action set, supersede or remove, not {action!r}")
+    return {"fact": fact.to_dict()}
+
+
+def _hot_update(memory: Memory, action: str, content: str | None) -> dict[str, Any]:
+    text = _required(content, "content", action)
+    if action == "set":
+        result = memory.hot_set(text)
+    elif action == "append":
+        result = memory.hot_append(text)
+    elif action == "remove":
+        result = memory.hot_remove(line=text)
+    else:
+        raise ValidationError(
+            f"hot memory takes action append, set or remove, not {action!r}; "
+            "to replace a line, remove it and append the new one"
+        )
+    return {"hot": result.to_dict()}
+
+
+def procedure_write(memory: Memory, name: str, content: str) -> dict[str, Any]:
+    return {"procedure": memory.write_procedure(name, content).to_dict()}
+
+
+def _required(value: Any, field: str, action: str) -> Any:
+    if value is None:
+        raise ValidationError(f"action {action!r} needs {field!r}")
+    return value
+
+
+_SEARCH = Tool(
+    name="memory_search",
+    description=(
+        "Search long-term memory: the fact archive and the procedures. Use it before asking "
+        "the user something they may have told you already, and before starting a task you "
+        "may have a procedure for. The query is words (all must match), with optional FTS5 "
+        'syntax: OR, NOT, "exact phrase", prefix*. Each hit says its kind (fact or '
+        "procedure), its id or path, its content and its score."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Words to look for, e.g. 'deploy staging'."},
+            "category": {"type": "string", "enum": list(CATEGORIES),
+                         "description": "Only facts of this category."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10},
+            "since": {"type": "string",
+                      "description": "ISO date: only what was written from then on."},
+            "min_score": {"type": "number", "description": "Drop hits scoring below this."},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    read_only=True,
+    run=memory_search,
+)
+
+_UPDATE = Tool(
+    name="memory_update",
+    description=(
+        "Write long-term memory. Two places, for different things:\n"
+        "- target 'hot' (HOT.md) is shown at the start of every session and capped at 5,250 "
+        "characters. Keep only what every turn needs: who the user is (name, timezone, role), "
+        "two or three durable preferences, a one-line pointer to the active project. Actions: "
+        "append (add a line), set (replace the whole file), remove (the line given as content).\n"
+        "- target 'fact' (the archive, searched on demand) takes everything else, one fact per "
+        "call with a category: preference (how the user likes things), convention (how things "
+        "are done here), decision (what was decided and why), learning (what you found out). "
+        "Actions: set (a new fact), supersede (replace fact `supersedes` by `content` when it "
+        "changed; the old one stays in history), remove (fact `id`, when it was wrong).\n"
+        "Never store secrets, passwords or tokens."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "target": {"type": "string", "enum": ["fact", "hot"], "default": "fact"},
+            "action": {"type": "string", "enum": ["set", "supersede", "remove", "append"],
+                       "default": "set"},
+            "category": {"type": "string", "enum": list(CATEGORIES),
+                         "description": "Required for a new fact."},
+            "content": {"type": "string", "description": "The fact, or the hot-memory text."},
+            "supersedes": {"type": "integer", "description": "Id of the fact being replaced."},
+            "id": {"type": "integer", "description": "Id of the fact to remove."},
+        },
+        "additionalProperties": False,
+    },
+    read_only=False,
+    run=memory_update,
+)
+
+_PROCEDURE = Tool(
+    name="procedure_write",
+    description=(
+        "Save a reusable procedure: how to do a recurring task, step by step (deploy, release, "
+        "triage...). Markdown, optionally with YAML frontmatter (description, tags). Writing an "
+        "existing name replaces it. Facts about the user or project go to memory_update."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": 64,
+                     "description": "kebab-case, e.g. 'deploy-staging'."},
+            "content": {"type": "string", "description": "The procedure, in markdown."},
+        },
+        "required": ["name", "content"],
+        "additionalProperties": False,
+    },
+    read_only=False,
+    run=procedure_write,
+)
+
+TOOLS: dict[str, Tool] = {tool.name: tool for tool in (_SEARCH, _UPDATE, _PROCEDURE)}
+
+
+def tools(read_only: bool = False) -> list[Tool]:
+    """The tool set; a subagent session gets only the read-only tools (U2)."""
+    return [tool for tool in TOOLS.values() if tool.read_only or not read_only]
+
+
+def tool_schemas(read_only: bool = False) -> list[dict[str, Any]]:
+    return [tool.schema() for tool in tools(read_only)]
+
+
+def call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """Validate the arguments against the tool's schema, then run it. Errors are MemdirError."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        raise ValidationError(f"unknown tool {name!r}: the tools are {', '.join(TOOLS)}")
+    if not tool.read_only and memory.read_only:
+        from .sessions import refuse_if_subagent
+
+        refuse_if_subagent(memory.session)
+    args = dict(arguments or {})
+    check_arguments(tool, args)
+    return tool.run(memory, **args)
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+}
+
+
+def check_arguments(tool: Tool, args: dict[str, Any]) -> None:
+    """The subset of JSON Schema our schemas use: required, types, enums, no extras."""
+    properties = tool.input_schema["properties"]
+    for key in args:
+        if key not in properties:
+            raise ValidationError(
+                f"{tool.name} has no argument {key!r}; it takes {', '.join(properties)}"
+            )
+    for key in tool.input_schema.get("required", []):
+        if args.get(key) is None:
+            raise ValidationError(f"{tool.name} needs the argument {key!r}")
+    for key, value in args.items():
+        if value is None:
+            continue
+        spec = properties[key]
+        kind = spec["type"]
+        if not isinstance(value, _TYPES[kind]) or (kind != "boolean" and isinstance(value, bool)):
+            raise ValidationError(f"{tool.name}: {key!r} must be a {kind}, not {value!r}")
+        if "enum" in spec and value not in spec["enum"]:
+            raise ValidationError(
+                f"{tool.name}: {key!r} must be one of {', '.join(spec['enum'])}, not {value!r}"
+            )
