@@ -30,28 +30,45 @@ class _Parser(argparse.ArgumentParser):
 def _common() -> argparse.ArgumentParser:
     # SUPPRESS: an option given before the command must not be reset by the sub-parser.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print machine-readable JSON")
-    common.add_argument("--state-dir", default=argparse.SUPPRESS, metavar="DIR",
-                        help="the state folder (default: $MEMDIR_STATE_DIR, the nearest "
-                             ".memdir/, or ~/.memdir/state)")
-    common.add_argument("--session", default=argparse.SUPPRESS, metavar="ID",
-                        help="act as this session (default: $MEMDIR_SESSION_ID)")
-    common.add_argument("--agent", default=argparse.SUPPRESS, metavar="NAME",
-                        help="the agent writing, recorded as provenance")
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print machine-readable JSON"
+    )
+    common.add_argument(
+        "--state-dir",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="the state folder (default: $MEMDIR_STATE_DIR, the nearest "
+        ".memdir/, or ~/.memdir/state)",
+    )
+    common.add_argument(
+        "--session",
+        default=argparse.SUPPRESS,
+        metavar="ID",
+        help="act as this session (default: $MEMDIR_SESSION_ID)",
+    )
+    common.add_argument(
+        "--agent",
+        default=argparse.SUPPRESS,
+        metavar="NAME",
+        help="the agent writing, recorded as provenance",
+    )
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
-    parser = _Parser(prog="memdir", parents=[common],
-                     description="Memory that outlasts the session, for AI agents.")
+    parser = _Parser(
+        prog="memdir",
+        parents=[common],
+        description="Memory that outlasts the session, for AI agents.",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
     def command(parent: Any, name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = parent.add_parser(
-            name, parents=[common], help=help, description=help)
+            name, parents=[common], help=help, description=help
+        )
         sub.set_defaults(handler=handler)
         return sub
 
@@ -67,9 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     hot = group("hot", "hot memory (HOT.md): what every turn needs")
     command(hot, "show", _hot_show, "print HOT.md")
     command(hot, "set", _hot_set, "replace HOT.md").add_argument(
-        "text", nargs="?", default="-", help="the new text, or - for stdin")
+        "text", nargs="?", default="-", help="the new text, or - for stdin"
+    )
     command(hot, "append", _hot_append, "add a line to HOT.md").add_argument(
-        "text", help="the text to add, or - for stdin")
+        "text", help="the text to add, or - for stdin"
+    )
     rm = command(hot, "rm", _hot_rm, "remove a line or a section of HOT.md")
     rm.add_argument("line", nargs="?", help="the line to remove (or a unique part of it)")
     rm.add_argument("--section", metavar="HEADING", help="remove this markdown section")
@@ -91,8 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("-c", "--category", choices=CATEGORIES)
     search.add_argument("-n", "--limit", type=int, default=10)
     search.add_argument("--since", metavar="DATE", help="only what was written from DATE on")
-    search.add_argument("--kind", choices=("fact", "procedure"), action="append",
-                        help="only this kind of hit (repeatable)")
+    search.add_argument(
+        "--kind",
+        choices=("fact", "procedure"),
+        action="append",
+        help="only this kind of hit (repeatable)",
+    )
 
     proc = group("procedure", "procedures: reusable how-tos")
     write = command(proc, "write", _procedure_write, "create or replace a procedure")
@@ -104,16 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
     session = group("session", "sessions: who is writing")
     start = command(session, "start", _session_start, "start a session and print its id")
     start.add_argument("--surface", default="cli", help="cli, repl, telegram, daemon, mcp, ...")
-    start.add_argument("--parent", metavar="ID", help="the parent session: makes a read-only "
-                                                      "subagent session")
+    start.add_argument(
+        "--parent", metavar="ID", help="the parent session: makes a read-only subagent session"
+    )
     command(session, "end", _session_end, "end a session and record it").add_argument("id")
     command(commands, "sessions", _sessions, "list recorded sessions")
 
     serve = command(commands, "serve", _serve, "run the MCP server (stdio, or --http)")
-    serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP, e.g. "
-                                                           "127.0.0.1:8765")
-    serve.add_argument("--allow-remote", action="store_true",
-                       help="allow --http on an address other than loopback")
+    serve.add_argument(
+        "--http", metavar="HOST:PORT", help="serve streamable HTTP, e.g. 127.0.0.1:8765"
+    )
+    serve.add_argument(
+        "--allow-remote", action="store_true", help="allow --http on an address other than loopback"
+    )
     return parser
 
 
@@ -121,8 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _memory(args: argparse.Namespace, surface: str = "cli") -> Memory:
-    return Memory(getattr(args, "state_dir", None), session=getattr(args, "session", None),
-                  agent=getattr(args, "agent", None), surface=surface)
+    return Memory(
+        getattr(args, "state_dir", None),
+        session=getattr(args, "session", None),
+        agent=getattr(args, "agent", None),
+        surface=surface,
+    )
 
 
 def _init(args: argparse.Namespace) -> Any:
@@ -138,8 +168,11 @@ def _init(args: argparse.Namespace) -> Any:
 def _path(args: argparse.Namespace) -> Any:
     memory = _memory(args)
     if _json(args):
-        return {"memory_dir": memory.path, "state_dir": memory.state.path,
-                "source": memory.state.source}
+        return {
+            "memory_dir": memory.path,
+            "state_dir": memory.state.path,
+            "source": memory.state.source,
+        }
     return memory.path
 
 
@@ -195,8 +228,9 @@ def _fact_history(args: argparse.Namespace) -> Any:
 
 def _search(args: argparse.Namespace) -> Any:
     kinds = tuple(args.kind) if args.kind else ("fact", "procedure")
-    hits = _memory(args).search(args.query, category=args.category, limit=args.limit,
-                                since=args.since, kinds=kinds)
+    hits = _memory(args).search(
+        args.query, category=args.category, limit=args.limit, since=args.since, kinds=kinds
+    )
     if _json(args):
         return [hit.to_dict() for hit in hits]
     return "\n".join(_render_hit(hit) for hit in hits) if hits else "no matches"
@@ -239,8 +273,9 @@ def _sessions(args: argparse.Namespace) -> Any:
     found = _memory(args).sessions()
     if _json(args):
         return [s.to_dict() for s in found]
-    rows = [f"{s.id}  {s.surface:<9} {s.started} -> {s.ended or 'open'}  {_counts(s)}"
-            for s in found]
+    rows = [
+        f"{s.id}  {s.surface:<9} {s.started} -> {s.ended or 'open'}  {_counts(s)}" for s in found
+    ]
     return "\n".join(rows) if rows else "no sessions"
 
 
@@ -263,8 +298,9 @@ class Raw(str):
 
 
 def _render_fact(fact: Fact) -> str:
-    state = {"superseded": f" (superseded by {fact.superseded_by})",
-             "removed": " (removed)"}.get(fact.status, "")
+    state = {"superseded": f" (superseded by {fact.superseded_by})", "removed": " (removed)"}.get(
+        fact.status, ""
+    )
     return f"#{fact.id} [{fact.category}] {fact.created}{state}\n  {fact.content}"
 
 
@@ -292,8 +328,15 @@ def _counts(session: Session) -> str:
 def _banner(memory: Memory, host: str, port: int) -> None:
     url = f"http://{host}:{port}/mcp"
     config = {"mcpServers": {"memdir": {"type": "http", "url": url}}}
-    stdio = {"mcpServers": {"memdir": {"command": "memdir", "args": ["serve"],
-                                        "env": {"MEMDIR_STATE_DIR": memory.state.path}}}}
+    stdio = {
+        "mcpServers": {
+            "memdir": {
+                "command": "memdir",
+                "args": ["serve"],
+                "env": {"MEMDIR_STATE_DIR": memory.state.path},
+            }
+        }
+    }
     print(
         f"memdir {_version()} serving MCP over streamable HTTP at {url}\n"
         f"store: {memory.state.path} (memory files in {memory.path})\n\n"
@@ -378,8 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, and a way to see more
         if os.environ.get("MEMDIR_DEBUG"):
             raise
-        print(f"memdir: internal error: {type(exc).__name__}: {exc} "
-              "(run with MEMDIR_DEBUG=1 for the traceback, and please report it)",
-              file=sys.stderr)
+        print(
+            f"memdir: internal error: {type(exc).__name__}: {exc} "
+            "(run with MEMDIR_DEBUG=1 for the traceback, and please report it)",
+            file=sys.stderr,
+        )
         return 2
     return 0

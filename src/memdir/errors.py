@@ -1,15 +1,15 @@
 """The one exception tree of memdir. Front ends turn these into messages and exit codes.
 
-    MemdirError                 exit 1: anything the user can fix; str() is one line
-    ├── ConfigError             config.toml is malformed (path, line, key)
-    ├── ValidationError         a bad name, category, date, size or argument
-    ├── QueryError              a search query FTS5 cannot run (carries a hint)
-    ├── NotFoundError           no fact, procedure, session or line with that id/name
-    ├── ReadOnlyError           a subagent session tried to write (U2)
-    ├── DisabledError           memory.enabled = false and a write was asked for
-    ├── ConflictError           the write lost a race or contradicts the stored state
-    ├── StorageError            the disk or the database failed (locked, full, corrupt)
-    └── MissingExtraError       an optional extra is not installed
+MemdirError                 exit 1: anything the user can fix; str() is one line
+├── ConfigError             config.toml is malformed (path, line, key)
+├── ValidationError         a bad name, category, date, size or argument
+├── QueryError              a search query FTS5 cannot run (carries a hint)
+├── NotFoundError           no fact, procedure, session or line with that id/name
+├── ReadOnlyError           a subagent session tried to write (U2)
+├── DisabledError           memory.enabled = false and a write was asked for
+├── ConflictError           the write lost a race or contradicts the stored state
+├── StorageError            the disk or the database failed (locked, full, corrupt)
+└── MissingExtraError       an optional extra is not installed
 """
 
 from __future__ import annotations

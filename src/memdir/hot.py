@@ -6,7 +6,6 @@ never lost; the previous content goes to HOT.md.bak and the new one lands atomic
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 
@@ -19,7 +18,7 @@ KEEP_CHARS = 600  # H3: the head of HOT.md is never cut
 WARN_RATIO = 0.8  # H3: from here on, writes warn
 MARKER = "<!-- HOT TRUNCATED: {n} chars cut; keep details in the fact archive -->"
 MARKER_RE = re.compile(
-    r"\n?<!-- HOT TRUNCATED: \d+ chars cut; keep details in the fact archive -->\s*\Z"
+    r"\n?<!-- HOT TRUNCATED: (\d+) chars cut; keep details in the fact archive -->\s*\Z"
 )
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
@@ -28,30 +27,48 @@ def read(layout: Layout) -> str:
     return files.read_text(layout.hot) or ""
 
 
-def update(layout: Layout, cap: int, change: Callable[[str], str]) -> HotWrite:
-    """Apply `change` to the current text under the lock, cap it, back up, write atomically."""
+def update(
+    layout: Layout, cap: int, change: Callable[[str], str], *, replace: bool = False
+) -> HotWrite:
+    """Apply `change` to the current text under the lock, cap it, back up, write atomically.
+
+    Unless the whole file is replaced, an earlier cut stays announced (its count carried
+    on), so a later append cannot slip into the marker's room and hide that text was lost.
+    """
     with files.locked(layout.locks_dir, "HOT.md"):
         current = files.read_text(layout.hot)
-        text, cut = truncate(change(current or ""), cap)
+        carried = 0 if replace else cut_so_far(current or "")
+        text, cut = truncate(change(current or ""), cap, carried)
         if current is not None:
             files.atomic_write(layout.hot + ".bak", current)
         files.atomic_write(layout.hot, text)
     return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
 
 
-def truncate(text: str, cap: int) -> tuple[str, int]:
-    """H3: (text within `cap`, chars cut). The end goes first, at a line break when that
-    spares the first 600 chars, and a one-line marker closes the file inside the cap."""
-    if len(text) <= cap:
+def truncate(text: str, cap: int, carried: int = 0) -> tuple[str, int]:
+    """H3: (text within `cap`, chars cut now). The end goes first, at a line break when that
+    spares the first 600 chars, and a one-line marker closes the file inside the cap.
+    `carried`: chars cut by earlier writes, still announced by the marker."""
+    if carried:
+        marked = text.rstrip("\n") + "\n" + MARKER.format(n=carried)
+        if len(marked) <= cap:
+            return marked, 0
+        text = text.rstrip("\n")
+    elif len(text) <= cap:
         return text, 0
     # Room for the marker is reserved with the widest count it could carry, so one pass
     # suffices and the result never exceeds the cap.
-    room = cap - len("\n" + MARKER.format(n=len(text)))
+    room = cap - len("\n" + MARKER.format(n=carried + len(text)))
     end = text.rfind("\n", 0, room + 1)
     if end < KEEP_CHARS:
         end = room  # the last line break would eat into the protected head: cut mid-line
     cut = len(text) - end
-    return text[:end] + "\n" + MARKER.format(n=cut), cut
+    return text[:end] + "\n" + MARKER.format(n=carried + cut), cut
+
+
+def cut_so_far(text: str) -> int:
+    match = MARKER_RE.search(text)
+    return int(match.group(1)) if match else 0
 
 
 def strip_marker(text: str) -> str:
@@ -103,10 +120,6 @@ def without_section(current: str, heading: str) -> str:
                 end += 1
             return "\n".join(lines[:start] + lines[end:])
     raise NotFoundError(f"HOT.md has no section headed {heading!r}: see `memdir hot show`")
-
-
-def exists(layout: Layout) -> bool:
-    return os.path.exists(layout.hot)
 
 
 def _bare(line: str) -> str:

@@ -11,11 +11,13 @@ Imported only by `memdir serve`: the SDK costs about a second of import time.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server import Server
+from mcp.shared.exceptions import MCPError
 
 from . import __version__
 from .errors import MemdirError
@@ -73,7 +75,10 @@ def build_server(memory: Memory) -> Server[Any]:
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         if str(params.uri) != HOT_URI:
-            raise ValueError(f"unknown resource {params.uri}: the resource is {HOT_URI}")
+            # An MCPError reaches the client as is; a plain exception becomes "Internal server
+            # error" plus a traceback in the server log. -32602 is "not found" (SEP-2164).
+            raise MCPError(types.INVALID_PARAMS,
+                           f"unknown resource {params.uri}: the resource is {HOT_URI}")
         async with lock:
             text = await anyio.to_thread.run_sync(memory.hot)
         return types.ReadResourceResult(contents=[
@@ -130,11 +135,30 @@ def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
         own = memory.start_session("mcp")
         memory.bind_session(own.id)
     os.environ.update(memory.child_env())
+    restore = _exit_on_sigterm()
     try:
         if http is None:
             serve_stdio(memory)
         else:
             serve_http(memory, *http)
     finally:
+        restore()
         if own is not None:
             memory.end_session(own.id)
+
+
+def _exit_on_sigterm() -> Callable[[], object]:
+    """SIGTERM (how service managers and MCP clients stop a server) must end the session
+    like Ctrl+C does (U3): by default it kills the process before `finally` runs. uvicorn
+    re-raises the signal it caught once it has shut down, which lands here too."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, previous)

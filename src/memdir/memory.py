@@ -57,7 +57,8 @@ class Memory:
         self.agent = agent
         self.clock = clock
         self.store = SQLiteStore(
-            self.layout.db, busy_timeout_ms=self.settings.busy_timeout_ms,
+            self.layout.db,
+            busy_timeout_ms=self.settings.busy_timeout_ms,
             create=self.settings.enabled,
         )
         self.session_id: str | None = None
@@ -116,7 +117,7 @@ class Memory:
 
     def hot_set(self, text: str) -> HotWrite:
         self._writable("hot")
-        return self._hot_update(lambda _current: text)
+        return self._hot_update(lambda _current: text, replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
         self._writable("hot")
@@ -131,8 +132,8 @@ class Memory:
         assert section is not None
         return self._hot_update(lambda current: hot.without_section(current, section))
 
-    def _hot_update(self, change: Callable[[str], str]) -> HotWrite:
-        result = hot.update(self.layout, self.settings.hot_cap_chars, change)
+    def _hot_update(self, change: Callable[[str], str], replace: bool = False) -> HotWrite:
+        result = hot.update(self.layout, self.settings.hot_cap_chars, change, replace=replace)
         self._count("hot")
         return result
 
@@ -147,8 +148,10 @@ class Memory:
     def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
         """Bulk import: (content, category) pairs in one transaction."""
         checked = [
-            (facts.check_category(category),
-             facts.check_content(content, self.settings.max_entry_bytes))
+            (
+                facts.check_category(category),
+                facts.check_content(content, self.settings.max_entry_bytes),
+            )
             for content, category in rows
         ]
         self._writable("facts")
@@ -185,14 +188,24 @@ class Memory:
     # -- search (Q1, F4, P3) -----------------------------------------------------------
 
     def search(
-        self, query: str, *, category: str | None = None, limit: int = 10,
-        since: str | None = None, kinds: tuple[str, ...] = ("fact", "procedure"),
+        self,
+        query: str,
+        *,
+        category: str | None = None,
+        limit: int = 10,
+        since: str | None = None,
+        kinds: tuple[str, ...] = ("fact", "procedure"),
     ) -> list[Hit]:
         if category is not None:
             facts.check_category(category)
         return search.search(
-            self.store, self.layout, query, category=category,
-            since=facts.normalize_since(since), limit=search.check_limit(limit), kinds=kinds,
+            self.store,
+            self.layout,
+            query,
+            category=category,
+            since=facts.normalize_since(since),
+            limit=search.check_limit(limit),
+            kinds=kinds,
         )
 
     # -- procedures (P) ----------------------------------------------------------------

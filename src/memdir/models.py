@@ -64,7 +64,9 @@ class Hit(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         data = self._asdict()
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in data.items() if v is not None}
+        return {
+            k: (list(v) if isinstance(v, tuple) else v) for k, v in data.items() if v is not None
+        }
 
 
 class Session(NamedTuple):

@@ -58,7 +58,7 @@ class Layout(NamedTuple):
 
 
 def resolve_state_dir(explicit: str | None, env: Mapping[str, str], cwd: str) -> StateDir:
-    """L1: argument, then MEMDIR_STATE_DIR, then the nearest .memdir/ upwards, then ~/.memdir/state."""
+    """L1: argument, MEMDIR_STATE_DIR, the nearest .memdir/ upwards, then ~/.memdir/state."""
     if explicit:
         return StateDir(_absolute(explicit, cwd), "argument")
     if env.get(STATE_ENV):

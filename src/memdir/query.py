@@ -16,7 +16,7 @@ from typing import NamedTuple
 from .errors import QueryError
 
 OPERATORS = ("AND", "OR", "NOT")
-SYNTAX_HINT = "use words, \"exact phrases\", prefix*, AND, OR, NOT and parentheses"
+SYNTAX_HINT = 'use words, "exact phrases", prefix*, AND, OR, NOT and parentheses'
 
 
 class Word(NamedTuple):
@@ -38,8 +38,10 @@ def parse(query: str) -> Node:
     """The query as a tree; a QueryError with a hint when it cannot be read."""
     tokens = _tokens(query)
     if not any(isinstance(t, Word) for t in tokens):
-        raise QueryError("the search query has no words to look for",
-                         hint="give at least one word with a letter or digit")
+        raise QueryError(
+            "the search query has no words to look for",
+            hint="give at least one word with a letter or digit",
+        )
     parser = _Parser(tokens)
     node = parser.expression()
     if parser.peek() is not None:
@@ -81,6 +83,7 @@ Token = Word | str  # str: an operator or a parenthesis
 
 def _tokens(query: str) -> list[Token]:
     tokens: list[Token] = []
+    query = query.replace("\0", " ")  # SQLite would end the string at a NUL
     i, n = 0, len(query)
     while i < n:
         ch = query[i]
@@ -106,8 +109,9 @@ def _phrase(query: str, start: int, tokens: list[Token]) -> int:
     while True:
         end = query.find('"', i)
         if end < 0:
-            raise QueryError("unclosed '\"' in the search query",
-                             hint="close the phrase with a second '\"'")
+            raise QueryError(
+                "unclosed '\"' in the search query", hint="close the phrase with a second '\"'"
+            )
         parts.append(query[i:end])
         if query.startswith('""', end):
             parts.append('"')
@@ -186,13 +190,17 @@ class _Parser:
                 raise QueryError("unclosed '(' in the search query", hint="add the missing ')'")
             return node
         if after is not None:
-            raise QueryError(f"{after} has nothing after it in the search query",
-                             hint=f"write 'deploy {after} staging'; to search for the word "
-                                  f"itself, write it in lowercase")
+            raise QueryError(
+                f"{after} has nothing after it in the search query",
+                hint=f"write 'deploy {after} staging'; to search for the word "
+                f"itself, write it in lowercase",
+            )
         if token in OPERATORS:
-            raise QueryError(f"{token} has nothing before it in the search query",
-                             hint=f"write 'deploy {token} staging'; to search for the word "
-                                  f"itself, write it in lowercase")
+            raise QueryError(
+                f"{token} has nothing before it in the search query",
+                hint=f"write 'deploy {token} staging'; to search for the word "
+                f"itself, write it in lowercase",
+            )
         if token == ")":
             raise QueryError("unbalanced ')' in the search query", hint="remove it or add a '('")
         raise QueryError("the search query ends too early", hint=SYNTAX_HINT)

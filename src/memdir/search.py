@@ -24,24 +24,47 @@ def check_limit(limit: object) -> int:
 
 
 def search(
-    store: Store, layout: Layout, text: str, *, category: str | None, since: str | None,
-    limit: int, kinds: tuple[str, ...] = ("fact", "procedure"),
+    store: Store,
+    layout: Layout,
+    text: str,
+    *,
+    category: str | None,
+    since: str | None,
+    limit: int,
+    kinds: tuple[str, ...] = ("fact", "procedure"),
 ) -> list[Hit]:
     node = query.parse(text)
     lists: list[list[Hit]] = []
     if "fact" in kinds:
         match = query.to_fts5(node)
-        lists.append([
-            Hit(kind="fact", content=f.content, score=score, id=f.id,
-                category=f.category, created=f.created)
-            for f, score in store.search_facts(match, category, since, limit)
-        ])
+        lists.append(
+            [
+                Hit(
+                    kind="fact",
+                    content=f.content,
+                    score=score,
+                    id=f.id,
+                    category=f.category,
+                    created=f.created,
+                )
+                for f, score in store.search_facts(match, category, since, limit)
+            ]
+        )
     if "procedure" in kinds and category is None:  # categories belong to facts only
-        lists.append([
-            Hit(kind="procedure", content=snippet, score=score, path=p.path, name=p.name,
-                created=p.updated, lines=lines)
-            for p, score, lines, snippet in procedures.search(layout, node, since, limit)
-        ])
+        lists.append(
+            [
+                Hit(
+                    kind="procedure",
+                    content=snippet,
+                    score=score,
+                    path=p.path,
+                    name=p.name,
+                    created=p.updated,
+                    lines=lines,
+                )
+                for p, score, lines, snippet in procedures.search(layout, node, since, limit)
+            ]
+        )
     return _fuse(lists, limit)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, NamedTuple
 
@@ -56,7 +55,8 @@ def load_settings(config_path: str) -> Settings:
     except tomllib.TOMLDecodeError as exc:
         line = _line_of_decode_error(str(exc))
         raise ConfigError(
-            f"malformed TOML: {str(exc).split(' (at ')[0]}; fix the file or delete it for the defaults",
+            f"malformed TOML: {str(exc).split(' (at ')[0]}; "
+            "fix the file, or delete it to use the defaults",
             path=config_path,
             line=line,
         ) from exc
@@ -73,7 +73,9 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
             known = ", ".join(f"memory.{k}" for k in _KEYS)
             raise ConfigError(
                 f"unknown key memory.{key}; known keys: {known}",
-                path=path, line=_line_of_key(text, key), key=f"memory.{key}",
+                path=path,
+                line=_line_of_key(text, key),
+                key=f"memory.{key}",
             )
         values[key] = _check(key, value, text, path)
     return DEFAULTS._replace(**values)
@@ -95,7 +97,9 @@ def _check(key: str, value: Any, text: str, path: str) -> Any:
     if not ok:
         raise ConfigError(
             f"memory.{key} = {value!r} is not valid: it must be {expected}",
-            path=path, line=_line_of_key(text, key), key=f"memory.{key}",
+            path=path,
+            line=_line_of_key(text, key),
+            key=f"memory.{key}",
         )
     return value
 
@@ -108,7 +112,7 @@ def parse_duration(text: str) -> float | None:
 
 
 def _line_of_key(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*(memory\.)?{re.escape(key)}\s*=", re.MULTILINE)
+    pattern = re.compile(rf"^[ \t]*(memory\.)?{re.escape(key)}[ \t]*=", re.MULTILINE)
     match = pattern.search(text)
     return None if match is None else text.count("\n", 0, match.start()) + 1
 
@@ -124,12 +128,11 @@ def config_template() -> str:
         "# memdir settings. Every key is optional; the values shown are the defaults.\n"
         "[memory]\n"
         "# enabled = true            # false: nothing is persisted or injected\n"
-        "# path = \"memory\"           # relocate the memory root (relative to this folder)\n"
+        '# path = "memory"           # relocate the memory root (relative to this folder)\n'
         "# max_inject_chars = 4000   # budget of the recall sections\n"
         "# max_entry_bytes = 16384   # cap on one fact, entry or procedure\n"
-        "# task_retention = \"720h\"   # prune task notes this long after the task ends\n"
+        '# task_retention = "720h"   # prune task notes this long after the task ends\n'
         "# hot_cap_chars = 5250      # hard cap of HOT.md\n"
-        "# marker_prefix = \"MEMDIR\"  # <PREFIX>_MEMORIZE_BEGIN / _END\n"
+        '# marker_prefix = "MEMDIR"  # <PREFIX>_MEMORIZE_BEGIN / _END\n'
         "# busy_timeout_ms = 10000   # how long a write waits for another process's lock\n"
     )
-

@@ -26,13 +26,20 @@ class Tool(NamedTuple):
     run: Callable[..., dict[str, Any]]
 
     def schema(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description,
-                "input_schema": self.input_schema}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
 
 
 def memory_search(
-    memory: Memory, query: str, category: str | None = None, limit: int = 10,
-    since: str | None = None, min_score: float | None = None,
+    memory: Memory,
+    query: str,
+    category: str | None = None,
+    limit: int = 10,
+    since: str | None = None,
+    min_score: float | None = None,
 ) -> dict[str, Any]:
     hits = memory.search(query, category=category, limit=limit, since=since)
     if min_score is not None:
@@ -41,13 +48,20 @@ def memory_search(
 
 
 def memory_update(
-    memory: Memory, target: str = "fact", action: str = "set", category: str | None = None,
-    content: str | None = None, supersedes: int | None = None, id: int | None = None,
+    memory: Memory,
+    target: str = "fact",
+    action: str = "set",
+    category: str | None = None,
+    content: str | None = None,
+    supersedes: int | None = None,
+    id: int | None = None,
 ) -> dict[str, Any]:
     if target == "hot":
         return _hot_update(memory, action, content)
     if action == "set":
-        fact = memory.add_fact(_required(content, "content", "set"), _required(category, "category", "set"))
+        fact = memory.add_fact(
+            _required(content, "content", "set"), _required(category, "category", "set")
+        )
     elif action == "supersede":
         old = _required(supersedes, "supersedes", "supersede")
         fact = memory.supersede_fact(old, _required(content, "content", "supersede"), category)
@@ -97,11 +111,16 @@ _SEARCH = Tool(
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "Words to look for, e.g. 'deploy staging'."},
-            "category": {"type": "string", "enum": list(CATEGORIES),
-                         "description": "Only facts of this category."},
+            "category": {
+                "type": "string",
+                "enum": list(CATEGORIES),
+                "description": "Only facts of this category.",
+            },
             "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10},
-            "since": {"type": "string",
-                      "description": "ISO date: only what was written from then on."},
+            "since": {
+                "type": "string",
+                "description": "ISO date: only what was written from then on.",
+            },
             "min_score": {"type": "number", "description": "Drop hits scoring below this."},
         },
         "required": ["query"],
@@ -130,10 +149,16 @@ _UPDATE = Tool(
         "type": "object",
         "properties": {
             "target": {"type": "string", "enum": ["fact", "hot"], "default": "fact"},
-            "action": {"type": "string", "enum": ["set", "supersede", "remove", "append"],
-                       "default": "set"},
-            "category": {"type": "string", "enum": list(CATEGORIES),
-                         "description": "Required for a new fact."},
+            "action": {
+                "type": "string",
+                "enum": ["set", "supersede", "remove", "append"],
+                "default": "set",
+            },
+            "category": {
+                "type": "string",
+                "enum": list(CATEGORIES),
+                "description": "Required for a new fact.",
+            },
             "content": {"type": "string", "description": "The fact, or the hot-memory text."},
             "supersedes": {"type": "integer", "description": "Id of the fact being replaced."},
             "id": {"type": "integer", "description": "Id of the fact to remove."},
@@ -154,8 +179,12 @@ _PROCEDURE = Tool(
     input_schema={
         "type": "object",
         "properties": {
-            "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": 64,
-                     "description": "kebab-case, e.g. 'deploy-staging'."},
+            "name": {
+                "type": "string",
+                "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
+                "maxLength": 64,
+                "description": "kebab-case, e.g. 'deploy-staging'.",
+            },
             "content": {"type": "string", "description": "The procedure, in markdown."},
         },
         "required": ["name", "content"],
@@ -192,7 +221,10 @@ def call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> di
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
 }
 
 
@@ -213,7 +245,7 @@ def check_arguments(tool: Tool, args: dict[str, Any]) -> None:
         spec = properties[key]
         kind = spec["type"]
         if not isinstance(value, _TYPES[kind]) or (kind != "boolean" and isinstance(value, bool)):
-            raise ValidationError(f"{tool.name}: {key!r} must be a {kind}, not {value!r}")
+            raise ValidationError(f"{tool.name}: {key!r} must be of type {kind}, not {value!r}")
         if "enum" in spec and value not in spec["enum"]:
             raise ValidationError(
                 f"{tool.name}: {key!r} must be one of {', '.join(spec['enum'])}, not {value!r}"

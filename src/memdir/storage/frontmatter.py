@@ -22,7 +22,9 @@ def split(text: str) -> tuple[str | None, str]:
     for index in range(1, len(lines)):
         if lines[index].strip() == FENCE:
             return "\n".join(lines[1:index]), "\n".join(lines[index + 1 :])
-    raise ValidationError("frontmatter opened with '---' on line 1 is never closed: add a '---' line")
+    raise ValidationError(
+        "frontmatter opened with '---' on line 1 is never closed: add a '---' line"
+    )
 
 
 def parse(text: str, path: str) -> tuple[dict[str, Any], str]:

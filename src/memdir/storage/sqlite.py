@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 
 from ..errors import ConflictError, NotFoundError, QueryError, StorageError
@@ -42,16 +43,14 @@ class SQLiteStore:
             if not exists:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
             db = sqlite3.connect(
-                self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
+                self.path,
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,
                 check_same_thread=False,
             )
             try:
                 db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-                # Changing the journal mode commits any open transaction (sqlite-utils
-                # enable_wal): do it here, first thing, outside any transaction. WAL is
-                # persistent, so only the first opener of a new file pays for it.
-                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    db.execute("PRAGMA journal_mode = WAL")
+                self._enable_wal(db)
                 # FULL: an acknowledged write survives power loss, not only a crash.
                 db.execute("PRAGMA synchronous = FULL")
                 db.execute("PRAGMA foreign_keys = ON")
@@ -61,6 +60,24 @@ class SQLiteStore:
                 raise
         self._db = db
         return db
+
+    def _enable_wal(self, db: sqlite3.Connection) -> None:
+        """Changing the journal mode commits any open transaction (sqlite-utils enable_wal):
+        do it first thing, outside any transaction. WAL is persistent, so only the first
+        opener of a new file pays for it. When several processes open a new file at once,
+        the switch (it needs an exclusive lock) fails with SQLITE_BUSY at once, without the
+        busy handler, for all but one of them: wait for the winner, up to the busy timeout."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.002)
 
     def _require(self) -> sqlite3.Connection:
         db = self._conn()
@@ -102,10 +119,14 @@ class SQLiteStore:
                 "nothing was changed, try again (or raise memory.busy_timeout_ms)"
             )
         if "fts5" in text or "syntax error" in text or "no such column" in text:
-            return QueryError(f"the search query cannot run: {text}",
-                              hint="quote words that contain punctuation, e.g. \"foo-bar\"")
+            return QueryError(
+                f"the search query cannot run: {text}",
+                hint='quote words that contain punctuation, e.g. "foo-bar"',
+            )
         if "full" in text:
-            return StorageError(f"cannot {doing} {self.path}: the disk is full; nothing was changed")
+            return StorageError(
+                f"cannot {doing} {self.path}: the disk is full; nothing was changed"
+            )
         return StorageError(f"cannot {doing} {self.path}: {text}")
 
     def close(self) -> None:
@@ -124,7 +145,9 @@ class SQLiteStore:
 
     def add_facts(self, rows: list[tuple[str, str]], now: str, by: Provenance) -> list[int]:
         with self._write() as db:
-            return [self._insert_fact(db, cat, text, now, by, supersedes=None) for cat, text in rows]
+            return [
+                self._insert_fact(db, cat, text, now, by, supersedes=None) for cat, text in rows
+            ]
 
     def supersede_fact(
         self, old_id: int, category: str | None, content: str, now: str, by: Provenance
@@ -133,17 +156,20 @@ class SQLiteStore:
             old = self._active_fact(db, old_id, "supersede")
             new_id = self._insert_fact(db, category or old.category, content, now, by, old_id)
             db.execute(
-                "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ? WHERE id = ?",
+                "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ? "
+                "WHERE id = ?",
                 (new_id, now, old_id),
             )
-            old, new = self._fact(db, old_id), self._fact(db, new_id)
-        assert old is not None and new is not None
-        return old, new
+            before, after = self._fact(db, old_id), self._fact(db, new_id)
+        assert before is not None and after is not None
+        return before, after
 
     def remove_fact(self, fact_id: int, now: str) -> Fact:
         with self._write() as db:
             self._active_fact(db, fact_id, "remove")
-            db.execute("UPDATE facts SET status = 'removed', updated = ? WHERE id = ?", (now, fact_id))
+            db.execute(
+                "UPDATE facts SET status = 'removed', updated = ? WHERE id = ?", (now, fact_id)
+            )
             fact = self._fact(db, fact_id)
         assert fact is not None
         return fact
@@ -207,7 +233,12 @@ class SQLiteStore:
         return {status: n for status, n in rows}
 
     def _insert_fact(
-        self, db: sqlite3.Connection, category: str, content: str, now: str, by: Provenance,
+        self,
+        db: sqlite3.Connection,
+        category: str,
+        content: str,
+        now: str,
+        by: Provenance,
         supersedes: int | None,
     ) -> int:
         cursor = db.execute(
@@ -232,12 +263,16 @@ class SQLiteStore:
                 f"{action} {fact.superseded_by} instead"
             )
         if fact.status == "removed":
-            raise ConflictError(f"fact {fact_id} was removed on {fact.updated}; nothing to {action}")
+            raise ConflictError(
+                f"fact {fact_id} was removed on {fact.updated}; nothing to {action}"
+            )
         return fact
 
     # -- sessions ----------------------------------------------------------------------
 
-    def start_session(self, session_id: str, surface: str, parent_id: str | None, now: str) -> Session:
+    def start_session(
+        self, session_id: str, surface: str, parent_id: str | None, now: str
+    ) -> Session:
         with self._write() as db:
             try:
                 db.execute(
@@ -283,7 +318,8 @@ class SQLiteStore:
 
     def _session(self, db: sqlite3.Connection, session_id: str) -> Session | None:
         row = db.execute(
-            "SELECT id, surface, parent_id, started, ended FROM sessions WHERE id = ?", (session_id,)
+            "SELECT id, surface, parent_id, started, ended FROM sessions WHERE id = ?",
+            (session_id,),
         ).fetchone()
         if row is None:
             return None
@@ -296,4 +332,5 @@ class SQLiteStore:
         ).fetchone()
         if facts:
             counts["facts"] = facts
-        return Session(*row, counts)
+        sid, surface, parent_id, started, ended = row
+        return Session(sid, surface, parent_id, started, ended, counts)

@@ -1,0 +1,34 @@
+"""Deterministic helpers for tests of memdir and of code built on it. Not fakes of our
+storage: every helper here works on a real store on disk."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+
+class FixedClock:
+    """A clock that moves only when told to: `clock()` is the time, `advance()` moves it."""
+
+    def __init__(self, start: float = 1_780_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def cli_env(state_dir: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a `memdir` child process pointed at `state_dir` and nothing else."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
+    env["MEMDIR_STATE_DIR"] = state_dir
+    env.update(extra or {})
+    return env
+
+
+def cli_command(*args: str) -> list[str]:
+    """argv that runs this interpreter's memdir CLI."""
+    return [sys.executable, "-m", "memdir", *args]

@@ -1,0 +1,53 @@
+"""Every test gets its own state dir (MEMDIR_STATE_DIR -> tmp), so no test touches ~/.memdir."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import Memory
+from memdir.testing import cli_command, cli_env
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for var in ("MEMDIR_STATE_DIR", "MEMDIR_MEMORY_DIR", "MEMDIR_SESSION_ID"):
+        monkeypatch.delenv(var, raising=False)
+    state = tmp_path / "state"
+    monkeypatch.setenv("MEMDIR_STATE_DIR", str(state))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return state
+
+
+@pytest.fixture
+def memory(state_dir: Path) -> Iterator[Memory]:
+    with Memory() as mem:
+        yield mem
+
+
+class CLIResult:
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.code, self.out, self.err = proc.returncode, proc.stdout, proc.stderr
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def run(state_dir: Path) -> Callable[..., CLIResult]:
+    """Run the real `memdir` CLI in a child process."""
+
+    def runner(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+               cwd: str | None = None) -> CLIResult:
+        proc = subprocess.run(
+            cli_command(*args), input=input, capture_output=True, text=True, timeout=60,
+            env=cli_env(str(state_dir), env), cwd=cwd,
+        )
+        return CLIResult(proc)
+
+    return runner

@@ -1,0 +1,120 @@
+"""Sessions and surfaces (U1-U4): subagents are read-only everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memdir import ConflictError, Memory, NotFoundError, ReadOnlyError, ValidationError
+from memdir.testing import FixedClock
+
+
+def test_session_has_id_surface_parent_start_and_end(memory: Memory) -> None:  # U1
+    clock = FixedClock()
+    mem = Memory(clock=clock)
+    top = mem.start_session(surface="telegram")
+    assert top.surface == "telegram" and top.parent_id is None and top.ended is None
+    assert top.started == "2026-05-28T20:26:40Z"
+    child = mem.start_session(surface="repl", parent=top.id)
+    assert child.parent_id == top.id and child.is_subagent
+    clock.advance(90)
+    ended = mem.end_session(top.id)
+    assert ended.ended == "2026-05-28T20:28:10Z"
+
+
+@pytest.mark.parametrize("surface", ["", "Telegram", "has space", "x" * 40])
+def test_bad_surface_is_refused(memory: Memory, surface: str) -> None:  # U1
+    with pytest.raises(ValidationError, match="surface"):
+        memory.start_session(surface=surface)
+
+
+def test_subagent_session_is_read_only_in_the_api(memory: Memory) -> None:  # U2
+    parent = memory.start_session()
+    memory.add_fact("visible to the subagent", "learning")
+    child = memory.start_session(parent=parent.id)
+    sub = Memory(session=child.id)
+    assert sub.read_only
+    assert sub.search("visible")  # reads work
+    writes = [lambda: sub.add_fact("x", "learning"), lambda: sub.hot_set("x"),
+              lambda: sub.write_procedure("p", "x"), lambda: sub.remove_fact(1),
+              lambda: sub.supersede_fact(1, "x")]
+    for write in writes:
+        with pytest.raises(ReadOnlyError, match="read-only"):
+            write()
+    assert memory.store.count_facts() == {"active": 1}
+    assert memory.get_fact(1).status == "active"
+
+
+def test_subagent_never_writes_the_session_record(memory: Memory) -> None:  # U2, U3
+    parent = memory.start_session()
+    child = memory.start_session(parent=parent.id)
+    result = memory.end_session(child.id)
+    assert result.ended is None
+    assert [s.id for s in memory.sessions()] == [parent.id]  # subagents are not listed
+    assert memory.store.get_session(child.id).ended is None  # type: ignore[union-attr]
+
+
+def test_subagent_read_only_through_the_cli(run) -> None:  # U2
+    parent = run("session", "start").out.strip()
+    child = run("session", "start", "--parent", parent).out.strip()
+    result = run("fact", "add", "x", "-c", "learning", "--session", child)
+    assert result.code == 1 and "read-only" in result.err and result.err.count("\n") == 1
+    env_result = run("hot", "append", "x", env={"MEMDIR_SESSION_ID": child})
+    assert env_result.code == 1 and "read-only" in env_result.err
+    assert run("search", "x", "--session", child).code == 0
+
+
+def test_session_end_records_counts_even_with_no_writes(memory: Memory) -> None:  # U3
+    busy = memory.start_session(surface="repl")
+    quiet = memory.start_session(surface="daemon")
+    mem = Memory(session=busy.id)
+    mem.add_fact("one", "learning")
+    mem.add_fact("two", "decision")
+    mem.hot_append("hot line")
+    mem.write_procedure("proc", "steps")
+    ended = memory.end_session(busy.id)
+    assert ended.counts == {"facts": 2, "hot": 1, "procedures": 1}
+    quiet_end = memory.end_session(quiet.id)
+    assert quiet_end.ended is not None and quiet_end.counts == {}
+    listed = {s.id: s for s in memory.sessions()}
+    assert listed[busy.id].counts["facts"] == 2 and listed[quiet.id].ended is not None
+    with pytest.raises(ConflictError, match="already ended"):
+        memory.end_session(busy.id)
+
+
+def test_ended_session_cannot_write(memory: Memory) -> None:  # U3
+    session = memory.start_session()
+    memory.end_session(session.id)
+    with pytest.raises(ConflictError, match="ended"):
+        Memory(session=session.id).add_fact("late", "learning")
+
+
+def test_sessions_command_lists_them(run) -> None:  # U3
+    sid = run("session", "start", "--surface", "scheduled").out.strip()
+    assert run("--session", sid, "fact", "add", "x", "-c", "learning").code == 0
+    assert "1 facts" in run("session", "end", sid).out
+    listed = run("sessions", "--json").json()
+    assert listed[0]["id"] == sid and listed[0]["counts"] == {"facts": 1}
+    assert listed[0]["surface"] == "scheduled" and listed[0]["ended"]
+
+
+def test_session_from_option_or_env_and_cli_default(run, state_dir: Path) -> None:  # U4
+    sid = run("session", "start", "--surface", "repl").out.strip()
+    by_env = run("fact", "add", "via env", "-c", "learning", "--json",
+                 env={"MEMDIR_SESSION_ID": sid}).json()
+    assert by_env["session_id"] == sid and by_env["surface"] == "repl"
+    by_option = run("fact", "add", "via option", "-c", "learning", "--session", sid,
+                    "--json").json()
+    assert by_option["session_id"] == sid
+    plain = run("fact", "add", "no session", "-c", "learning", "--json").json()
+    assert plain["session_id"] is None and plain["surface"] == "cli"
+
+
+def test_unknown_session_is_a_clear_error(memory: Memory) -> None:  # U4
+    with pytest.raises(NotFoundError, match="session start"):
+        Memory(session="nope-123").add_fact("x", "learning")
+    with pytest.raises(ValidationError):
+        Memory(session="bad id with spaces")
+    with pytest.raises(NotFoundError):
+        memory.start_session(parent="missing")
