@@ -328,10 +328,11 @@ def _counts(session: Session) -> str:
 def _banner(memory: Memory, host: str, port: int) -> None:
     url = f"http://{host}:{port}/mcp"
     config = {"mcpServers": {"memdir": {"type": "http", "url": url}}}
+    command = os.path.abspath(sys.argv[0]) if sys.argv[0].endswith("memdir") else "memdir"
     stdio = {
         "mcpServers": {
             "memdir": {
-                "command": "memdir",
+                "command": command,
                 "args": ["serve"],
                 "env": {"MEMDIR_STATE_DIR": memory.state.path},
             }
