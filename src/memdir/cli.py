@@ -8,17 +8,21 @@ Errors become one line on stderr and exit 1 (a bug: exit 2); never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
 
 from .errors import MemdirError, ValidationError
 from .memory import Memory, init_project
-from .models import CATEGORIES, Fact, Hit, HotWrite, Procedure, Session
+from .models import CATEGORIES
 
-Handler = Callable[[argparse.Namespace], Any]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from .models import Fact, Hit, HotWrite, Procedure, Session
+
+    Handler = Callable[[argparse.Namespace], Any]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,57 +59,65 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _common()
-    parser = _Parser(
-        prog="memdir",
-        parents=[common],
-        description="Memory that outlasts the session, for AI agents.",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
+class _Builder:
+    """Adds commands to the parser. Building all ~25 sub-parsers costs ~8 ms of argparse
+    and gettext work, so a call builds only the command it runs (see build_parser)."""
 
-    def command(parent: Any, name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = parent.add_parser(
-            name, parents=[common], help=help, description=help
-        )
+    def __init__(self, common: argparse.ArgumentParser, commands: Any) -> None:
+        self.common, self.commands = common, commands
+
+    def command(self, parent: Any, name: str, handler: Handler, help: str) -> Any:
+        sub = parent.add_parser(name, parents=[self.common], help=help, description=help)
         sub.set_defaults(handler=handler)
         return sub
 
-    def group(name: str, help: str) -> Any:
-        sub = commands.add_parser(name, help=help, description=help)
+    def group(self, name: str, help: str) -> Any:
+        sub = self.commands.add_parser(name, help=help, description=help)
         subs = sub.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
         subs.required = True
         return subs
 
-    command(commands, "init", _init, "create .memdir/ here (project-scoped memory)")
-    command(commands, "path", _path, "print where memory lives")
 
-    hot = group("hot", "hot memory (HOT.md): what every turn needs")
-    command(hot, "show", _hot_show, "print HOT.md")
-    command(hot, "set", _hot_set, "replace HOT.md").add_argument(
+def _add_init(b: _Builder) -> None:
+    b.command(b.commands, "init", _init, "create .memdir/ here (project-scoped memory)")
+
+
+def _add_path(b: _Builder) -> None:
+    b.command(b.commands, "path", _path, "print where memory lives")
+
+
+def _add_hot(b: _Builder) -> None:
+    hot = b.group("hot", "hot memory (HOT.md): what every turn needs")
+    b.command(hot, "show", _hot_show, "print HOT.md")
+    b.command(hot, "set", _hot_set, "replace HOT.md").add_argument(
         "text", nargs="?", default="-", help="the new text, or - for stdin"
     )
-    command(hot, "append", _hot_append, "add a line to HOT.md").add_argument(
+    b.command(hot, "append", _hot_append, "add a line to HOT.md").add_argument(
         "text", help="the text to add, or - for stdin"
     )
-    rm = command(hot, "rm", _hot_rm, "remove a line or a section of HOT.md")
+    rm = b.command(hot, "rm", _hot_rm, "remove a line or a section of HOT.md")
     rm.add_argument("line", nargs="?", help="the line to remove (or a unique part of it)")
     rm.add_argument("--section", metavar="HEADING", help="remove this markdown section")
 
-    fact = group("fact", "the fact archive")
-    add = command(fact, "add", _fact_add, "store a new fact")
+
+def _add_fact(b: _Builder) -> None:
+    fact = b.group("fact", "the fact archive")
+    add = b.command(fact, "add", _fact_add, "store a new fact")
     add.add_argument("text", help="the fact, or - for stdin")
     add.add_argument("-c", "--category", required=True, choices=CATEGORIES)
-    sup = command(fact, "supersede", _fact_supersede, "replace a fact, keeping the old in history")
+    sup = b.command(
+        fact, "supersede", _fact_supersede, "replace a fact, keeping the old in history"
+    )
     sup.add_argument("id")
     sup.add_argument("text", help="the new fact, or - for stdin")
     sup.add_argument("-c", "--category", choices=CATEGORIES, help="default: the old fact's")
-    command(fact, "rm", _fact_rm, "remove a fact").add_argument("id")
-    command(fact, "show", _fact_show, "print one fact").add_argument("id")
-    command(fact, "history", _fact_history, "the supersede chain of a fact").add_argument("id")
+    b.command(fact, "rm", _fact_rm, "remove a fact").add_argument("id")
+    b.command(fact, "show", _fact_show, "print one fact").add_argument("id")
+    b.command(fact, "history", _fact_history, "the supersede chain of a fact").add_argument("id")
 
-    search = command(commands, "search", _search, "search facts and procedures")
+
+def _add_search(b: _Builder) -> None:
+    search = b.command(b.commands, "search", _search, "search facts and procedures")
     search.add_argument("query", help='words; FTS5 syntax works: OR, NOT, "phrase", prefix*')
     search.add_argument("-c", "--category", choices=CATEGORIES)
     search.add_argument("-n", "--limit", type=int, default=10)
@@ -117,30 +129,80 @@ def build_parser() -> argparse.ArgumentParser:
         help="only this kind of hit (repeatable)",
     )
 
-    proc = group("procedure", "procedures: reusable how-tos")
-    write = command(proc, "write", _procedure_write, "create or replace a procedure")
+
+def _add_procedure(b: _Builder) -> None:
+    proc = b.group("procedure", "procedures: reusable how-tos")
+    write = b.command(proc, "write", _procedure_write, "create or replace a procedure")
     write.add_argument("name", help="kebab-case, e.g. deploy-staging")
     write.add_argument("file", nargs="?", default="-", help="a markdown file, or - for stdin")
-    command(proc, "show", _procedure_show, "print a procedure").add_argument("name")
-    command(proc, "list", _procedure_list, "list procedures")
+    b.command(proc, "show", _procedure_show, "print a procedure").add_argument("name")
+    b.command(proc, "list", _procedure_list, "list procedures")
 
-    session = group("session", "sessions: who is writing")
-    start = command(session, "start", _session_start, "start a session and print its id")
+
+def _add_session(b: _Builder) -> None:
+    session = b.group("session", "sessions: who is writing")
+    start = b.command(session, "start", _session_start, "start a session and print its id")
     start.add_argument("--surface", default="cli", help="cli, repl, telegram, daemon, mcp, ...")
     start.add_argument(
         "--parent", metavar="ID", help="the parent session: makes a read-only subagent session"
     )
-    command(session, "end", _session_end, "end a session and record it").add_argument("id")
-    command(commands, "sessions", _sessions, "list recorded sessions")
+    b.command(session, "end", _session_end, "end a session and record it").add_argument("id")
 
-    serve = command(commands, "serve", _serve, "run the MCP server (stdio, or --http)")
+
+def _add_sessions(b: _Builder) -> None:
+    b.command(b.commands, "sessions", _sessions, "list recorded sessions")
+
+
+def _add_serve(b: _Builder) -> None:
+    serve = b.command(b.commands, "serve", _serve, "run the MCP server (stdio, or --http)")
     serve.add_argument(
         "--http", metavar="HOST:PORT", help="serve streamable HTTP, e.g. 127.0.0.1:8765"
     )
     serve.add_argument(
         "--allow-remote", action="store_true", help="allow --http on an address other than loopback"
     )
+
+
+COMMANDS: dict[str, Callable[[_Builder], None]] = {
+    "init": _add_init,
+    "path": _add_path,
+    "hot": _add_hot,
+    "fact": _add_fact,
+    "search": _add_search,
+    "procedure": _add_procedure,
+    "session": _add_session,
+    "sessions": _add_sessions,
+    "serve": _add_serve,
+}
+VALUE_OPTIONS = ("--state-dir", "--session", "--agent")  # global options that take a value
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: only its command when that is known, else all of them (for
+    `memdir --help` and for a helpful error)."""
+    common = _common()
+    parser = _Parser(
+        prog="memdir",
+        parents=[common],
+        description="Memory that outlasts the session, for AI agents.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    builder = _Builder(common, commands)
+    name = _command_name(argv) if argv is not None else None
+    for add in [COMMANDS[name]] if name in COMMANDS else COMMANDS.values():
+        add(builder)
     return parser
+
+
+def _command_name(argv: Sequence[str]) -> str | None:
+    args = iter(argv)
+    for arg in args:
+        if arg in VALUE_OPTIONS:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 # -- handlers: each calls the library once and returns what to print --------------------
@@ -326,6 +388,8 @@ def _counts(session: Session) -> str:
 
 
 def _banner(memory: Memory, host: str, port: int) -> None:
+    import json
+
     url = f"http://{host}:{port}/mcp"
     config = {"mcpServers": {"memdir": {"type": "http", "url": url}}}
     command = os.path.abspath(sys.argv[0]) if sys.argv[0].endswith("memdir") else "memdir"
@@ -400,6 +464,8 @@ def _emit(result: Any, as_json: bool) -> None:
     if result is None:
         return
     if as_json:
+        import json
+
         print(json.dumps(result, ensure_ascii=False, indent=2))
     elif isinstance(result, Raw):
         sys.stdout.write(result if result.endswith("\n") or not result else result + "\n")
@@ -408,7 +474,8 @@ def _emit(result: Any, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         _emit(args.handler(args), _json(args))
     except MemdirError as exc:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from .errors import ValidationError
 from .models import CATEGORIES
 
@@ -45,6 +43,8 @@ def normalize_since(since: str | None) -> str | None:
     means its start (UTC)."""
     if since is None or since == "":
         return None
+    from datetime import UTC, datetime  # only when a date filter is given
+
     try:
         moment = datetime.fromisoformat(since.strip())
     except (ValueError, AttributeError):

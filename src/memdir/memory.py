@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
 
 from . import facts, hot, procedures, search, sessions
 from .errors import ConflictError, DisabledError, NotFoundError, ValidationError
@@ -22,9 +21,14 @@ from .paths import (
     resolve_memory_dir,
     resolve_state_dir,
 )
+from .records import Record
 from .settings import Settings, config_template, load_settings
 from .storage import files
 from .storage.sqlite import SQLiteStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 Clock = Callable[[], float]
 
@@ -291,7 +295,7 @@ def open_memory(state_dir: str | None = None, **options: Any) -> Memory:
     return Memory(state_dir, **options)
 
 
-class InitResult(NamedTuple):
+class InitResult(Record):
     state_dir: str
     created: bool
     gitignore: str | None

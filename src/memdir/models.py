@@ -1,18 +1,22 @@
 """Typed values that cross module boundaries.
 
-NamedTuple rather than frozen dataclasses: just as immutable and typed, but `dataclasses`
-imports `inspect` (~14 ms), and the CLI is started many times a turn.
+Records (NamedTuples) rather than frozen dataclasses: just as immutable and typed, but
+`dataclasses` imports `inspect` (~14 ms), and the CLI is started many times a turn.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from .records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CATEGORIES = ("preference", "convention", "decision", "learning")
 SURFACES = ("cli", "repl", "telegram", "daemon", "scheduled", "mcp")
 
 
-class Provenance(NamedTuple):
+class Provenance(Record):
     """F5: who wrote a record."""
 
     session_id: str | None
@@ -20,7 +24,7 @@ class Provenance(NamedTuple):
     agent: str | None
 
 
-class Fact(NamedTuple):
+class Fact(Record):
     id: int
     category: str
     content: str
@@ -37,7 +41,7 @@ class Fact(NamedTuple):
         return self._asdict()
 
 
-class Procedure(NamedTuple):
+class Procedure(Record):
     name: str
     path: str
     content: str
@@ -49,7 +53,7 @@ class Procedure(NamedTuple):
         return self._asdict()
 
 
-class Hit(NamedTuple):
+class Hit(Record):
     """One search result (Q1): what it is, where it lives, and how well it matched."""
 
     kind: str  # fact | procedure
@@ -69,7 +73,7 @@ class Hit(NamedTuple):
         }
 
 
-class Session(NamedTuple):
+class Session(Record):
     id: str
     surface: str
     parent_id: str | None
@@ -85,7 +89,7 @@ class Session(NamedTuple):
         return self._asdict()
 
 
-class HotWrite(NamedTuple):
+class HotWrite(Record):
     """What a write to HOT.md did (H3): its size against the cap, and what was cut."""
 
     chars: int

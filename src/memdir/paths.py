@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from .errors import ValidationError
+from .records import Record
 
 STATE_ENV = "MEMDIR_STATE_DIR"
 MEMORY_ENV = "MEMDIR_MEMORY_DIR"
@@ -22,12 +22,12 @@ NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 NAME_MAX = 64
 
 
-class StateDir(NamedTuple):
+class StateDir(Record):
     path: str
     source: str  # how it was found: "argument", "env", "project" or "user"
 
 
-class Layout(NamedTuple):
+class Layout(Record):
     """The files of one store (L2). Nothing here touches the disk."""
 
     state_dir: str

@@ -11,21 +11,20 @@ The same tree evaluates as substring tests for the files that are not in FTS5 (P
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from .errors import QueryError
+from .records import Record
 
 OPERATORS = ("AND", "OR", "NOT")
 SYNTAX_HINT = 'use words, "exact phrases", prefix*, AND, OR, NOT and parentheses'
 
 
-class Word(NamedTuple):
+class Word(Record):
     text: str
     prefix: bool = False  # `word*`
     phrase: bool = False  # `"several words"`
 
 
-class Op(NamedTuple):
+class Op(Record):
     op: str  # AND | OR | NOT
     left: Node
     right: Node

@@ -11,7 +11,10 @@ from . import procedures, query
 from .errors import ValidationError
 from .models import Hit
 from .paths import Layout
-from .storage.base import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .storage.base import Store
 
 RRF_K = 60
 MAX_LIMIT = 1000

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
 
 from .errors import ConfigError
+from .records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 PREFIX_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     enabled: bool = True
     path: str | None = None
     max_inject_chars: int = 4000

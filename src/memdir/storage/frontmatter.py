@@ -5,9 +5,11 @@ PyYAML is imported only here and only when a file actually has frontmatter.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import ValidationError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FENCE = "---"
 
