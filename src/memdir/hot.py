@@ -39,6 +39,8 @@ def update(
         current = files.read_text(layout.hot)
         carried = 0 if replace else cut_so_far(current or "")
         text, cut = truncate(change(current or ""), cap, carried)
+        files.sweep_temps(layout.hot)
+        files.sweep_temps(layout.hot + ".bak")
         if current is not None:
             files.atomic_write(layout.hot + ".bak", current)
         files.atomic_write(layout.hot, text)

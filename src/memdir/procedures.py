@@ -21,6 +21,7 @@ def write(layout: Layout, name: str, content: str) -> Procedure:
     text = content if content.endswith("\n") else content + "\n"
     frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))
     with files.locked(layout.locks_dir, f"procedure-{name}"):
+        files.sweep_temps(path)
         files.atomic_write(path, text)
     return _load(layout, name, path, text)
 

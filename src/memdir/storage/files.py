@@ -52,6 +52,20 @@ def atomic_write(path: str, text: str) -> None:
     fsync_dir(folder)
 
 
+def sweep_temps(path: str) -> None:
+    """Delete temp files a killed writer of `path` left behind. Call it only while holding
+    the lock every writer of `path` takes: then no live writer can own one of them."""
+    folder, prefix = os.path.dirname(path), f"{TEMP_PREFIX}{os.path.basename(path)}."
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+
+
 def ensure_dir(folder: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
