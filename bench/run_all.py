@@ -1,0 +1,105 @@
+"""Run every benchmark at its default sizes (--quick: tiny ones), print each table, and write
+<out-dir>/summary.json with each script's headline figures against its target.
+
+Each script runs in its own process, one after the other, so none measures another's
+leftovers. Stores are built once into the cache dir and reused by the scripts that share a
+size. A missed target is reported, not an error: the exit code is non-zero only when a
+script fails.
+
+    python bench/run_all.py [--quick] [--only search_cli,insert]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import common
+
+# name -> (default arguments, --quick arguments)
+SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
+    "search_cli": ([], ["--facts", "2000", "--runs", "3"]),
+    "search_inprocess": ([], ["--sizes", "1000,2000", "--runs", "20"]),
+    "insert": ([], ["--facts", "2000", "--rounds", "1", "--single", "50",
+                    "--single-base", "1000"]),
+}
+
+
+def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figures each target is judged on, as table rows."""
+    if name == "search_cli":
+        return [{"bench": name, "figure": "memdir / bare, median wall (worst query)",
+                 "value": summary["worst_ratio"], "target": f"≤ {summary['target_ratio']}",
+                 "ok": summary["ok"]}]
+    if name == "search_inprocess":
+        return [{"bench": name,
+                 "figure": f"memdir / raw p95 at {summary['facts']:,} (worst query)",
+                 "value": summary["worst_ratio_p95"],
+                 "target": f"≤ {summary['target_ratio_p95']}", "ok": summary["ok"]}]
+    if name == "insert":
+        single = summary["single"]
+        return [
+            {"bench": name, "figure": "add_facts / raw FTS5 insert rate",
+             "value": summary["ratio"], "target": f"≥ {summary['target_ratio']}",
+             "ok": summary["bulk_ok"]},
+            {"bench": name, "figure": "add_fact p95 ms", "value": single["memdir_p95_ms"],
+             "target": f"≤ {summary['target_single_p95_ms']:g}", "ok": single["ok"]},
+        ]
+    return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--only", help="comma-separated script names (default: all)")
+    parser.add_argument("--seed", type=int, default=common.DEFAULT_SEED)
+    parser.add_argument("--out-dir", default=common.RESULTS_DIR)
+    parser.add_argument("--cache-dir", default=common.CACHE_DIR)
+    args = parser.parse_args(argv)
+    names = args.only.split(",") if args.only else list(SCRIPTS)
+    unknown = sorted(set(names) - set(SCRIPTS))
+    if unknown:
+        parser.error(f"unknown script(s) {', '.join(unknown)}: choose from {', '.join(SCRIPTS)}")
+
+    results: dict[str, Any] = {}
+    failed = []
+    for name in names:
+        default, quick = SCRIPTS[name]
+        command = [sys.executable, os.path.join(common.BENCH_DIR, f"{name}.py"),
+                   *(quick if args.quick else default), "--seed", str(args.seed),
+                   "--out-dir", args.out_dir, "--cache-dir", args.cache_dir]
+        print(f"\n## {name}", flush=True)
+        started = time.perf_counter()
+        code = subprocess.call(command)
+        took = time.perf_counter() - started
+        path = os.path.join(args.out_dir, f"{name}.json")
+        if code != 0 or not os.path.exists(path):
+            failed.append(name)
+            results[name] = {"exit_code": code, "seconds": took}
+            continue
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        results[name] = {"exit_code": code, "seconds": took, "params": data["params"],
+                         "summary": data["summary"]}
+
+    rows = [row for name in names if "summary" in results[name]
+            for row in headline(name, results[name]["summary"])]
+    common.print_table("summary", [("bench", "bench", ""), ("figure", "figure", ""),
+                                   ("value", "value", ".2f"), ("target", "target", ""),
+                                   ("ok", "met", "")], rows)
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+    summary = {"quick": args.quick, "failed": failed, "all_targets_met": all(r["ok"] for r in rows),
+               "headlines": rows, "scripts": results}
+    common.write_result("summary", args.out_dir, {"quick": args.quick, "scripts": names},
+                        rows, summary)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The benchmark scripts run end to end at a tiny size and write the JSON they promise.
+No timing is checked here: figures come from `make bench`, not from tests."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+TINY = {
+    "search_cli": ["--facts", "500", "--runs", "2"],
+    "search_inprocess": ["--sizes", "300,500", "--runs", "2"],
+    "insert": ["--facts", "500", "--rounds", "2", "--single", "5", "--single-base", "100"],
+}
+SUMMARY_KEYS = {
+    "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
+    "search_inprocess": {"target_ratio_p95", "worst_ratio_p95", "by_size", "ok"},
+    "insert": {"target_ratio", "memdir_per_s", "raw_per_s", "ratio", "single", "ok"},
+}
+ROW_KEYS = {
+    "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
+    "search_inprocess": {"facts", "query", "memdir_p50_ms", "memdir_p95_ms", "raw_p50_ms",
+                         "raw_p95_ms", "ratio_p95"},
+    "insert": {"round", "memdir_per_s", "raw_per_s", "ratio"},
+}
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store cache for the module: the scripts share the stores they build."""
+    return tmp_path_factory.mktemp("bench-cache")
+
+
+def run_bench(script: str, args: list[str], out: Path, cache: Path, result: str = "") -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / f"{script}.py"), *args,
+         "--out-dir", str(out), "--cache-dir", str(cache)],
+        capture_output=True, text=True, timeout=240, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "|" in proc.stdout  # a table was printed
+    return json.loads((out / f"{result or script}.json").read_text())
+
+
+def finite_numbers(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(finite_numbers(v) for v in value.values())
+    if isinstance(value, list):
+        return all(finite_numbers(v) for v in value)
+    return True
+
+
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_script_writes_its_json(script: str, tmp_path: Path, cache_dir: Path) -> None:
+    data = run_bench(script, TINY[script], tmp_path, cache_dir)
+    assert {"name", "params", "env", "rows", "summary"} <= set(data)
+    assert data["name"] == script
+    assert SUMMARY_KEYS[script] <= set(data["summary"])
+    assert isinstance(data["summary"]["ok"], bool)
+    assert data["rows"]
+    for row in data["rows"]:
+        assert ROW_KEYS[script] <= set(row)
+    assert finite_numbers(data)
+
+
+def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
+    data = run_bench("run_all", ["--quick", "--only", "search_inprocess,insert"], tmp_path,
+                     cache_dir, result="summary")
+    assert data["summary"]["failed"] == []
+    assert set(data["summary"]["scripts"]) == {"search_inprocess", "insert"}
+    for headline in data["summary"]["headlines"]:
+        assert {"bench", "figure", "value", "target", "ok"} <= set(headline)
+    assert (tmp_path / "search_inprocess.json").exists()
+    assert (tmp_path / "insert.json").exists()
+
+
+def test_corpus_is_deterministic_and_realistic() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import common
+    finally:
+        sys.path.remove(str(BENCH))
+    facts = common.make_facts(200, seed=7)
+    assert facts == common.make_facts(200, seed=7)
+    assert facts != common.make_facts(200, seed=8)
+    assert {category for _, category in facts} == set(common.CATEGORIES)
+    lengths = [len(content) for content, _ in facts]
+    assert 150 <= sum(lengths) / len(lengths) <= 260
+    assert len(common.vocabulary()) >= 2000
