@@ -72,8 +72,9 @@ def search(
 
 
 def _fuse(lists: list[list[Hit]], limit: int) -> list[Hit]:
-    if len(lists) == 1:
-        return lists[0][:limit]
+    lists = [hits for hits in lists if hits]
+    if len(lists) <= 1:
+        return lists[0][:limit] if lists else []
     ranked: list[tuple[float, int, Hit]] = []
     for hits in lists:
         for rank, hit in enumerate(hits):

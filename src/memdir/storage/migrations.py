@@ -41,8 +41,9 @@ def _facts_and_sessions(db: sqlite3.Connection) -> None:
             surface       TEXT,
             agent         TEXT
         );
-        CREATE INDEX facts_supersedes ON facts(supersedes);
-        CREATE INDEX facts_session ON facts(session_id);
+        -- Partial: most facts carry no session, and a full index on a NULL column costs
+        -- ~7% of the bulk insert rate. `session_id = ?` still uses it.
+        CREATE INDEX facts_session ON facts(session_id) WHERE session_id IS NOT NULL;
 
         -- External-content FTS5 over active facts only: superseded and removed facts leave
         -- the index, so search never sees them and never pays to rank them.
