@@ -15,6 +15,8 @@ COMMANDS = [
     ["fact", "add"], ["fact", "supersede"], ["fact", "rm"], ["fact", "show"],
     ["fact", "history"], ["search"], ["procedure", "write"], ["procedure", "show"],
     ["procedure", "list"], ["session", "start"], ["session", "end"], ["sessions"], ["serve"],
+    ["list"], ["show"], ["rm"], ["reindex"], ["prune"], ["memorize"], ["recall"],
+    ["task", "start"], ["task", "end"], ["task", "show"],
 ]
 
 
@@ -35,7 +37,8 @@ def _required_args(command: list[str]) -> list[str]:
         ("hot", "append"): ["t"], ("fact", "add"): ["t", "-c", "learning"],
         ("fact", "supersede"): ["1", "t"], ("fact", "rm"): ["1"], ("fact", "show"): ["1"],
         ("fact", "history"): ["1"], ("search",): ["q"], ("procedure", "write"): ["n"],
-        ("procedure", "show"): ["n"], ("session", "end"): ["s"],
+        ("procedure", "show"): ["n"], ("session", "end"): ["s"], ("show",): ["n"],
+        ("rm",): ["n"], ("task", "start"): ["t"], ("task", "end"): ["t"], ("task", "show"): ["t"],
     }.get(tuple(command), [])
 
 

@@ -29,6 +29,10 @@ pytestmark = pytest.mark.timeout(60)
 
 CALL_TIMEOUT = 20  # seconds for any one exchange with a server: a hang fails, never blocks
 
+# U2: a subagent is offered the read-only tools; everyone else all of them (A1)
+ALL_TOOLS = ["memory_search", "memory_recall", "memory_update", "procedure_write", "memorize"]
+READ_ONLY_TOOLS = ["memory_search", "memory_recall"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -100,9 +104,10 @@ async def test_stdio_serves_the_tools_and_their_effects_reach_the_store(  # A1, 
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in listed
         ] == tool_schemas()
-        assert [t.name for t in listed] == ["memory_search", "memory_update", "procedure_write"]
+        assert [t.name for t in listed] == ALL_TOOLS
         assert {t.name: t.annotations.read_only_hint for t in listed if t.annotations} == {
-            "memory_search": True, "memory_update": False, "procedure_write": False,
+            "memory_search": True, "memory_recall": True, "memory_update": False,
+            "procedure_write": False, "memorize": False,
         }
 
         tea = (await call(client, "memory_update", {
@@ -221,7 +226,7 @@ async def test_subagent_server_is_read_only(  # U2, U4, A2
         client = stdio_client(state_dir, "--session", child.id)
 
     async with client:
-        assert [t.name for t in (await client.list_tools()).tools] == ["memory_search"]
+        assert [t.name for t in (await client.list_tools()).tools] == READ_ONLY_TOOLS
         assert [t.input_schema for t in (await client.list_tools()).tools] == [
             s["input_schema"] for s in tool_schemas(read_only=True)
         ]
@@ -274,7 +279,7 @@ async def test_http_server_serves_and_records_its_session_when_stopped(  # A2, U
         wait_for_port(port, proc, output)
         async with Client(url, read_timeout_seconds=CALL_TIMEOUT) as client:
             names = [t.name for t in (await client.list_tools()).tools]
-            assert names == ["memory_search", "memory_update", "procedure_write"]
+            assert names == ALL_TOOLS
             fact = (await call(client, "memory_update", {
                 "category": "decision", "content": "We host the wiki on the old nas",
             }))["fact"]
@@ -337,7 +342,7 @@ async def test_hot_memory_is_a_resource_and_in_the_instructions(  # H1, A2
 
         resources = (await client.list_resources()).resources
         assert [(str(r.uri), r.mime_type) for r in resources] == [
-            ("memdir://hot", "text/markdown")
+            ("memdir://hot", "text/markdown"), ("memdir://recall", "text/markdown"),
         ]
         [content] = (await client.read_resource("memdir://hot")).contents
         assert content.text == on_disk  # type: ignore[union-attr]

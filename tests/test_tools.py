@@ -13,12 +13,15 @@ from memdir.tools import call_tool, tool_schemas
 
 def test_tools_have_json_schemas_with_the_documented_arguments() -> None:  # A1
     schemas = {s["name"]: s for s in tool_schemas()}
-    assert set(schemas) == {"memory_search", "memory_update", "procedure_write"}
+    assert set(schemas) == {"memory_search", "memory_recall", "memory_update", "procedure_write",
+                            "memorize"}
     props = {name: set(s["input_schema"]["properties"]) for name, s in schemas.items()}
     assert props["memory_search"] == {"query", "category", "limit", "since", "min_score"}
     assert props["memory_update"] == {"target", "action", "category", "content", "supersedes",
                                       "id"}
     assert props["procedure_write"] == {"name", "content"}
+    assert props["memorize"] == {"output", "task", "workflow", "step"}
+    assert props["memory_recall"] == {"task", "tiers", "max_chars"}
     for schema in schemas.values():
         assert schema["input_schema"]["type"] == "object" and len(schema["description"]) > 80
     json.loads(json.dumps(schemas))  # exportable as JSON
@@ -65,9 +68,29 @@ def test_unknown_tool(memory: Memory) -> None:  # A3
 
 
 def test_subagent_gets_the_read_only_tool_set(memory: Memory) -> None:  # U2, A1
-    assert [s["name"] for s in tool_schemas(read_only=True)] == ["memory_search"]
+    assert [s["name"] for s in tool_schemas(read_only=True)] == ["memory_search", "memory_recall"]
     parent = memory.start_session()
     sub = Memory(session=memory.start_session(parent=parent.id).id)
     with pytest.raises(ReadOnlyError):
         call_tool(sub, "procedure_write", {"name": "x", "content": "y"})
     assert call_tool(sub, "memory_search", {"query": "x"}) == {"hits": []}
+
+
+def test_memorize_and_recall_tools(memory: Memory) -> None:  # A1, M1, R1
+    memory.start_task("build-7")
+    output = (
+        "Built it.\nMEMDIR_MEMORIZE_BEGIN\n"
+        '[{"content": "the build needs node 20"}, {"scope": "global", "name": "node-version", '
+        '"description": "Node 20 is required", "content": "Use node 20 everywhere."}]\n'
+        "MEMDIR_MEMORIZE_END\n"
+    )
+    result = call_tool(memory, "memorize", {"output": output, "task": "build-7"})
+    assert result["output"] == "Built it.\n" and result["warnings"] == []
+    assert [a["action"] for a in result["applied"]] == ["noted", "created"]
+    recalled = call_tool(memory, "memory_recall", {"task": "build-7"})
+    assert "node-version — Node 20 is required" in recalled["text"]
+    assert "the build needs node 20" in recalled["text"]
+    only_task = call_tool(memory, "memory_recall", {"task": "build-7", "tiers": ["task"]})
+    assert "node-version" not in only_task["text"]
+    with pytest.raises(ValidationError, match="list of tiers"):
+        call_tool(memory, "memory_recall", {"tiers": ["everything"]})

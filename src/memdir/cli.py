@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .errors import MemdirError, ValidationError
-from .memory import Memory, init_project
+from .memory import Memory, ingest_output, init_project
 from .models import CATEGORIES
 
 TYPE_CHECKING = False
@@ -183,6 +183,57 @@ def _add_serve(b: _Builder) -> None:
     )
 
 
+def _add_entries(b: _Builder) -> None:
+    b.command(b.commands, "list", _list, "list the global entries")
+    b.command(b.commands, "show", _show, "print a global entry").add_argument("name")
+    b.command(b.commands, "rm", _rm, "delete a global entry").add_argument("name")
+    b.command(b.commands, "reindex", _reindex, "rebuild MEMORY.md from the entry files")
+
+
+def _add_task(b: _Builder) -> None:
+    task = b.group("task", "tasks: the registry behind task notes and their lineage")
+    start = b.command(task, "start", _task_start, "register a running task")
+    start.add_argument("id")
+    start.add_argument("--parent", metavar="ID", help="the task that spawned this one")
+    end = b.command(task, "end", _task_end, "mark a task ended")
+    end.add_argument("id")
+    end.add_argument("--state", default="done", choices=("done", "failed", "cancelled"))
+    show = b.command(task, "show", _task_show, "print a task's notes")
+    show.add_argument("id")
+    show.add_argument("--lineage", action="store_true", help="then its ancestors' notes")
+
+
+def _add_prune(b: _Builder) -> None:
+    prune = b.command(b.commands, "prune", _prune, "remove expired task notes (retention)")
+    prune.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
+
+
+def _add_memorize(b: _Builder) -> None:
+    memorize = b.command(
+        b.commands,
+        "memorize",
+        _memorize,
+        "apply memorize blocks in agent output (stdin); print the output without them",
+    )
+    memorize.add_argument("--task", metavar="ID", help="the current task (for task notes)")
+    memorize.add_argument("--workflow", metavar="W")
+    memorize.add_argument("--step", metavar="S")
+    memorize.add_argument("--off", action="store_true", help="strip and drop every block")
+
+
+def _add_recall(b: _Builder) -> None:
+    recall = b.command(b.commands, "recall", _recall, "print the context a step starts with")
+    recall.add_argument("--task", metavar="ID", help="include this task's notes and lineage")
+    recall.add_argument("--tiers", default="task,global", help="task, global or both")
+    recall.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="budget of the two sections (default memory.max_inject_chars)",
+    )
+    recall.add_argument("--no-read", action="store_true", help="recall nothing")
+
+
 COMMANDS: dict[str, Callable[[_Builder], None]] = {
     "init": _add_init,
     "path": _add_path,
@@ -193,6 +244,14 @@ COMMANDS: dict[str, Callable[[_Builder], None]] = {
     "session": _add_session,
     "sessions": _add_sessions,
     "serve": _add_serve,
+    "list": _add_entries,
+    "show": _add_entries,
+    "rm": _add_entries,
+    "reindex": _add_entries,
+    "task": _add_task,
+    "prune": _add_prune,
+    "memorize": _add_memorize,
+    "recall": _add_recall,
 }
 VALUE_OPTIONS = ("--state-dir", "--session", "--agent")  # global options that take a value
 
@@ -210,7 +269,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     commands.required = True
     builder = _Builder(common, commands)
     name = _command_name(argv) if argv is not None else None
-    for add in [COMMANDS[name]] if name in COMMANDS else COMMANDS.values():
+    for add in [COMMANDS[name]] if name in COMMANDS else dict.fromkeys(COMMANDS.values()):
         add(builder)
     return parser
 
@@ -361,6 +420,87 @@ def _sessions(args: argparse.Namespace) -> Any:
     return "\n".join(rows) if rows else "no sessions"
 
 
+def _list(args: argparse.Namespace) -> Any:
+    found = _memory(args).entries()
+    if _json(args):
+        return [e.to_dict() for e in found]
+    rows = [
+        f"{e.name}  BROKEN: {e.error}"
+        if e.error
+        else f"{e.name} — {e.description}  ({e.updated or '?'}{', ' + e.agent if e.agent else ''})"
+        for e in found
+    ]
+    return "\n".join(rows) if rows else "no global entries"
+
+
+def _show(args: argparse.Namespace) -> Any:
+    entry = _memory(args).entry(args.name)
+    return entry.to_dict() if _json(args) else Raw(entry.content or "")
+
+
+def _rm(args: argparse.Namespace) -> Any:
+    entry = _memory(args).remove_entry(args.name)
+    return entry.to_dict() if _json(args) else f"global entry {entry.name} removed"
+
+
+def _reindex(args: argparse.Namespace) -> Any:
+    found = _memory(args).reindex()
+    broken = [e for e in found if e.error]
+    if _json(args):
+        return {"entries": len(found) - len(broken), "broken": [e.to_dict() for e in broken]}
+    lines = [f"MEMORY.md rebuilt: {len(found) - len(broken)} entries"]
+    lines += [f"left out {e.path}: {e.error}" for e in broken]
+    return "\n".join(lines)
+
+
+def _task_start(args: argparse.Namespace) -> Any:
+    task = _memory(args).start_task(args.id, args.parent)
+    return task.to_dict() if _json(args) else f"task {task.id} running"
+
+
+def _task_end(args: argparse.Namespace) -> Any:
+    task = _memory(args).end_task(args.id, args.state)
+    return task.to_dict() if _json(args) else f"task {task.id} {task.state}"
+
+
+def _task_show(args: argparse.Namespace) -> Any:
+    notes = _memory(args).notes(args.id, lineage=args.lineage)
+    if _json(args):
+        return [n.to_dict() for n in notes]
+    return "\n".join(f"[{n.task}] {n.time} {n.content}" for n in notes) or "no notes"
+
+
+def _prune(args: argparse.Namespace) -> Any:
+    pruned = _memory(args).prune(dry_run=args.dry_run)
+    if _json(args):
+        return [p.to_dict() for p in pruned]
+    verb = "would remove" if args.dry_run else "removed"
+    return "\n".join(f"{verb} {p.path} ({p.reason})" for p in pruned) or "nothing to prune"
+
+
+def _memorize(args: argparse.Namespace) -> Any:
+    output = sys.stdin.buffer.read().decode("utf-8", errors="replace") if sys.stdin else ""
+    result = ingest_output(
+        output,
+        state_dir=getattr(args, "state_dir", None),
+        session=getattr(args, "session", None),
+        agent=getattr(args, "agent", None),
+        task=args.task,
+        workflow=args.workflow,
+        step=args.step,
+        policy={"memorize": not args.off},
+    )
+    for warning in result.warnings:
+        _warn(warning)
+    return result.to_dict() if _json(args) else Raw(result.output, exact=True)
+
+
+def _recall(args: argparse.Namespace) -> Any:
+    policy = {"recall": args.tiers, "read": not args.no_read}
+    recalled = _memory(args).recall(task=args.task, policy=policy, max_chars=args.max_chars)
+    return recalled.to_dict() if _json(args) else Raw(recalled.text, exact=True)
+
+
 def _serve(args: argparse.Namespace) -> Any:
     from . import mcp_server
 
@@ -376,7 +516,14 @@ def _serve(args: argparse.Namespace) -> Any:
 
 
 class Raw(str):
-    """Printed as it is, without an added newline when it has its own."""
+    """Printed as it is: a newline is added only to text that lacks one, unless `exact`."""
+
+    exact = False
+
+    def __new__(cls, text: str, exact: bool = False) -> Raw:
+        raw = super().__new__(cls, text)
+        raw.exact = exact
+        return raw
 
 
 def _render_fact(fact: Fact) -> str:
@@ -488,7 +635,8 @@ def _emit(result: Any, as_json: bool) -> None:
 
         print(json.dumps(result, ensure_ascii=False, indent=2))
     elif isinstance(result, Raw):
-        sys.stdout.write(result if result.endswith("\n") or not result else result + "\n")
+        add_newline = not result.exact and result and not result.endswith("\n")
+        sys.stdout.write(result + "\n" if add_newline else result)
     else:
         print(result)
 

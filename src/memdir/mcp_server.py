@@ -25,6 +25,15 @@ from .memory import Memory
 from .tools import call_tool, tools
 
 HOT_URI = "memdir://hot"
+RECALL_URI = "memdir://recall"
+RECALL_PROMPT = types.Prompt(
+    name="recall",
+    description="The memory to start a step with: hot memory, the long-term index and, with "
+                "a task, its notes and its ancestors' (R1), within the recall budget.",
+    arguments=[types.PromptArgument(name="task", description="The current task id.",
+                                    required=False)],
+)
+SWEEP_EVERY = 6 * 3600  # T4: the retention sweep, at start and then this often
 
 INSTRUCTIONS = """memdir is your long-term memory; it outlasts this session.
 - Hot memory (HOT.md, below) is shown at the start of every session. Keep it to what every
@@ -67,23 +76,49 @@ def build_server(memory: Memory) -> Server[Any]:
             structured_content=result,
         )
 
+    readers = {HOT_URI: memory.hot, RECALL_URI: lambda: memory.recall().text}
+
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=[
             types.Resource(name="hot-memory", uri=HOT_URI, mime_type="text/markdown",
                            description="HOT.md: what every turn needs to know (H1)."),
+            types.Resource(name="recall", uri=RECALL_URI, mime_type="text/markdown",
+                           description="Hot memory and the long-term index, within the "
+                                       "recall budget (R1)."),
         ])
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        if str(params.uri) != HOT_URI:
+        reader = readers.get(str(params.uri))
+        if reader is None:
             # An MCPError reaches the client as is; a plain exception becomes "Internal server
             # error" plus a traceback in the server log. -32602 is "not found" (SEP-2164).
-            raise MCPError(types.INVALID_PARAMS,
-                           f"unknown resource {params.uri}: the resource is {HOT_URI}")
+            raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri}: the "
+                                                 f"resources are {', '.join(readers)}")
         async with lock:
-            text = await anyio.to_thread.run_sync(memory.hot)
+            text = await anyio.to_thread.run_sync(reader)
         return types.ReadResourceResult(contents=[
-            types.TextResourceContents(uri=HOT_URI, mime_type="text/markdown", text=text)
+            types.TextResourceContents(uri=str(params.uri), mime_type="text/markdown", text=text)
         ])
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[RECALL_PROMPT])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
+        if params.name != RECALL_PROMPT.name:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}: the prompt "
+                                                 f"is {RECALL_PROMPT.name}")
+        task = (params.arguments or {}).get("task") or None
+        try:
+            async with lock:
+                recalled = await anyio.to_thread.run_sync(lambda: memory.recall(task=task))
+        except MemdirError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+        return types.GetPromptResult(
+            description="memdir recall" + (f" for task {task}" if task else ""),
+            messages=[types.PromptMessage(
+                role="user", content=types.TextContent(type="text", text=recalled.text)
+            )],
+        )
 
     hot_now = memory.hot() if memory.settings.enabled else ""
     return Server(
@@ -94,6 +129,8 @@ def build_server(memory: Memory) -> Server[Any]:
         on_call_tool=call,
         on_list_resources=list_resources,
         on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
 
 
@@ -135,6 +172,7 @@ def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
         own = memory.start_session("mcp")
         memory.bind_session(own.id)
     os.environ.update(memory.child_env())
+    stop_sweeping = _start_sweeper(memory)
     restore = _exit_on_sigterm()
     try:
         if http is None:
@@ -142,6 +180,7 @@ def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
         else:
             serve_http(memory, *http)
     finally:
+        stop_sweeping()
         restore()
         if own is not None:
             memory.end_session(own.id)
@@ -162,3 +201,31 @@ def _exit_on_sigterm() -> Callable[[], object]:
 
     previous = signal.signal(signal.SIGTERM, stop)
     return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def _start_sweeper(memory: Memory) -> Callable[[], object]:
+    """T4: prune expired task notes now and every six hours while serving, on a thread of
+    its own with its own connection. A failed sweep is reported on stderr, never fatal."""
+    import sys
+    import threading
+
+    if not memory.settings.enabled or memory.read_only:
+        return lambda: None
+    stop = threading.Event()
+
+    def sweep() -> None:
+        try:
+            with Memory(memory.state.path, session=memory.session_id) as own:
+                own.prune()
+        except MemdirError as exc:
+            print(f"memdir: warning: task-note sweep failed: {exc}", file=sys.stderr)
+
+    def loop() -> None:
+        while True:
+            sweep()
+            if stop.wait(SWEEP_EVERY):
+                return
+
+    threading.Thread(target=loop, name="memdir-sweep", daemon=True).start()
+    return stop.set
+

@@ -99,3 +99,102 @@ class HotWrite(Record):
 
     def to_dict(self) -> dict[str, Any]:
         return self._asdict()
+
+
+TASK_STATES = ("running", "done", "failed", "cancelled")
+
+
+class Entry(Record):
+    """A global entry (G1): memory/global/<name>.md. `content` is the body, when loaded."""
+
+    name: str
+    description: str
+    path: str
+    agent: str | None = None
+    task: str | None = None
+    workflow: str | None = None
+    created: str | None = None
+    updated: str | None = None
+    content: str | None = None
+    error: str | None = None  # broken frontmatter: the file is reported and left as it is
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self._asdict().items() if v is not None}
+
+
+class Task(Record):
+    """T3: one row of the task registry."""
+
+    id: str
+    parent_id: str | None
+    state: str  # running | done | failed | cancelled
+    started: str
+    ended: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Note(Record):
+    """T1: one line (or block) of memory/tasks/<id>.md."""
+
+    task: str
+    time: str
+    content: str
+    workflow: str | None = None
+    step: str | None = None
+    agent: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Applied(Record):
+    """What one memorize request did (M4): created/updated an entry, noted, or skipped a
+    duplicate note."""
+
+    scope: str  # global | task
+    target: str  # entry name or task id
+    action: str  # created | updated | noted | duplicate
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Ingested(Record):
+    """M4: the output with every marker block removed, what was applied, what was not."""
+
+    output: str
+    applied: list[Applied]
+    warnings: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "applied": [a.to_dict() for a in self.applied],
+            "warnings": list(self.warnings),
+        }
+
+
+class Recalled(Record):
+    """R1/R2: the injected context and what the budget kept of each section."""
+
+    text: str
+    entries_shown: int
+    entries_total: int
+    notes_shown: int
+    notes_total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Pruned(Record):
+    """T4: a task-notes file the retention sweep removed (or would remove, dry run)."""
+
+    task: str
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()

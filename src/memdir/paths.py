@@ -53,6 +53,24 @@ class Layout(Record):
     def locks_dir(self) -> str:
         return os.path.join(self.memory_dir, ".locks")
 
+    @property
+    def global_dir(self) -> str:
+        return os.path.join(self.memory_dir, "global")
+
+    @property
+    def index_file(self) -> str:
+        return os.path.join(self.memory_dir, "MEMORY.md")
+
+    @property
+    def tasks_dir(self) -> str:
+        return os.path.join(self.memory_dir, "tasks")
+
+    def entry(self, name: str) -> str:
+        return os.path.join(self.global_dir, validate_name(name, "entry") + ".md")
+
+    def task_notes(self, task_id: str) -> str:
+        return os.path.join(self.tasks_dir, validate_task_id(task_id) + ".md")
+
     def procedure(self, name: str) -> str:
         return os.path.join(self.procedures_dir, validate_name(name, "procedure") + ".md")
 
@@ -102,6 +120,19 @@ def validate_name(name: str, what: str) -> str:
             f"hyphens, e.g. 'deploy-staging'), at most {NAME_MAX} characters"
         )
     return name
+
+
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def validate_task_id(task_id: str) -> str:
+    """X1: a task id names a file, so it is letters, digits, '.', '_' and '-' only."""
+    if not isinstance(task_id, str) or not TASK_ID_RE.match(task_id) or ".." in task_id:
+        raise ValidationError(
+            f"bad task id {task_id!r}: use letters, digits, '.', '_' or '-' (at most 128), "
+            "starting with a letter or digit"
+        )
+    return task_id
 
 
 def safe_path(root: str, relative: str) -> str:

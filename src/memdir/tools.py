@@ -92,6 +92,26 @@ def procedure_write(memory: Memory, name: str, content: str) -> dict[str, Any]:
     return {"procedure": memory.write_procedure(name, content).to_dict()}
 
 
+def memorize(
+    memory: Memory,
+    output: str,
+    task: str | None = None,
+    workflow: str | None = None,
+    step: str | None = None,
+) -> dict[str, Any]:
+    return memory.ingest(output, task=task, workflow=workflow, step=step).to_dict()
+
+
+def memory_recall(
+    memory: Memory,
+    task: str | None = None,
+    tiers: list[str] | None = None,
+    max_chars: int | None = None,
+) -> dict[str, Any]:
+    policy = None if tiers is None else {"recall": tiers}
+    return memory.recall(task=task, policy=policy, max_chars=max_chars).to_dict()
+
+
 def _required(value: Any, field: str, action: str) -> Any:
     if value is None:
         raise ValidationError(f"action {action!r} needs {field!r}")
@@ -194,7 +214,66 @@ _PROCEDURE = Tool(
     run=procedure_write,
 )
 
-TOOLS: dict[str, Tool] = {tool.name: tool for tool in (_SEARCH, _UPDATE, _PROCEDURE)}
+_MEMORIZE = Tool(
+    name="memorize",
+    description=(
+        "Store what your output says to remember, written as blocks:\n"
+        "MEMDIR_MEMORIZE_BEGIN\n"
+        '{"scope": "global", "name": "ci-duration", "description": "CI takes ~12 min", '
+        '"content": "..."}\n'
+        "MEMDIR_MEMORIZE_END\n"
+        "A block holds one JSON object or a list. scope 'task' (the default) adds a note to "
+        "the current task, seen by later steps of the task and its subtasks; scope 'global' "
+        "creates or updates a durable entry (kebab-case name, one-line description) listed "
+        "in every session's long-term index. Returns the output without the blocks, what was "
+        "stored, and a warning for each block that was not."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "output": {"type": "string", "description": "Text holding the blocks."},
+            "task": {"type": "string", "description": "The current task, for task notes."},
+            "workflow": {"type": "string"},
+            "step": {"type": "string"},
+        },
+        "required": ["output"],
+        "additionalProperties": False,
+    },
+    read_only=False,
+    run=memorize,
+)
+
+_RECALL = Tool(
+    name="memory_recall",
+    description=(
+        "The memory a step starts with: hot memory, the index of durable entries, and the "
+        "notes of the task and its parent tasks, within a character budget. Call it at the "
+        "start of a task (with its id) when your client did not inject it already."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "task": {"type": "string", "description": "The current task id."},
+            "tiers": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["task", "global"]},
+                "description": "Which sections to include (default both).",
+            },
+            "max_chars": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Budget of the two sections.",
+            },
+        },
+        "additionalProperties": False,
+    },
+    read_only=True,
+    run=memory_recall,
+)
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool for tool in (_SEARCH, _RECALL, _UPDATE, _PROCEDURE, _MEMORIZE)
+}
 
 
 def tools(read_only: bool = False) -> list[Tool]:
@@ -225,6 +304,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "integer": (int,),
     "number": (int, float),
     "boolean": (bool,),
+    "array": (list,),
 }
 
 

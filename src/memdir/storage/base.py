@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..models import Fact, Provenance, Session
+from ..models import Fact, Provenance, Session, Task
 
 
 class Store(Protocol):
@@ -49,5 +49,21 @@ class Store(Protocol):
     def list_sessions(self, limit: int) -> list[Session]: ...
 
     def count_write(self, session_id: str, kind: str) -> None: ...
+
+    def start_task(self, task_id: str, parent_id: str | None, now: str) -> Task: ...
+
+    def end_task(self, task_id: str, state: str, now: str) -> Task: ...
+
+    def get_task(self, task_id: str) -> Task | None: ...
+
+    def all_tasks(self) -> list[Task]: ...
+
+    def entry_cache(self) -> dict[str, tuple[int, int, str]]:
+        """name -> (mtime_ns, size, metadata JSON) of each global entry file when last read."""
+        ...
+
+    def update_entry_cache(
+        self, changed: dict[str, tuple[int, int, str]], gone: list[str]
+    ) -> None: ...
 
     def close(self) -> None: ...

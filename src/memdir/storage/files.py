@@ -18,7 +18,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 
-from ..errors import StorageError
+from ..errors import StorageError, ValidationError
 
 TEMP_PREFIX = ".tmp-"
 
@@ -37,11 +37,18 @@ def read_text(path: str) -> str | None:
 
 def atomic_write(path: str, text: str) -> None:
     folder = os.path.dirname(path)
+    try:
+        data = text.encode("utf-8")  # before the temp file: a failure here leaves nothing
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"cannot write {path}: the text holds {text[exc.start]!r}, a lone surrogate "
+            "that is not valid Unicode; nothing was changed"
+        ) from None
     ensure_dir(folder)
     fd, temp = _temp_file(folder, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)

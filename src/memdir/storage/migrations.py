@@ -83,11 +83,6 @@ def _facts_and_sessions(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [
-    (1, "facts, fts and sessions", _facts_and_sessions),
-]
-
-
 def migrate(db: sqlite3.Connection) -> None:
     """Bring the schema up to date. Safe when several processes open a new store at once:
     each migration re-checks under BEGIN IMMEDIATE, so exactly one process applies it."""
@@ -116,3 +111,35 @@ def migrate(db: sqlite3.Connection) -> None:
 
 def _user_version(db: sqlite3.Connection) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _tasks_and_entry_cache(db: sqlite3.Connection) -> None:
+    run_script(
+        db,
+        """
+        CREATE TABLE tasks (
+            id        TEXT PRIMARY KEY,
+            parent_id TEXT,
+            state     TEXT NOT NULL DEFAULT 'running'
+                      CHECK (state IN ('running', 'done', 'failed', 'cancelled')),
+            started   TEXT NOT NULL,
+            ended     TEXT
+        );
+        CREATE INDEX tasks_parent ON tasks(parent_id) WHERE parent_id IS NOT NULL;
+
+        -- What the files of global/ said when last read, keyed by their (mtime, size): the
+        -- files stay the source of truth (G4), and recall need not parse 1,000 frontmatters.
+        CREATE TABLE entry_cache (
+            name     TEXT PRIMARY KEY,
+            mtime_ns INTEGER NOT NULL,
+            size     INTEGER NOT NULL,
+            meta     TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    (1, "facts, fts and sessions", _facts_and_sessions),
+    (2, "tasks and the global entry cache", _tasks_and_entry_cache),
+]

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 
 from ..errors import ConflictError, NotFoundError, QueryError, StorageError
-from ..models import Fact, Provenance, Session
+from ..models import Fact, Provenance, Session, Task
 from .migrations import migrate
 
 FACT_COLUMNS = (
@@ -334,3 +334,83 @@ class SQLiteStore:
             counts["facts"] = facts
         sid, surface, parent_id, started, ended = row
         return Session(sid, surface, parent_id, started, ended, counts)
+
+    # -- tasks (T3) ----------------------------------------------------------------------
+
+    def start_task(self, task_id: str, parent_id: str | None, now: str) -> Task:
+        """Register a running task; starting it again while it runs is a no-op (retries)."""
+        with self._write() as db:
+            existing = self._task(db, task_id)
+            if existing is not None:
+                if existing.state != "running":
+                    raise ConflictError(
+                        f"task {task_id} already ended ({existing.state} at {existing.ended}); "
+                        "give the new task a new id"
+                    )
+                if existing.parent_id != parent_id:
+                    raise ConflictError(
+                        f"task {task_id} is running already with parent {existing.parent_id}"
+                    )
+                return existing
+            if parent_id is not None and self._task(db, parent_id) is None:
+                raise NotFoundError(
+                    f"unknown parent task {parent_id!r}: start it first with `memdir task start`"
+                )
+            db.execute(
+                "INSERT INTO tasks (id, parent_id, state, started) VALUES (?, ?, 'running', ?)",
+                (task_id, parent_id, now),
+            )
+        return Task(task_id, parent_id, "running", now, None)
+
+    def end_task(self, task_id: str, state: str, now: str) -> Task:
+        with self._write() as db:
+            task = self._task(db, task_id)
+            if task is None:
+                raise NotFoundError(f"unknown task {task_id!r}: see `memdir task start`")
+            if task.state != "running":
+                raise ConflictError(f"task {task_id} already ended ({task.state} at {task.ended})")
+            db.execute("UPDATE tasks SET state = ?, ended = ? WHERE id = ?", (state, now, task_id))
+        return task._replace(state=state, ended=now)
+
+    def get_task(self, task_id: str) -> Task | None:
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            return self._task(db, task_id)
+
+    def all_tasks(self) -> list[Task]:
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            rows = db.execute("SELECT id, parent_id, state, started, ended FROM tasks").fetchall()
+        return [Task(*row) for row in rows]
+
+    def _task(self, db: sqlite3.Connection, task_id: str) -> Task | None:
+        row = db.execute(
+            "SELECT id, parent_id, state, started, ended FROM tasks WHERE id = ?", (task_id,)
+        ).fetchone()
+        return None if row is None else Task(*row)
+
+    # -- the global entry cache (G4) -----------------------------------------------------
+
+    def entry_cache(self) -> dict[str, tuple[int, int, str]]:
+        """name -> (mtime_ns, size, meta as JSON) of each global file when last read."""
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute("SELECT name, mtime_ns, size, meta FROM entry_cache").fetchall()
+        return {name: (mtime, size, meta) for name, mtime, size, meta in rows}
+
+    def update_entry_cache(self, changed: dict[str, tuple[int, int, str]], gone: list[str]) -> None:
+        if self._conn() is None:
+            return
+        with self._write() as db:
+            db.executemany("DELETE FROM entry_cache WHERE name = ?", [(n,) for n in gone])
+            db.executemany(
+                "INSERT OR REPLACE INTO entry_cache (name, mtime_ns, size, meta) "
+                "VALUES (?, ?, ?, ?)",
+                [(name, *row) for name, row in changed.items()],
+            )

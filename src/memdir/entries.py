@@ -1,0 +1,214 @@
+"""Global entries (G1-G5): memory/global/<name>.md, YAML frontmatter plus a markdown body,
+and memory/MEMORY.md, the derived one-line-per-entry index.
+
+The files are the source of truth. What their frontmatter says is cached in memory.db,
+keyed by each file's (mtime, size), so listing and recall see hand edits and deletions at
+once (G4) without parsing every file every time. All writes to global/ and MEMORY.md take
+one lock, so the index is regenerated from a consistent folder and never half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from .errors import MemdirError, NotFoundError, ValidationError
+from .models import Entry
+from .paths import NAME_MAX, NAME_RE, Layout
+from .storage import files, frontmatter
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .storage.base import Store
+
+DESCRIPTION_MAX = 300
+LOCK = "global"
+
+
+def check_description(description: object) -> str:
+    """G1: one line. Line breaks an agent put in are folded into spaces."""
+    if not isinstance(description, str) or not description.strip():
+        raise ValidationError("an entry needs a description: one line saying what it holds")
+    text = " ".join(description.split())
+    if len(text) > DESCRIPTION_MAX:
+        raise ValidationError(
+            f"the description is {len(text)} characters; keep it to one line of at most "
+            f"{DESCRIPTION_MAX} and put the rest in the content"
+        )
+    return text
+
+
+def write(
+    layout: Layout,
+    store: Store,
+    name: str,
+    description: str,
+    content: str,
+    now: str,
+    provenance: dict[str, str | None],
+) -> tuple[Entry, bool]:
+    """G2 upsert: (the entry, True if it was created). Rewriting keeps `created`."""
+    path = layout.entry(name)
+    description = check_description(description)
+    with files.locked(layout.locks_dir, LOCK):
+        previous = _meta_of(files.read_text(path), path, layout)
+        created = now if previous is None else str(previous.get("created") or now)
+        meta: dict[str, object] = {"name": name, "description": description}
+        meta.update({k: v for k, v in provenance.items() if v})
+        meta.update({"created": created, "updated": now})
+        body = content.strip("\n") + "\n"
+        files.sweep_temps(path)
+        files.atomic_write(path, frontmatter.dump(meta, body))
+        entries = _scan(layout, store)
+        _write_index(layout, entries)
+    entry = next(e for e in entries if e.name == name)
+    return entry._replace(content=body), previous is None
+
+
+def read(layout: Layout, name: str) -> Entry:
+    path = layout.entry(name)
+    text = _read_inside(path, layout)
+    if text is None:
+        raise NotFoundError(f"no global entry named {name!r}: see `memdir list`")
+    entry = _entry_from(name, text, path, layout)
+    try:
+        _meta, body = frontmatter.parse(text, _rel(path, layout))
+    except ValidationError:
+        body = text
+    return entry._replace(content=body)
+
+
+def remove(layout: Layout, store: Store, name: str) -> Entry:
+    entry = read(layout, name)
+    with files.locked(layout.locks_dir, LOCK):
+        try:
+            os.unlink(layout.entry(name))
+        except FileNotFoundError:
+            raise NotFoundError(f"no global entry named {name!r}: see `memdir list`") from None
+        _write_index(layout, _scan(layout, store))
+    return entry
+
+
+def list_all(layout: Layout, store: Store) -> list[Entry]:
+    """Every entry, by name; one whose frontmatter is broken is listed with its error."""
+    return _scan(layout, store)
+
+
+def reindex(layout: Layout, store: Store) -> list[Entry]:
+    """G3: rebuild MEMORY.md (and the cache) from the files alone."""
+    with files.locked(layout.locks_dir, LOCK):
+        entries = _scan(layout, store, trust_cache=False)
+        _write_index(layout, entries)
+    return entries
+
+
+def index_line(entry: Entry) -> str:
+    return f"- {entry.name} — {entry.description}"
+
+
+def _write_index(layout: Layout, entries: list[Entry]) -> None:
+    text = "".join(index_line(e) + "\n" for e in entries if e.error is None)
+    if files.read_text(layout.index_file) != text:
+        files.sweep_temps(layout.index_file)
+        files.atomic_write(layout.index_file, text)
+
+
+def _scan(layout: Layout, store: Store, trust_cache: bool = True) -> list[Entry]:
+    import json
+
+    cache = store.entry_cache()
+    changed: dict[str, tuple[int, int, str]] = {}
+    entries = []
+    for name, path in _files(layout):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # deleted while we looked
+        key = (info.st_mtime_ns, info.st_size)
+        cached = cache.get(name) if trust_cache else None
+        if cached is not None and cached[:2] == key:
+            entries.append(Entry(**json.loads(cached[2])))
+            continue
+        try:
+            text = _read_inside(path, layout)
+        except ValidationError as exc:
+            entries.append(Entry(name, "", _rel(path, layout), error=str(exc)))
+            continue
+        if text is None:
+            continue
+        entry = _entry_from(name, text, path, layout)
+        entries.append(entry)
+        changed[name] = (*key, json.dumps(entry._asdict()))
+    present = {e.name for e in entries}
+    gone = [name for name in cache if name not in present]
+    if changed or gone:
+        try:
+            store.update_entry_cache(changed, gone)
+        except MemdirError:
+            pass  # only a cache: a read-only or locked database must not break reading
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _files(layout: Layout) -> list[tuple[str, str]]:
+    try:
+        names = os.listdir(layout.global_dir)
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in names:
+        stem = entry[:-3]
+        if entry.endswith(".md") and NAME_RE.match(stem) and len(stem) <= NAME_MAX:
+            found.append((stem, os.path.join(layout.global_dir, entry)))
+    return found
+
+
+def _read_inside(path: str, layout: Layout) -> str | None:
+    """The file's text, refusing a symlink that leads out of the memory root (X1)."""
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            root = os.path.realpath(layout.memory_dir)
+            if not os.path.realpath(path).startswith(root + os.sep):
+                raise ValidationError(
+                    f"{_rel(path, layout)} is a symlink pointing outside the memory root; "
+                    "it is left in place and not read"
+                )
+    except FileNotFoundError:
+        return None
+    return files.read_text(path)
+
+
+def _entry_from(name: str, text: str, path: str, layout: Layout) -> Entry:
+    rel = _rel(path, layout)
+    try:
+        meta, _body = frontmatter.parse(text, rel)
+    except ValidationError as exc:
+        return Entry(name, "", rel, error=str(exc))
+    description = meta.get("description")
+    return Entry(
+        name=name,
+        description=" ".join(str(description).split()) if description else "(no description)",
+        path=rel,
+        agent=_str(meta.get("agent")),
+        task=_str(meta.get("task")),
+        workflow=_str(meta.get("workflow")),
+        created=_str(meta.get("created")),
+        updated=_str(meta.get("updated")),
+    )
+
+
+def _meta_of(text: str | None, path: str, layout: Layout) -> dict[str, object] | None:
+    if text is None:
+        return None
+    try:
+        meta, _ = frontmatter.parse(text, _rel(path, layout))
+    except ValidationError:
+        return {}
+    return dict(meta)
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _rel(path: str, layout: Layout) -> str:
+    return os.path.relpath(path, layout.memory_dir)
