@@ -16,7 +16,8 @@ COMMANDS = [
     ["fact", "history"], ["search"], ["procedure", "write"], ["procedure", "show"],
     ["procedure", "list"], ["session", "start"], ["session", "end"], ["sessions"], ["serve"],
     ["list"], ["show"], ["rm"], ["reindex"], ["prune"], ["memorize"], ["recall"],
-    ["task", "start"], ["task", "end"], ["task", "show"],
+    ["task", "start"], ["task", "end"], ["task", "show"], ["daily", "append"], ["daily", "show"],
+    ["boot"], ["get"], ["heartbeat", "due"], ["heartbeat", "mark"], ["distill"], ["stats"],
 ]
 
 
@@ -39,6 +40,7 @@ def _required_args(command: list[str]) -> list[str]:
         ("fact", "history"): ["1"], ("search",): ["q"], ("procedure", "write"): ["n"],
         ("procedure", "show"): ["n"], ("session", "end"): ["s"], ("show",): ["n"],
         ("rm",): ["n"], ("task", "start"): ["t"], ("task", "end"): ["t"], ("task", "show"): ["t"],
+        ("daily", "append"): ["x"], ("get",): ["p"], ("heartbeat", "mark"): ["email"],
     }.get(tuple(command), [])
 
 

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.timeout(60)
 CALL_TIMEOUT = 20  # seconds for any one exchange with a server: a hang fails, never blocks
 
 # U2: a subagent is offered the read-only tools; everyone else all of them (A1)
-ALL_TOOLS = ["memory_search", "memory_recall", "memory_update", "procedure_write", "memorize"]
-READ_ONLY_TOOLS = ["memory_search", "memory_recall"]
+ALL_TOOLS = ["memory_search", "memory_get", "memory_recall", "memory_update", "procedure_write",
+             "daily_append", "memorize"]
+READ_ONLY_TOOLS = ["memory_search", "memory_get", "memory_recall"]
 
 
 @pytest.fixture
@@ -106,8 +107,9 @@ async def test_stdio_serves_the_tools_and_their_effects_reach_the_store(  # A1, 
         ] == tool_schemas()
         assert [t.name for t in listed] == ALL_TOOLS
         assert {t.name: t.annotations.read_only_hint for t in listed if t.annotations} == {
-            "memory_search": True, "memory_recall": True, "memory_update": False,
-            "procedure_write": False, "memorize": False,
+            "memory_search": True, "memory_get": True, "memory_recall": True,
+            "memory_update": False, "procedure_write": False, "daily_append": False,
+            "memorize": False,
         }
 
         tea = (await call(client, "memory_update", {

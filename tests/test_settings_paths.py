@@ -112,7 +112,10 @@ def test_config_values_are_read(state_dir: Path) -> None:  # S
     ("[memory]\ntask_retention = \"forever\"\n", 2, "memory.task_retention"),
     ("[memory]\nmarker_prefix = \"lower\"\n", 2, "memory.marker_prefix"),
     ("[memory]\nenable = true\n", 2, "memory.enable"),
-    ("memory = 3\n", None, "memory"),
+    ("memory = 3\n", 1, "memory"),
+    ("[boot]\nfiles = \"HOT.md\"\n", 2, "boot.files"),
+    ("[heartbeat]\nemail = -1\n", 2, "heartbeat.email"),
+    ("[other]\nx = 1\n", 1, "other"),
 ])
 def test_malformed_config_is_a_clear_error(
     state_dir: Path, text: str, line: int | None, key: str | None

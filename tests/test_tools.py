@@ -13,8 +13,8 @@ from memdir.tools import call_tool, tool_schemas
 
 def test_tools_have_json_schemas_with_the_documented_arguments() -> None:  # A1
     schemas = {s["name"]: s for s in tool_schemas()}
-    assert set(schemas) == {"memory_search", "memory_recall", "memory_update", "procedure_write",
-                            "memorize"}
+    assert set(schemas) == {"memory_search", "memory_get", "memory_recall", "memory_update",
+                            "procedure_write", "daily_append", "memorize"}
     props = {name: set(s["input_schema"]["properties"]) for name, s in schemas.items()}
     assert props["memory_search"] == {"query", "category", "limit", "since", "min_score"}
     assert props["memory_update"] == {"target", "action", "category", "content", "supersedes",
@@ -22,6 +22,8 @@ def test_tools_have_json_schemas_with_the_documented_arguments() -> None:  # A1
     assert props["procedure_write"] == {"name", "content"}
     assert props["memorize"] == {"output", "task", "workflow", "step"}
     assert props["memory_recall"] == {"task", "tiers", "max_chars"}
+    assert props["memory_get"] == {"path", "from_line", "lines"}
+    assert props["daily_append"] == {"text", "section"}
     for schema in schemas.values():
         assert schema["input_schema"]["type"] == "object" and len(schema["description"]) > 80
     json.loads(json.dumps(schemas))  # exportable as JSON
@@ -68,7 +70,8 @@ def test_unknown_tool(memory: Memory) -> None:  # A3
 
 
 def test_subagent_gets_the_read_only_tool_set(memory: Memory) -> None:  # U2, A1
-    assert [s["name"] for s in tool_schemas(read_only=True)] == ["memory_search", "memory_recall"]
+    assert [s["name"] for s in tool_schemas(read_only=True)] == [
+        "memory_search", "memory_get", "memory_recall"]
     parent = memory.start_session()
     sub = Memory(session=memory.start_session(parent=parent.id).id)
     with pytest.raises(ReadOnlyError):

@@ -33,6 +33,12 @@ RECALL_PROMPT = types.Prompt(
     arguments=[types.PromptArgument(name="task", description="The current task id.",
                                     required=False)],
 )
+BOOT_PROMPT = types.Prompt(
+    name="boot",
+    description="The context a new session starts with (E3): hot memory, identity files, "
+                "today's and yesterday's logs and, for a main session, the long-term index.",
+    arguments=[],
+)
 SWEEP_EVERY = 6 * 3600  # T4: the retention sweep, at start and then this often
 
 INSTRUCTIONS = """memdir is your long-term memory; it outlasts this session.
@@ -100,23 +106,32 @@ def build_server(memory: Memory) -> Server[Any]:
             types.TextResourceContents(uri=str(params.uri), mime_type="text/markdown", text=text)
         ])
 
+    def recall_text(arguments: dict[str, str]) -> str:
+        return memory.recall(task=arguments.get("task") or None).text
+
+    def boot_text(arguments: dict[str, str]) -> str:
+        return "\n".join(f"## {p.name}\n{p.text.rstrip()}\n" for p in memory.boot().parts)
+
+    prompts = {RECALL_PROMPT.name: recall_text, BOOT_PROMPT.name: boot_text}
+
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[RECALL_PROMPT])
+        return types.ListPromptsResult(prompts=[RECALL_PROMPT, BOOT_PROMPT])
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
-        if params.name != RECALL_PROMPT.name:
-            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}: the prompt "
-                                                 f"is {RECALL_PROMPT.name}")
-        task = (params.arguments or {}).get("task") or None
+        render = prompts.get(params.name)
+        if render is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}: the prompts "
+                                                 f"are {', '.join(prompts)}")
+        arguments = dict(params.arguments or {})
         try:
             async with lock:
-                recalled = await anyio.to_thread.run_sync(lambda: memory.recall(task=task))
+                text = await anyio.to_thread.run_sync(render, arguments)
         except MemdirError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         return types.GetPromptResult(
-            description="memdir recall" + (f" for task {task}" if task else ""),
+            description=f"memdir {params.name}",
             messages=[types.PromptMessage(
-                role="user", content=types.TextContent(type="text", text=recalled.text)
+                role="user", content=types.TextContent(type="text", text=text)
             )],
         )
 

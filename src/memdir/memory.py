@@ -9,7 +9,22 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
-from . import entries, facts, hot, markers, procedures, recall, search, sessions, tasks
+from . import (
+    daily,
+    distill,
+    entries,
+    facts,
+    heartbeat,
+    hot,
+    identity,
+    markers,
+    procedures,
+    recall,
+    search,
+    sessions,
+    stats,
+    tasks,
+)
 from .errors import ConflictError, DisabledError, MemdirError, NotFoundError, ValidationError
 from .models import (
     Applied,
@@ -34,6 +49,7 @@ from .paths import (
     Layout,
     resolve_memory_dir,
     resolve_state_dir,
+    safe_path,
 )
 from .records import Record
 from .settings import Settings, config_template, load_settings
@@ -434,6 +450,99 @@ class Memory:
             lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
         return recall.build(self.hot(), self.path, listed, lineage, budget, step_policy)
 
+    # -- episodic memory, identity and boot (E) -----------------------------------------
+
+    def daily_append(self, text: str, *, section: str | None = None) -> daily.DailyWrite:
+        """E1: a timestamped entry in today's log (local time), under `## HH:MM` or `section`."""
+        facts.check_content(text, self.settings.max_entry_bytes, "log entry")
+        self._writable("the daily log")
+        result = daily.append(self.layout, text, self.clock(), section)
+        self._count("daily")
+        return result
+
+    def daily(self, date: str | None = None) -> str:
+        """The log of `date` (YYYY-MM-DD, 'today' or 'yesterday'; default today)."""
+        return daily.read(self.layout, daily.resolve_date(date, self.clock()))
+
+    def boot(self, *, subagent: bool | None = None) -> identity.Boot:
+        """E3: the context a new session starts with. A subagent session (or subagent=True)
+        gets the variant without the main-session-only parts (MEMORY.md)."""
+        if subagent is None:
+            subagent = self.read_only
+        if not self.settings.enabled:
+            return identity.Boot([], subagent)
+        index = "".join(entries.index_line(e) + "\n" for e in self.entries() if not e.error)
+        return identity.boot(
+            self.layout,
+            self.settings.boot_files,
+            self.settings.boot_main_only,
+            self.clock(),
+            subagent,
+            index,
+        )
+
+    def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
+        """E4: exact lines of a file under the memory root, nothing outside it (X1)."""
+        for value, what in ((from_line, "from_line"), (lines, "lines")):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValidationError(f"bad {what} {value!r}: a whole number from 1")
+        target = self._inside_root(path)
+        rel = os.path.relpath(target, os.path.realpath(self.path))
+        try:
+            found, total = files.read_lines(target, from_line, lines)
+        except FileNotFoundError:
+            raise NotFoundError(f"no file {rel} under the memory root {self.path}") from None
+        except IsADirectoryError:
+            raise ValidationError(f"{rel} is a folder: give a file") from None
+        except ValueError:
+            raise ValidationError(f"{rel} is not a text file") from None
+        return Lines(rel, from_line, [(from_line + i, t) for i, t in enumerate(found)], total)
+
+    def _inside_root(self, path: str) -> str:
+        root = os.path.realpath(self.path)
+        if isinstance(path, str) and os.path.isabs(path):
+            # an absolute path is fine when it resolves inside the root (as recall names it)
+            real = os.path.realpath(path)
+            if real == root or real.startswith(root + os.sep):
+                return real
+            raise ValidationError(f"path {path!r} points outside the memory root {self.path}")
+        return safe_path(self.path, path)
+
+    # -- heartbeat, distillation and stats (B, D) --------------------------------------
+
+    def heartbeat_due(self) -> list[heartbeat.Check]:
+        """B2: every known check with whether it is due; due ones first."""
+        return heartbeat.checks(self.layout, dict(self.settings.heartbeat_hours), self.clock())
+
+    def heartbeat_mark(self, check: str) -> heartbeat.Check:
+        self._writable("the heartbeat state")
+        hours = dict(self.settings.heartbeat_hours)
+        return heartbeat.mark(self.layout, check, hours, self.clock())
+
+    def distill(self, *, max_chars: int | None = None) -> distill.Distillation:
+        """D1: what was logged since the last distillation, within the budget."""
+        budget = self.settings.distill_max_chars if max_chars is None else max_chars
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 500:
+            raise ValidationError(f"bad distill budget {budget!r}: at least 500 characters")
+        gathered = distill.gather(self.layout, self.store, budget)
+        if gathered.until is not None and self.settings.enabled and not self.read_only:
+            self.store.set_value(distill.PENDING, str(gathered.items[-1].time))
+        return gathered
+
+    def distill_done(self) -> str:
+        """D1: move the watermark past what `distill` last handed out; returns it (UTC)."""
+        self._writable("the distillation watermark")
+        pending = self.store.get_value(distill.PENDING)
+        mark = pending if pending is not None else str(self.clock())
+        self.store.set_value(distill.WATERMARK, mark)
+        return iso(float(mark))
+
+    def stats(self) -> stats.Stats:
+        """D2: number and size of every tier, HOT.md against its cap, distillation ratio."""
+        return stats.collect(self.layout, self.store, self.hot(), self.settings.hot_cap_chars)
+
     # -- sessions (U) ------------------------------------------------------------------
 
     def start_session(self, surface: str = "cli", parent: str | None = None) -> Session:
@@ -499,6 +608,27 @@ class Memory:
 
 def open_memory(state_dir: str | None = None, **options: Any) -> Memory:
     return Memory(state_dir, **options)
+
+
+class Lines(Record):
+    """E4: lines of one memory file, numbered from 1."""
+
+    path: str
+    from_line: int
+    lines: list[tuple[int, str]]
+    total: int
+
+    @property
+    def text(self) -> str:
+        return "".join(line + "\n" for _, line in self.lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "from_line": self.from_line,
+            "total_lines": self.total,
+            "lines": [{"n": n, "text": text} for n, text in self.lines],
+        }
 
 
 class InitResult(Record):

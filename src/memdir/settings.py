@@ -25,6 +25,19 @@ class Settings(Record):
     hot_cap_chars: int = 5250
     marker_prefix: str = "MEMDIR"
     busy_timeout_ms: int = 10_000
+    # [boot] (E3): what a session starts with, in order; `main_only` parts are left out of
+    # subagent and group sessions.
+    boot_files: tuple[str, ...] = (
+        "HOT.md", "SOUL.md", "USER.md", "daily:today", "daily:yesterday", "MEMORY.md",
+    )
+    boot_main_only: tuple[str, ...] = ("MEMORY.md",)
+    # [heartbeat] (B2): hours between checks, by check name; unlisted checks use "default".
+    heartbeat_hours: tuple[tuple[str, float], ...] = (
+        ("email", 4.0), ("calendar", 6.0), ("hn", 8.0), ("twitter", 2.0), ("weather", 12.0),
+        ("default", 4.0),
+    )
+    # [distill] (D1): how much `memdir distill` gathers at most.
+    distill_max_chars: int = 8000
 
 
 DEFAULTS = Settings()
@@ -67,10 +80,75 @@ def load_settings(config_path: str) -> Settings:
     return _settings_from(data, text, config_path)
 
 
+TABLES = ("memory", "boot", "heartbeat", "distill")
+CHECK_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
 def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
-    memory = data.get("memory", {})
-    if not isinstance(memory, dict):
-        raise ConfigError("'memory' must be a table ([memory])", path=path, key="memory")
+    for table, value in data.items():
+        if table not in TABLES:
+            raise ConfigError(
+                f"unknown setting {table!r}: the tables are [{'], ['.join(TABLES)}]",
+                path=path, line=_line_of_table(text, table), key=table,
+            )
+        if not isinstance(value, dict):
+            raise ConfigError(f"'{table}' must be a table ([{table}])",
+                              path=path, line=_line_of_table(text, table), key=table)
+    values = _memory_values(data.get("memory", {}), text, path)
+    values.update(_boot_values(data.get("boot", {}), text, path))
+    values.update(_heartbeat_values(data.get("heartbeat", {}), text, path))
+    distill = data.get("distill", {})
+    for key, value in distill.items():
+        if key != "max_chars" or not _positive_int(value):
+            raise _bad(f"distill.{key}", value, "max_chars, a whole number of characters above 0",
+                       text, path)
+        values["distill_max_chars"] = value
+    return DEFAULTS._replace(**values)
+
+
+def _boot_values(boot: dict[str, Any], text: str, path: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in boot.items():
+        if key not in ("files", "main_only"):
+            raise _bad(f"boot.{key}", value, "files or main_only", text, path)
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise _bad(f"boot.{key}", value, 'a list of file names, e.g. ["HOT.md", "SOUL.md", '
+                       '"daily:today", "daily:yesterday", "MEMORY.md"]', text, path)
+        values["boot_" + key] = tuple(value)
+    return values
+
+
+def _heartbeat_values(heartbeat: dict[str, Any], text: str, path: str) -> dict[str, Any]:
+    if not heartbeat:
+        return {}
+    hours = dict(DEFAULTS.heartbeat_hours)
+    for check, value in heartbeat.items():
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        if not CHECK_RE.match(check) or not number_ok:
+            raise _bad(f"heartbeat.{check}", value, "a number of hours above 0, under a "
+                       "lowercase check name", text, path)
+        hours[check] = float(value)
+    return {"heartbeat_hours": tuple(hours.items())}
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _bad(key: str, value: Any, expected: str, text: str, path: str) -> ConfigError:
+    return ConfigError(
+        f"{key} = {value!r} is not valid: it must be {expected}",
+        path=path, line=_line_of_key(text, key.split(".", 1)[1]), key=key,
+    )
+
+
+def _line_of_table(text: str, table: str) -> int | None:
+    match = re.search(rf"^[ \t]*\[{re.escape(table)}\]|^[ \t]*{re.escape(table)}\b", text,
+                      re.MULTILINE)
+    return None if match is None else text.count("\n", 0, match.start()) + 1
+
+
+def _memory_values(memory: dict[str, Any], text: str, path: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in memory.items():
         if key not in _KEYS:
@@ -82,7 +160,7 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
                 key=f"memory.{key}",
             )
         values[key] = _check(key, value, text, path)
-    return DEFAULTS._replace(**values)
+    return values
 
 
 def _check(key: str, value: Any, text: str, path: str) -> Any:
@@ -116,7 +194,7 @@ def parse_duration(text: str) -> float | None:
 
 
 def _line_of_key(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^[ \t]*(memory\.)?{re.escape(key)}[ \t]*=", re.MULTILINE)
+    pattern = re.compile(rf"^[ \t]*([a-z]+\.)?{re.escape(key)}[ \t]*=", re.MULTILINE)
     match = pattern.search(text)
     return None if match is None else text.count("\n", 0, match.start()) + 1
 
@@ -139,4 +217,14 @@ def config_template() -> str:
         "# hot_cap_chars = 5250      # hard cap of HOT.md\n"
         '# marker_prefix = "MEMDIR"  # <PREFIX>_MEMORIZE_BEGIN / _END\n'
         "# busy_timeout_ms = 10000   # how long a write waits for another process's lock\n"
+        "\n[boot]\n"
+        "# what `memdir boot` prints, in order; main_only parts are left out for subagents\n"
+        '# files = ["HOT.md", "SOUL.md", "USER.md", "daily:today", "daily:yesterday", '
+        '"MEMORY.md"]\n'
+        '# main_only = ["MEMORY.md"]\n'
+        "\n[heartbeat]\n"
+        "# hours between periodic checks; any other check name works too\n"
+        "# email = 4\n# calendar = 6\n# hn = 8\n# twitter = 2\n# weather = 12\n# default = 4\n"
+        "\n[distill]\n"
+        "# max_chars = 8000          # how much `memdir distill` gathers at most\n"
     )

@@ -112,6 +112,16 @@ def memory_recall(
     return memory.recall(task=task, policy=policy, max_chars=max_chars).to_dict()
 
 
+def memory_get(
+    memory: Memory, path: str, from_line: int = 1, lines: int | None = None
+) -> dict[str, Any]:
+    return memory.get(path, from_line=from_line, lines=lines).to_dict()
+
+
+def daily_append(memory: Memory, text: str, section: str | None = None) -> dict[str, Any]:
+    return memory.daily_append(text, section=section).to_dict()
+
+
 def _required(value: Any, field: str, action: str) -> Any:
     if value is None:
         raise ValidationError(f"action {action!r} needs {field!r}")
@@ -271,8 +281,52 @@ _RECALL = Tool(
     run=memory_recall,
 )
 
+_GET = Tool(
+    name="memory_get",
+    description=(
+        "Read exact lines of a memory file — after a search or recall names one — instead of "
+        "the whole file: a global entry (global/<name>.md), a procedure, a task's notes "
+        "(tasks/<id>.md), a daily log (daily/YYYY-MM-DD.md), HOT.md, MEMORY.md. The path is "
+        "relative to the memory root; lines come back numbered."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "e.g. 'global/ci-duration.md'"},
+            "from_line": {"type": "integer", "minimum": 1, "default": 1},
+            "lines": {"type": "integer", "minimum": 1, "description": "Default: to the end."},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    read_only=True,
+    run=memory_get,
+)
+
+_DAILY = Tool(
+    name="daily_append",
+    description=(
+        "Log what happened today in the daily log (one markdown file per local day): an "
+        "event, a conversation, a result. It lands under a `## HH:MM` heading, or under "
+        "`section` (e.g. 'Decisions'); section 'Evolution Log' is for how you yourself "
+        "changed (what you learned to do differently) and always stays last. Durable facts "
+        "go to memory_update instead."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "The log entry, markdown."},
+            "section": {"type": "string", "description": "A section name instead of the time."},
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+    read_only=False,
+    run=daily_append,
+)
+
 TOOLS: dict[str, Tool] = {
-    tool.name: tool for tool in (_SEARCH, _RECALL, _UPDATE, _PROCEDURE, _MEMORIZE)
+    tool.name: tool for tool in (_SEARCH, _GET, _RECALL, _UPDATE, _PROCEDURE, _DAILY, _MEMORIZE)
 }
 
 

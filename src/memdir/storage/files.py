@@ -35,6 +35,21 @@ def read_text(path: str) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
+def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int]:
+    """E4: (lines start..start+count-1, 1-based, without their line breaks; total lines).
+    A file with NUL bytes is not text and is refused."""
+    text = read_text(path)
+    if text is None:
+        raise FileNotFoundError(path)
+    if "\0" in text:
+        raise ValueError("not a text file")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final line break ends the last line; it starts no new one
+    end = len(lines) if count is None else start - 1 + count
+    return lines[start - 1 : end], len(lines)
+
+
 def atomic_write(path: str, text: str) -> None:
     folder = os.path.dirname(path)
     try:

@@ -139,7 +139,12 @@ def _tasks_and_entry_cache(db: sqlite3.Connection) -> None:
     )
 
 
+def _settings_table(db: sqlite3.Connection) -> None:
+    db.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
+    (3, "key-value state (distillation watermark)", _settings_table),
 ]

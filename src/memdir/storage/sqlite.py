@@ -414,3 +414,30 @@ class SQLiteStore:
                 "VALUES (?, ?, ?, ?)",
                 [(name, *row) for name, row in changed.items()],
             )
+
+    # -- small named values (the distillation watermark) ---------------------------------
+
+    def get_value(self, key: str) -> str | None:
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            row = db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_value(self, key: str, value: str) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+
+    def size_of_facts(self) -> dict[str, tuple[int, int]]:
+        """status -> (count, characters of content)."""
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                "SELECT status, count(*), coalesce(sum(length(content)), 0) FROM facts "
+                "GROUP BY status"
+            ).fetchall()
+        return {status: (n, chars) for status, n, chars in rows}
+

@@ -1,0 +1,178 @@
+"""Daily logs (E1): memory/daily/YYYY-MM-DD.md, one file per local day.
+
+    # 2026-06-10
+
+    ## 09:14
+    Met Bob about the launch.
+
+    ## Decisions
+    - 11:30 Ship on Tuesday
+
+    ## Evolution Log
+    - 18:02 Learned to check the calendar before proposing times
+
+A plain append goes under a `## HH:MM` heading (joining the last one if it has the same
+minute); a named section gets `- HH:MM text` lines. `## Evolution Log` is append-only and
+always the last section: every write puts it back at the bottom. Each append rewrites the
+day's file atomically under the day's lock, so concurrent appends never lose each other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from .errors import NotFoundError, ValidationError
+from .paths import Layout
+from .records import Record
+from .storage import files
+
+EVOLUTION = "Evolution Log"
+DATE_RE = re.compile(r"^\d{4}-\d\d-\d\d$")
+SECTION_MAX = 80
+
+
+class DailyWrite(Record):
+    date: str
+    path: str
+    section: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self._asdict())
+
+
+def local_date(moment: float, days_back: int = 0) -> str:
+    return time.strftime("%Y-%m-%d", time.localtime(moment - days_back * 86400))
+
+
+def resolve_date(value: str | None, now: float) -> str:
+    """'today', 'yesterday', YYYY-MM-DD (checked), or None for today."""
+    if value in (None, "", "today"):
+        return local_date(now)
+    if value == "yesterday":
+        return _yesterday(now)
+    assert value is not None
+    try:
+        time.strptime(value, "%Y-%m-%d")
+    except ValueError:
+        raise ValidationError(f"bad date {value!r}: use YYYY-MM-DD, today or yesterday") from None
+    return value
+
+
+def _yesterday(now: float) -> str:
+    """The local calendar day before today (a day is not always 86,400 s: DST)."""
+    today = time.localtime(now)
+    noon = time.mktime((today.tm_year, today.tm_mon, today.tm_mday, 12, 0, 0, 0, 0, -1))
+    return local_date(noon - 86400)
+
+
+def path_of(layout: Layout, date: str) -> str:
+    if not DATE_RE.match(date):
+        raise ValidationError(f"bad date {date!r}: use YYYY-MM-DD")
+    return os.path.join(layout.memory_dir, "daily", f"{date}.md")
+
+
+def append(layout: Layout, text: str, now: float, section: str | None = None) -> DailyWrite:
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("nothing to append: give the text of the log entry")
+    section = _check_section(section)
+    date = local_date(now)
+    clock = time.strftime("%H:%M", time.localtime(now))
+    path = path_of(layout, date)
+    with files.locked(layout.locks_dir, f"daily-{date}"):
+        title, sections = _parse(files.read_text(path) or "")
+        if section is None:
+            heading = clock
+            _add(sections, heading, text.strip("\n").split("\n"), join_last=True)
+        else:
+            heading = section
+            _add(sections, heading, _stamped(clock, text), join_last=False)
+        files.sweep_temps(path)
+        files.atomic_write(path, _render(title or [f"# {date}", ""], sections))
+    return DailyWrite(date, os.path.relpath(path, layout.memory_dir), heading)
+
+
+def read(layout: Layout, date: str) -> str:
+    text = files.read_text(path_of(layout, date))
+    if text is None:
+        raise NotFoundError(f"no daily log for {date}")
+    return text
+
+
+def dates(layout: Layout) -> list[str]:
+    try:
+        names = os.listdir(os.path.join(layout.memory_dir, "daily"))
+    except FileNotFoundError:
+        return []
+    return sorted(n[:-3] for n in names if n.endswith(".md") and DATE_RE.match(n[:-3]))
+
+
+Section = tuple[str, list[str]]  # (heading text, body lines)
+
+
+def _check_section(section: str | None) -> str | None:
+    if section is None:
+        return None
+    name = " ".join(str(section).split()).lstrip("#").strip()
+    if not name or len(name) > SECTION_MAX:
+        raise ValidationError(f"bad section name {section!r}: one line of at most {SECTION_MAX}")
+    return EVOLUTION if name.lower() == EVOLUTION.lower() else name
+
+
+def _stamped(clock: str, text: str) -> list[str]:
+    first, *rest = text.strip("\n").split("\n")
+    return [f"- {clock} {first}", *(f"  {line}" for line in rest)]
+
+
+def _parse(text: str) -> tuple[list[str], list[Section]]:
+    title: list[str] = []
+    sections: list[Section] = []
+    for line in text.split("\n"):
+        if line.startswith("## "):
+            sections.append((line[3:].strip(), []))
+        elif sections:
+            sections[-1][1].append(line)
+        else:
+            title.append(line)
+    while title and not title[-1].strip():
+        title.pop()
+    return (title + [""] if title else []), sections
+
+
+def _add(sections: list[Section], heading: str, lines: list[str], join_last: bool) -> None:
+    """Add `lines` under `heading`: the Evolution Log's own section, else the named one,
+    else (join_last) the last section if it has this heading; otherwise a new section just
+    above the Evolution Log."""
+    if heading == EVOLUTION or not join_last:
+        target = next((s for s in sections if s[0].lower() == heading.lower()), None)
+    else:
+        others = [s for s in sections if s[0] != EVOLUTION]
+        target = others[-1] if others and others[-1][0] == heading else None
+    if target is None:
+        target = (heading, [])
+        at = len(sections)
+        if heading != EVOLUTION:
+            at = next((i for i, s in enumerate(sections) if s[0] == EVOLUTION), at)
+        sections.insert(at, target)
+    body = target[1]
+    while body and not body[-1].strip():
+        body.pop()
+    if body and join_last and heading != EVOLUTION:
+        body.append("")  # entries under one timed heading are paragraphs
+    body.extend(lines)
+
+
+def _render(title: list[str], sections: list[Section]) -> str:
+    """E1: the Evolution Log goes last, whatever a hand edit did to the order."""
+    ordered = [s for s in sections if s[0] != EVOLUTION] + [
+        s for s in sections if s[0] == EVOLUTION
+    ]
+    parts = ["\n".join(title).rstrip("\n")] if title else []
+    for heading, body in ordered:
+        while body and not body[-1].strip():
+            body.pop()
+        while body and not body[0].strip():
+            body.pop(0)
+        parts.append("\n".join([f"## {heading}", *body]))
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,134 @@
+"""Distillation (D1): gather what was logged since the last distillation — daily logs and
+the notes of tasks that ended — within a budget, for an agent to condense into global
+entries or facts. `done` moves the watermark to the end of what was last handed out, so
+nothing gathered-but-cut is skipped and nothing is handed out twice.
+"""
+
+from __future__ import annotations
+
+import calendar
+import os
+import time
+
+from . import daily
+from .paths import Layout
+from .records import Record
+from .storage import files
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .storage.base import Store
+
+WATERMARK = "distill.watermark"
+PENDING = "distill.pending"
+INSTRUCTION = (
+    "Distill the material below into long-term memory. Keep only what will matter later: "
+    "decisions and why, conventions, preferences, lessons learned. Write each as a global "
+    "entry (a memorize block with scope global, a kebab-case name and a one-line "
+    "description) or as a fact (memory_update, with a category); skip what memory already "
+    "holds (search first). Then run `memdir distill --done`."
+)
+
+
+class Item(Record):
+    kind: str  # daily | task
+    path: str
+    time: float
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "time": _iso(self.time),
+            "chars": len(self.text),
+        }
+
+
+class Distillation(Record):
+    since: str | None
+    until: str | None
+    items: list[Item]
+    left: int  # items that did not fit the budget: run distill again after --done
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "since": self.since,
+            "until": self.until,
+            "left": self.left,
+            "items": [i.to_dict() for i in self.items],
+            "text": self.text,
+        }
+
+
+def gather(layout: Layout, store: Store, max_chars: int) -> Distillation:
+    watermark = _float(store.get_value(WATERMARK))
+    items = sorted(
+        _daily_items(layout, watermark) + _task_items(layout, store, watermark),
+        key=lambda item: item.time,
+    )
+    chosen: list[Item] = []
+    used = len(INSTRUCTION)
+    for item in items:
+        block = _block(item)
+        if used + len(block) > max_chars:
+            if not chosen:  # one item larger than the whole budget: hand out its head
+                room = max(0, max_chars - used - 200)
+                cut = item._replace(
+                    text=item.text[:room] + f"\n(… {len(item.text) - room:,} "
+                    f"chars more: read {item.path} with `memdir get`)"
+                )
+                chosen.append(cut)
+            break
+        chosen.append(item)
+        used += len(block)
+    until = chosen[-1].time if chosen else None
+    text = INSTRUCTION + "".join(_block(i) for i in chosen) if chosen else ""
+    return Distillation(_iso(watermark), _iso(until), chosen, len(items) - len(chosen), text)
+
+
+def _block(item: Item) -> str:
+    return f"\n\n### {item.path}\n{item.text.strip()}"
+
+
+def _daily_items(layout: Layout, watermark: float | None) -> list[Item]:
+    found = []
+    for date in daily.dates(layout):
+        path = daily.path_of(layout, date)
+        try:
+            mtime = os.path.getmtime(path)
+        except OSError:
+            continue
+        if watermark is None or mtime > watermark:
+            found.append(Item("daily", _rel(path, layout), mtime, files.read_text(path) or ""))
+    return found
+
+
+def _task_items(layout: Layout, store: Store, watermark: float | None) -> list[Item]:
+    found = []
+    for task in store.all_tasks():
+        if task.ended is None:
+            continue
+        ended = float(calendar.timegm(time.strptime(task.ended, "%Y-%m-%dT%H:%M:%SZ")))
+        if watermark is not None and ended <= watermark:
+            continue
+        path = layout.task_notes(task.id)
+        text = files.read_text(path)
+        if text:
+            found.append(Item("task", _rel(path, layout), ended, text))
+    return found
+
+
+def _rel(path: str, layout: Layout) -> str:
+    return os.path.relpath(path, layout.memory_dir)
+
+
+def _iso(moment: float | None) -> str | None:
+    return None if moment is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+def _float(value: str | None) -> float | None:
+    return None if value is None else float(value)
