@@ -94,18 +94,25 @@ def make_facts(n: int, seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
 
 def store_key(n: int, seed: int) -> str:
     """The cache name of a store: changes with the corpus, memdir's version and its schema."""
+    return f"facts-{n}-seed{seed}-{code_key()}"
+
+
+def code_key() -> str:
+    """What a cached store depends on besides its sizes: the corpus, memdir's version and
+    its schema."""
     import memdir
     from memdir.storage.migrations import MIGRATIONS
 
-    return f"facts-{n}-seed{seed}-c{CORPUS_VERSION}-v{memdir.__version__}-s{MIGRATIONS[-1][0]}"
+    return f"c{CORPUS_VERSION}-v{memdir.__version__}-s{MIGRATIONS[-1][0]}"
 
 
-def open_memory(state_dir: str) -> Any:
-    """A Memory on exactly this state dir: no MEMDIR_* variable of ours may redirect it."""
+def open_memory(state_dir: str, **options: Any) -> Any:
+    """A Memory on exactly this state dir: no MEMDIR_* variable of ours may redirect it.
+    `options` go to Memory (e.g. clock=...)."""
     from memdir import Memory
 
     state_dir = os.path.abspath(state_dir)
-    return Memory(state_dir, env={}, cwd=state_dir)
+    return Memory(state_dir, env={}, cwd=state_dir, **options)
 
 
 def db_path(state_dir: str) -> str:
@@ -140,6 +147,117 @@ def build_store(n: int, seed: int = DEFAULT_SEED, cache_dir: str = CACHE_DIR,
     os.rename(building, state)  # only a finished store ever carries the final name
     log(f"built a {n:,}-fact store in {took:.1f} s ({n / took:,.0f} facts/s): {state}")
     return state
+
+
+# -- entry stores: global entries and task notes (recall, ingest) ----------------------
+
+ENTRY_EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z: the synthetic clock's start
+ENTRY_TICK = 37  # seconds between two writes, so every entry and note has its own time
+HOT_TEXT = (
+    "# Hot memory\n\n- Run the tests with `make test` before every commit.\n"
+    "- The user reviews every change; keep commits small and explain why.\n"
+    "- Deploys go out on Tuesdays only; never push to main on a Friday.\n"
+)
+
+
+def lineage_ids(depth: int) -> list[str]:
+    """Task ids from the root to the deepest task: task-0 is the root, task-<depth-1> the
+    task that recall is asked for."""
+    return [f"task-{level}" for level in range(depth)]
+
+
+def make_entries(n: int, seed: int = DEFAULT_SEED) -> list[tuple[str, str, str]]:
+    """n (name, description, content) triples: a kebab-case name from two words of the
+    corpus, a one-line description (the first 8-16 words of a fact) and a body of 1-3
+    facts, like an entry an agent would write."""
+    facts = make_facts(3 * n, seed + 1)
+    rng = random.Random(seed + 2)
+    result = []
+    for i in range(n):
+        text = facts[3 * i][0]
+        words = [w for w in dict.fromkeys(text.lower().rstrip(".").split()) if w.isalnum()]
+        name = "-".join([*sorted(words, key=len, reverse=True)[:2], f"{i:04d}"])
+        description = " ".join(text.split()[: rng.randint(8, 16)]).rstrip(".:")
+        body = "\n\n".join(f[0] for f in facts[3 * i : 3 * i + rng.randint(1, 3)])
+        result.append((name, description, body))
+    return result
+
+
+def make_notes(n: int, depth: int, seed: int = DEFAULT_SEED) -> list[tuple[str, str, str]]:
+    """n (task id, content, workflow/step) triples spread at random over the lineage's
+    tasks, in time order, so every task's notes interleave in time with the others'."""
+    facts = make_facts(n, seed + 3)
+    rng = random.Random(seed + 4)
+    ids = lineage_ids(depth)
+    steps = ("triage/analyze", "triage/reproduce", "fix/implement", "fix/test", "review/read")
+    return [(rng.choice(ids), content, rng.choice(steps)) for content, _ in facts]
+
+
+def entry_store_key(entries: int, notes: int, depth: int, seed: int) -> str:
+    return f"entries-{entries}-notes-{notes}-depth{depth}-seed{seed}-{code_key()}"
+
+
+class SyntheticClock:
+    """A clock for Memory: ENTRY_TICK seconds later on every reading."""
+
+    def __init__(self) -> None:
+        self.now = float(ENTRY_EPOCH)
+
+    def __call__(self) -> float:
+        self.now += ENTRY_TICK
+        return self.now
+
+
+def build_entry_store(entries: int, notes: int, depth: int, seed: int = DEFAULT_SEED,
+                      cache_dir: str = CACHE_DIR,
+                      log: Callable[[str], None] | None = None) -> tuple[str, dict[str, Any]]:
+    """(state dir, how it was built) of a store holding HOT.md, make_entries(entries) written
+    one by one with Memory.write_entry, and make_notes(notes, depth) added with
+    Memory.add_note to a lineage of `depth` tasks made with Memory.start_task(parent=...).
+    Built once into the cache dir like build_store. The store is meant to be copied before
+    it is changed (shutil.copytree keeps the files' mtimes, so the copy's entry cache holds).
+    """
+    log = log or _stderr
+    state = os.path.join(os.path.abspath(cache_dir), entry_store_key(entries, notes, depth, seed))
+    done = os.path.join(state, "complete")
+    if os.path.exists(done):
+        with open(done, encoding="utf-8") as handle:
+            return state, {**json.load(handle), "cached": True}
+    building = state + ".building"
+    shutil.rmtree(building, ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
+    os.makedirs(building)
+    items, lines = make_entries(entries, seed), make_notes(notes, depth, seed)
+    started = time.perf_counter()
+    write_ms: list[float] = []
+    with open_memory(building, clock=SyntheticClock()) as memory:
+        memory.hot_set(HOT_TEXT)
+        parent = None
+        for task in lineage_ids(depth):
+            memory.start_task(task, parent=parent)
+            parent = task
+        for name, description, content in items:
+            took, _ = timed(memory.write_entry, name, description, content)
+            write_ms.append(took * 1000)
+        entries_took = time.perf_counter() - started
+        for task, content, where in lines:
+            workflow, step = where.split("/")
+            memory.add_note(task, content, workflow=workflow, step=step)
+    took = time.perf_counter() - started
+    tenth = max(1, len(write_ms) // 10)
+    info = {
+        "entries": entries, "notes": notes, "depth": depth, "seed": seed, "seconds": took,
+        "entries_seconds": entries_took, "notes_seconds": took - entries_took,
+        "write_entry_first_tenth_ms": statistics.fmean(write_ms[:tenth]) if write_ms else 0.0,
+        "write_entry_last_tenth_ms": statistics.fmean(write_ms[-tenth:]) if write_ms else 0.0,
+    }
+    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
+        json.dump(info, handle)
+    os.rename(building, state)
+    log(f"built a store of {entries:,} entries and {notes:,} notes in {took:.1f} s "
+        f"(write_entry {info['write_entry_first_tenth_ms']:.1f} ms each over the first "
+        f"tenth, {info['write_entry_last_tenth_ms']:.1f} ms over the last): {state}")
+    return state, {**info, "cached": False}
 
 
 def match_count(state_dir: str, match: str) -> int:

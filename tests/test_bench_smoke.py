@@ -18,17 +18,29 @@ TINY = {
     "search_cli": ["--facts", "500", "--runs", "2"],
     "search_inprocess": ["--sizes", "300,500", "--runs", "2"],
     "insert": ["--facts", "500", "--rounds", "2", "--single", "5", "--single-base", "100"],
+    "recall": ["--entries", "30", "--notes", "15", "--runs", "2", "--edits", "2",
+               "--touches", "1", "--profile"],
+    "ingest": ["--mb", "0.05", "--blocks", "10", "--scales", "1,2", "--runs", "2",
+               "--rounds", "1", "--store-entries", "30", "--profile"],
 }
 SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
     "search_inprocess": {"target_ratio_p95", "worst_ratio_p95", "by_size", "ok"},
     "insert": {"target_ratio", "memdir_per_s", "raw_per_s", "ratio", "single", "ok"},
+    "recall": {"target_p95_ms", "reused_p95_ms", "fresh_p95_ms", "raw_p50_ms", "ratio_p50",
+               "output", "build", "phases", "ok"},
+    "ingest": {"parse_p50_ms", "regex_p50_ms", "parse_ratio", "parse_mb_per_s", "ingest_p50_ms",
+               "ingest_ms_per_block", "ingest_store_p50_ms", "growth", "ok"},
 }
 ROW_KEYS = {
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
     "search_inprocess": {"facts", "query", "memdir_p50_ms", "memdir_p95_ms", "raw_p50_ms",
                          "raw_p95_ms", "ratio_p95"},
     "insert": {"round", "memdir_per_s", "raw_per_s", "ratio"},
+    "recall": {"case", "calls", "memdir_p50_ms", "memdir_p95_ms", "raw_p50_ms", "raw_p95_ms",
+               "ratio_p50"},
+    "ingest": {"kind", "case", "mb", "blocks", "memdir_p50_ms", "baseline_p50_ms", "ratio_p50",
+               "mb_per_s", "us_per_block"},
 }
 
 
@@ -73,15 +85,29 @@ def test_script_writes_its_json(script: str, tmp_path: Path, cache_dir: Path) ->
     assert finite_numbers(data)
 
 
+def test_recall_and_ingest_report_what_they_measured(tmp_path: Path, cache_dir: Path) -> None:
+    recall = run_bench("recall", TINY["recall"], tmp_path, cache_dir)
+    output = recall["summary"]["output"]
+    assert output["entries_total"] == 30 and output["notes_total"] == 15
+    assert 0 < output["entries_shown"] <= 30 and 0 < output["notes_shown"] <= 15
+    assert output["chars"] - output["hot_chars"] <= output["budget"] + 2
+    assert recall["summary"]["stale_after_copy"] == 0  # the copied store's cache holds
+    ingest = run_bench("ingest", TINY["ingest"], tmp_path, cache_dir)
+    assert [r["kind"] for r in ingest["rows"]] == ["scan", "scan", "ingest", "ingest"]
+    assert ingest["summary"]["globals"] + ingest["summary"]["notes"] == 10
+
+
 def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
-    data = run_bench("run_all", ["--quick", "--only", "search_inprocess,insert"], tmp_path,
+    scripts = ["search_inprocess", "insert", "recall", "ingest"]
+    data = run_bench("run_all", ["--quick", "--only", ",".join(scripts)], tmp_path,
                      cache_dir, result="summary")
     assert data["summary"]["failed"] == []
-    assert set(data["summary"]["scripts"]) == {"search_inprocess", "insert"}
+    assert set(data["summary"]["scripts"]) == set(scripts)
     for headline in data["summary"]["headlines"]:
         assert {"bench", "figure", "value", "target", "ok"} <= set(headline)
-    assert (tmp_path / "search_inprocess.json").exists()
-    assert (tmp_path / "insert.json").exists()
+    assert {h["bench"] for h in data["summary"]["headlines"]} == set(scripts)
+    for script in scripts:
+        assert (tmp_path / f"{script}.json").exists()
 
 
 def test_corpus_is_deterministic_and_realistic() -> None:

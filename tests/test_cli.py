@@ -146,3 +146,11 @@ def test_path_and_init(run, tmp_path: Path, state_dir: Path) -> None:  # L1, L2,
     assert run("init", cwd=str(work), env=env).code == 0
     assert (work / ".memdir" / "config.toml").exists()
     assert run("path", cwd=str(work), env=env).out.strip() == str(work / ".memdir" / "memory")
+
+
+def test_undecodable_arguments_are_a_clear_error() -> None:  # Z
+    # the autouse fixture points MEMDIR_STATE_DIR (inherited here) at a tmp store
+    proc = subprocess.run([sys.executable, "-m", "memdir", "fact", "add", b"caf\xff", "-c",
+                           "learning"], capture_output=True)
+    assert proc.returncode == 1 and b"not valid text" in proc.stderr
+    assert b"Traceback" not in proc.stderr

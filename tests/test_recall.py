@@ -10,16 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memdir import Memory
-from memdir.models import Entry, Note
+from memdir.models import Note
 from memdir.recall import Policy, build, policy_from
 
 MORE_RE = re.compile(r"^\(… (\d+) more entries\)$", re.MULTILINE)
 LEFT_OUT_RE = re.compile(r"^\(… (\d+) older notes left out\)$", re.MULTILINE)
 
 
-def _entries(n: int, width: int = 30) -> list[Entry]:
-    return [Entry(f"entry-{i:04d}", f"about {i} " + "d" * width, f"global/entry-{i:04d}.md",
-                  updated=f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z") for i in range(n)]
+def _entries(n: int, width: int = 30) -> list[tuple[str, str, str | None]]:
+    """(name, description, updated) rows, as entries.index gives them."""
+    return [(f"entry-{i:04d}", f"about {i} " + "d" * width,
+             f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z") for i in range(n)]
 
 
 def _lineage(levels: int, per_level: int, width: int = 40) -> list[tuple[str, list[Note]]]:
@@ -81,9 +82,9 @@ def test_both_sections_fit_the_budget(budget: int, n_entries: int, levels: int,
     if result.entries_shown or more:
         assert result.entries_shown + (int(more.group(1)) if more else 0) == n_entries
     # the index keeps the newest entries
-    newest = sorted(entries, key=lambda e: e.updated or "", reverse=True)
+    newest = sorted(entries, key=lambda e: e[2] or "", reverse=True)
     assert [line.split(" ")[1] for line in shown_lines] == [
-        e.name for e in newest[:result.entries_shown]]
+        e[0] for e in newest[:result.entries_shown]]
     # task notes: the kept ones are the newest, and the dropped ones are counted
     all_notes = [n for _, notes in lineage for n in notes]
     kept = [n for n in all_notes if f"{n.content}" in sections]

@@ -564,8 +564,8 @@ def _daily_append(args: argparse.Namespace) -> Any:
 
 
 def _daily_show(args: argparse.Namespace) -> Any:
-    text = _memory(args).daily(args.date)
-    return {"date": args.date, "content": text} if _json(args) else Raw(text)
+    date, text = _memory(args).daily_log(args.date)
+    return {"date": date, "content": text} if _json(args) else Raw(text)
 
 
 def _boot(args: argparse.Namespace) -> Any:

@@ -142,19 +142,16 @@ def _parse(text: str) -> tuple[list[str], list[Section]]:
 
 def _add(sections: list[Section], heading: str, lines: list[str], join_last: bool) -> None:
     """Add `lines` under `heading`: the Evolution Log's own section, else the named one,
-    else (join_last) the last section if it has this heading; otherwise a new section just
-    above the Evolution Log."""
+    else (join_last) the last section if it has this heading; otherwise a new section at
+    the end (just above the Evolution Log, which _render puts last)."""
     if heading == EVOLUTION or not join_last:
         target = next((s for s in sections if s[0].lower() == heading.lower()), None)
     else:
-        others = [s for s in sections if s[0] != EVOLUTION]
+        others = [s for s in sections if not _is_evolution(s[0])]
         target = others[-1] if others and others[-1][0] == heading else None
     if target is None:
         target = (heading, [])
-        at = len(sections)
-        if heading != EVOLUTION:
-            at = next((i for i, s in enumerate(sections) if s[0] == EVOLUTION), at)
-        sections.insert(at, target)
+        sections.append(target)
     body = target[1]
     while body and not body[-1].strip():
         body.pop()
@@ -165,8 +162,8 @@ def _add(sections: list[Section], heading: str, lines: list[str], join_last: boo
 
 def _render(title: list[str], sections: list[Section]) -> str:
     """E1: the Evolution Log goes last, whatever a hand edit did to the order."""
-    ordered = [s for s in sections if s[0] != EVOLUTION] + [
-        s for s in sections if s[0] == EVOLUTION
+    ordered = [s for s in sections if not _is_evolution(s[0])] + [
+        s for s in sections if _is_evolution(s[0])
     ]
     parts = ["\n".join(title).rstrip("\n")] if title else []
     for heading, body in ordered:
@@ -176,3 +173,8 @@ def _render(title: list[str], sections: list[Section]) -> str:
             body.pop(0)
         parts.append("\n".join([f"## {heading}", *body]))
     return "\n\n".join(parts) + "\n"
+
+
+def _is_evolution(heading: str) -> bool:
+    """A hand-typed `## evolution log` is the Evolution Log too (appends find it that way)."""
+    return heading.lower() == EVOLUTION.lower()

@@ -65,10 +65,10 @@ class Distillation(Record):
 
 
 def gather(layout: Layout, store: Store, max_chars: int) -> Distillation:
-    watermark = _float(store.get_value(WATERMARK))
+    watermark = _mark(store.get_value(WATERMARK))
     items = sorted(
         _daily_items(layout, watermark) + _task_items(layout, store, watermark),
-        key=lambda item: item.time,
+        key=_key,
     )
     chosen: list[Item] = []
     used = len(INSTRUCTION)
@@ -76,25 +76,49 @@ def gather(layout: Layout, store: Store, max_chars: int) -> Distillation:
         block = _block(item)
         if used + len(block) > max_chars:
             if not chosen:  # one item larger than the whole budget: hand out its head
-                room = max(0, max_chars - used - 200)
-                cut = item._replace(
-                    text=item.text[:room] + f"\n(… {len(item.text) - room:,} "
-                    f"chars more: read {item.path} with `memdir get`)"
-                )
+                longest = _pointer(item, 0)  # the pointer is never longer than this
+                room = max(0, max_chars - used - len(_block(item._replace(text=""))) - len(longest))
+                cut = item._replace(text=item.text[:room] + _pointer(item, room))
                 chosen.append(cut)
             break
         chosen.append(item)
         used += len(block)
     until = chosen[-1].time if chosen else None
     text = INSTRUCTION + "".join(_block(i) for i in chosen) if chosen else ""
-    return Distillation(_iso(watermark), _iso(until), chosen, len(items) - len(chosen), text)
+    since = None if watermark is None else watermark[0]
+    return Distillation(_iso(since), _iso(until), chosen, len(items) - len(chosen), text)
+
+
+def mark_of(item: Item) -> str:
+    """The watermark just past `item`: its time and its path, so that an item of the same
+    time that did not fit the budget is still new next time."""
+    return f"{item.time!r} {item.path}"
+
+
+def mark_time(mark: str) -> float:
+    return float(mark.split(" ", 1)[0])
+
+
+def _mark(value: str | None) -> tuple[float, str] | None:
+    if value is None:
+        return None
+    moment, _, path = value.partition(" ")
+    return float(moment), path or "\U0010ffff"  # a bare time: everything at it was handed out
+
+
+def _key(item: Item) -> tuple[float, str]:
+    return item.time, item.path
+
+
+def _pointer(item: Item, room: int) -> str:
+    return f"\n(… {len(item.text) - room:,} chars more: read {item.path} with `memdir get`)"
 
 
 def _block(item: Item) -> str:
     return f"\n\n### {item.path}\n{item.text.strip()}"
 
 
-def _daily_items(layout: Layout, watermark: float | None) -> list[Item]:
+def _daily_items(layout: Layout, watermark: tuple[float, str] | None) -> list[Item]:
     found = []
     for date in daily.dates(layout):
         path = daily.path_of(layout, date)
@@ -102,20 +126,21 @@ def _daily_items(layout: Layout, watermark: float | None) -> list[Item]:
             mtime = os.path.getmtime(path)
         except OSError:
             continue
-        if watermark is None or mtime > watermark:
-            found.append(Item("daily", _rel(path, layout), mtime, files.read_text(path) or ""))
+        rel = _rel(path, layout)
+        if watermark is None or (mtime, rel) > watermark:
+            found.append(Item("daily", rel, mtime, files.read_text(path) or ""))
     return found
 
 
-def _task_items(layout: Layout, store: Store, watermark: float | None) -> list[Item]:
+def _task_items(layout: Layout, store: Store, watermark: tuple[float, str] | None) -> list[Item]:
     found = []
     for task in store.all_tasks():
         if task.ended is None:
             continue
         ended = float(calendar.timegm(time.strptime(task.ended, "%Y-%m-%dT%H:%M:%SZ")))
-        if watermark is not None and ended <= watermark:
-            continue
         path = layout.task_notes(task.id)
+        if watermark is not None and (ended, _rel(path, layout)) <= watermark:
+            continue
         text = files.read_text(path)
         if text:
             found.append(Item("task", _rel(path, layout), ended, text))
@@ -128,7 +153,3 @@ def _rel(path: str, layout: Layout) -> str:
 
 def _iso(moment: float | None) -> str | None:
     return None if moment is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
-
-
-def _float(value: str | None) -> float | None:
-    return None if value is None else float(value)

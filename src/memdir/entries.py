@@ -19,7 +19,7 @@ from .storage import files, frontmatter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .storage.base import Store
+    from .storage.base import CachedEntry, Store
 
 DESCRIPTION_MAX = 300
 LOCK = "global"
@@ -59,10 +59,19 @@ def write(
         body = content.strip("\n") + "\n"
         files.sweep_temps(path)
         files.atomic_write(path, frontmatter.dump(meta, body))
-        entries = _scan(layout, store)
-        _write_index(layout, entries)
-    entry = next(e for e in entries if e.name == name)
-    return entry._replace(content=body), previous is None
+        _write_index(layout, store)
+    entry = Entry(
+        name,
+        description,
+        _rel(path, layout),
+        provenance.get("agent"),
+        provenance.get("task"),
+        provenance.get("workflow"),
+        created,
+        now,
+        body,
+    )
+    return entry, previous is None
 
 
 def read(layout: Layout, name: str) -> Entry:
@@ -85,81 +94,109 @@ def remove(layout: Layout, store: Store, name: str) -> Entry:
             os.unlink(layout.entry(name))
         except FileNotFoundError:
             raise NotFoundError(f"no global entry named {name!r}: see `memdir list`") from None
-        _write_index(layout, _scan(layout, store))
+        _write_index(layout, store)
     return entry
 
 
 def list_all(layout: Layout, store: Store) -> list[Entry]:
     """Every entry, by name; one whose frontmatter is broken is listed with its error."""
-    return _scan(layout, store)
+    import json
+
+    rows = _refresh(layout, store)
+    return [Entry(**json.loads(rows[name][5])) for name in sorted(rows)]
+
+
+def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
+    """(name, description, updated) of every readable entry, by name: what MEMORY.md and
+    recall show. Cheap: nothing is decoded for files that did not change."""
+    rows = _refresh(layout, store, with_meta=False)
+    return [(name, rows[name][2], rows[name][3]) for name in sorted(rows) if rows[name][4] is None]
 
 
 def reindex(layout: Layout, store: Store) -> list[Entry]:
     """G3: rebuild MEMORY.md (and the cache) from the files alone."""
     with files.locked(layout.locks_dir, LOCK):
-        entries = _scan(layout, store, trust_cache=False)
-        _write_index(layout, entries)
-    return entries
+        _refresh(layout, store, trust_cache=False)
+        _write_index(layout, store)
+    return list_all(layout, store)
 
 
-def index_line(entry: Entry) -> str:
-    return f"- {entry.name} — {entry.description}"
+def index_line(name: str, description: str) -> str:
+    return f"- {name} — {description}"
 
 
-def _write_index(layout: Layout, entries: list[Entry]) -> None:
-    text = "".join(index_line(e) + "\n" for e in entries if e.error is None)
+def _write_index(layout: Layout, store: Store) -> None:
+    text = "".join(
+        index_line(name, description) + "\n" for name, description, _ in index(layout, store)
+    )
     if files.read_text(layout.index_file) != text:
         files.sweep_temps(layout.index_file)
         files.atomic_write(layout.index_file, text)
 
 
-def _scan(layout: Layout, store: Store, trust_cache: bool = True) -> list[Entry]:
+def _refresh(
+    layout: Layout, store: Store, trust_cache: bool = True, with_meta: bool = True
+) -> dict[str, CachedEntry]:
+    """What every file of global/ says now: the cached row when its (mtime, size) is the
+    one cached, else the file parsed again (G4). The cache is brought up to date."""
     import json
 
-    cache = store.entry_cache()
-    changed: dict[str, tuple[int, int, str]] = {}
-    entries = []
-    for name, path in _files(layout):
-        try:
-            info = os.stat(path)
-        except OSError:
-            continue  # deleted while we looked
-        key = (info.st_mtime_ns, info.st_size)
+    cache = store.entry_cache(with_meta)
+    current: dict[str, CachedEntry] = {}
+    changed: dict[str, CachedEntry] = {}
+    for name, path, mtime_ns, size in _files(layout):
         cached = cache.get(name) if trust_cache else None
-        if cached is not None and cached[:2] == key:
-            entries.append(Entry(**json.loads(cached[2])))
+        if cached is not None and cached[0] == mtime_ns and cached[1] == size:
+            current[name] = cached
             continue
-        try:
-            text = _read_inside(path, layout)
-        except ValidationError as exc:
-            entries.append(Entry(name, "", _rel(path, layout), error=str(exc)))
-            continue
-        if text is None:
-            continue
-        entry = _entry_from(name, text, path, layout)
-        entries.append(entry)
-        changed[name] = (*key, json.dumps(entry._asdict()))
-    present = {e.name for e in entries}
-    gone = [name for name in cache if name not in present]
+        entry = _load(name, path, layout)
+        if entry is None:
+            continue  # deleted while we looked
+        row = (
+            mtime_ns,
+            size,
+            entry.description,
+            entry.updated,
+            entry.error,
+            json.dumps(entry._asdict()),
+        )
+        current[name] = changed[name] = row
+    gone = [name for name in cache if name not in current]
     if changed or gone:
         try:
             store.update_entry_cache(changed, gone)
         except MemdirError:
             pass  # only a cache: a read-only or locked database must not break reading
-    return sorted(entries, key=lambda e: e.name)
+    return current
 
 
-def _files(layout: Layout) -> list[tuple[str, str]]:
-    try:
-        names = os.listdir(layout.global_dir)
-    except FileNotFoundError:
-        return []
+def _files(layout: Layout) -> list[tuple[str, str, int, int]]:
+    """(name, path, mtime_ns, size) of each entry file."""
     found = []
-    for entry in names:
-        stem = entry[:-3]
-        if entry.endswith(".md") and NAME_RE.match(stem) and len(stem) <= NAME_MAX:
-            found.append((stem, os.path.join(layout.global_dir, entry)))
+    try:
+        with os.scandir(layout.global_dir) as listing:
+            for item in listing:
+                stem = item.name[:-3]
+                if not (
+                    item.name.endswith(".md") and NAME_RE.match(stem) and len(stem) <= NAME_MAX
+                ):
+                    continue
+                try:
+                    info = item.stat()
+                except OSError:
+                    continue  # a dangling symlink, or deleted while we looked
+                found.append((stem, item.path, info.st_mtime_ns, info.st_size))
+    except FileNotFoundError:
+        pass
     return found
+
+
+def _load(name: str, path: str, layout: Layout) -> Entry | None:
+    try:
+        text = _read_inside(path, layout)
+    except ValidationError as exc:
+        return Entry(name, "", _rel(path, layout), error=str(exc))
+    return None if text is None else _entry_from(name, text, path, layout)
 
 
 def _read_inside(path: str, layout: Layout) -> str | None:

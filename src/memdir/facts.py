@@ -17,7 +17,12 @@ def check_content(content: str, max_bytes: int, what: str = "fact") -> str:
     """X3: empty or oversized content is refused, never cut."""
     if not isinstance(content, str) or not content.strip():
         raise ValidationError(f"the {what} is empty: give its text")
-    size = len(content.encode("utf-8"))
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValidationError(
+            f"the {what} is not valid text (it holds bytes that are not UTF-8): fix its encoding"
+        ) from None
     if size > max_bytes:
         raise ValidationError(
             f"the {what} is {size:,} bytes, over the cap of {max_bytes:,} "

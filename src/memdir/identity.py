@@ -105,8 +105,11 @@ def _part(layout: Layout, name: str, now: float, index_text: str) -> tuple[str, 
         return path, files.read_text(path) or ""
     try:
         path = safe_path(layout.state_dir, name)
-    except ValidationError as exc:
-        raise ValidationError(f"[boot] files: {exc}") from None
+    except ValidationError:
+        raise ValidationError(
+            f"[boot] files: {name!r} is not a file under the state dir {layout.state_dir}: "
+            "give a path relative to it"
+        ) from None
     return path, files.read_text(path) or ""
 
 

@@ -47,12 +47,14 @@ def parse(output: str, prefix: str = "MEMDIR", max_bytes: int = 16384) -> Parsed
     requests: list[Request] = []
     warnings: list[str] = []
     pos = blocks = 0
+    line, counted = 1, 0  # line numbers carried forward: counting from 0 each time is O(n²)
     while True:
         found = marker.search(output, pos)
         if found is None:
             kept.append(output[pos:])
             break
-        line = output.count("\n", 0, found.start()) + 1
+        line += output.count("\n", counted, found.start())
+        counted = found.start()
         if found.group() == end:
             warnings.append(f"line {line}: {end} without a {begin} before it; removed")
             start, stop = _span(output, found.start(), found.end(), pos)

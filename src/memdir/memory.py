@@ -395,7 +395,7 @@ class Memory:
         for request in parsed.requests:
             try:
                 applied.append(self._apply(request, task, workflow, step))
-            except MemdirError as exc:
+            except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent...
                 warnings.append(f"memorize {request.scope} {request.name or task or ''}: {exc}")
         return Ingested(parsed.output, applied, warnings)
 
@@ -444,7 +444,8 @@ class Memory:
             return Recalled("", 0, 0, 0, 0)
         if task is not None:
             self.layout.task_notes(task)
-        listed = self.entries() if "global" in step_policy.recall and step_policy.read else []
+        wanted = "global" in step_policy.recall and step_policy.read
+        listed = entries.index(self.layout, self.store) if wanted else []
         lineage = []
         if task is not None and "task" in step_policy.recall and step_policy.read:
             lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
@@ -462,7 +463,12 @@ class Memory:
 
     def daily(self, date: str | None = None) -> str:
         """The log of `date` (YYYY-MM-DD, 'today' or 'yesterday'; default today)."""
-        return daily.read(self.layout, daily.resolve_date(date, self.clock()))
+        return self.daily_log(date)[1]
+
+    def daily_log(self, date: str | None = None) -> tuple[str, str]:
+        """(the local date as YYYY-MM-DD, its log): `date` as for daily()."""
+        day = daily.resolve_date(date, self.clock())
+        return day, daily.read(self.layout, day)
 
     def boot(self, *, subagent: bool | None = None) -> identity.Boot:
         """E3: the context a new session starts with. A subagent session (or subagent=True)
@@ -471,7 +477,10 @@ class Memory:
             subagent = self.read_only
         if not self.settings.enabled:
             return identity.Boot([], subagent)
-        index = "".join(entries.index_line(e) + "\n" for e in self.entries() if not e.error)
+        index = "".join(
+            entries.index_line(name, description) + "\n"
+            for name, description, _ in entries.index(self.layout, self.store)
+        )
         return identity.boot(
             self.layout,
             self.settings.boot_files,
@@ -528,7 +537,7 @@ class Memory:
             raise ValidationError(f"bad distill budget {budget!r}: at least 500 characters")
         gathered = distill.gather(self.layout, self.store, budget)
         if gathered.until is not None and self.settings.enabled and not self.read_only:
-            self.store.set_value(distill.PENDING, str(gathered.items[-1].time))
+            self.store.set_value(distill.PENDING, distill.mark_of(gathered.items[-1]))
         return gathered
 
     def distill_done(self) -> str:
@@ -537,7 +546,7 @@ class Memory:
         pending = self.store.get_value(distill.PENDING)
         mark = pending if pending is not None else str(self.clock())
         self.store.set_value(distill.WATERMARK, mark)
-        return iso(float(mark))
+        return iso(distill.mark_time(mark))
 
     def stats(self) -> stats.Stats:
         """D2: number and size of every tier, HOT.md against its cap, distillation ratio."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .errors import ValidationError
 from .markers import defang
-from .models import Entry, Note, Recalled
+from .models import Note, Recalled
 from .records import Record
 
 TIERS = ("task", "global")
@@ -71,52 +71,50 @@ def policy_from(value: object) -> Policy:
 def build(
     hot: str,
     memory_dir: str,
-    entries: list[Entry],
+    index: list[tuple[str, str, str | None]],
     lineage: list[tuple[str, list[Note]]],
     budget: int,
     policy: Policy,
 ) -> Recalled:
+    """`index`: (name, description, updated) of the global entries; `lineage`: the task's
+    notes, then its parent's... Every line is rendered (and defanged) once, then measured:
+    the budget holds for the text as it is shown (R2, R4)."""
+    total_notes = sum(len(notes) for _, notes in lineage)
     if not policy.read:
-        return Recalled("", 0, len(entries), 0, sum(len(n) for _, n in lineage))
-    # Defang first, then measure: the budget holds for the text as it is shown (R2, R4).
+        return Recalled("", 0, len(index), 0, total_notes)
     hot, memory_dir = defang(hot), defang(memory_dir)
-    index = [
-        e._replace(description=defang(e.description))
-        for e in entries
-        if e.error is None and "global" in policy.recall
-    ]
-    index.sort(key=lambda e: e.updated or "", reverse=True)
-    notes = [
-        (task, [_defanged(n) for n in task_notes])
-        for task, task_notes in (lineage if "task" in policy.recall else [])
-    ]
-    wants_index = bool(index)
-    index_need = _index_size(memory_dir, index) if wants_index else 0
-    notes_need = _notes_size(notes)
-    index_budget = _index_share(budget, index_need, notes_need)
+    rows = []
+    if "global" in policy.recall:
+        rows = sorted(index, key=lambda row: row[2] or "", reverse=True)  # newest first
+    notes = []
+    if "task" in policy.recall:
+        notes = [
+            (task, [(n.time, _inert(_note_line(n))) for n in task_notes])
+            for task, task_notes in lineage
+        ]
+    else:
+        total_notes = 0
+    # Index lines are measured without being built: only the ones shown are rendered.
+    sizes = [_line_size(name, description) for name, description, _ in rows]
+    index_need = len(_preamble(memory_dir)) + sum(sizes) + len(sizes) if rows else 0
+    index_budget = _index_share(budget, index_need, _notes_size(notes))
     parts = [hot.rstrip("\n")] if hot.strip() else []
     shown_entries = shown_notes = 0
     index_text = ""
-    if wants_index:
-        index_text, shown_entries = _index_section(memory_dir, index, index_budget)
+    if rows:
+        index_text, shown_entries = _index_section(memory_dir, rows, sizes, index_budget)
         parts.append(index_text)
-    if notes:
+    if total_notes:
         # whatever the index did not use is the notes' to use
         notes_budget = budget - len(index_text) - (2 if index_text else 0)
         text, shown_notes = _notes_section(notes, max(0, notes_budget))
         parts.append(text)
-    total_notes = sum(len(n) for _, n in notes)
     text = "\n\n".join(p for p in parts if p) + "\n" if any(parts) else ""
-    return Recalled(text, shown_entries, len(index), shown_notes, total_notes)
+    return Recalled(text, shown_entries, len(rows), shown_notes, total_notes)
 
 
-def _defanged(note: Note) -> Note:
-    return note._replace(
-        content=defang(note.content),
-        workflow=note.workflow and defang(note.workflow),
-        step=note.step and defang(note.step),
-        agent=note.agent and defang(note.agent),
-    )
+def _inert(line: str) -> str:
+    return defang(line) if "_MEMORIZE_" in line else line
 
 
 def _index_share(budget: int, index_need: int, notes_need: int) -> int:
@@ -135,33 +133,37 @@ def _preamble(memory_dir: str) -> str:
     )
 
 
-def _index_size(memory_dir: str, index: list[Entry]) -> int:
-    return len(_preamble(memory_dir)) + sum(len(_line(e)) + 1 for e in index)
+def _index_line(name: str, description: str) -> str:
+    return _inert(f"- {name} — {description}")
 
 
-def _line(entry: Entry) -> str:
-    return f"- {entry.name} — {entry.description}"
+def _line_size(name: str, description: str) -> int:
+    if "_MEMORIZE_" in description:
+        return len(_index_line(name, description))
+    return len(name) + len(description) + 5  # "- " and " — "
 
 
-def _index_section(memory_dir: str, index: list[Entry], budget: int) -> tuple[str, int]:
+def _index_section(
+    memory_dir: str, rows: list[tuple[str, str, str | None]], sizes: list[int], budget: int
+) -> tuple[str, int]:
     """The preamble and as many index lines as fit, then `(… N more entries)`."""
     head = _preamble(memory_dir)
-    if _index_size(memory_dir, index) <= budget:
-        return "\n".join([head, *(_line(e) for e in index)]), len(index)
-    used, shown = len(head), 0
-    if used + 1 + len(_more(len(index))) > budget:
-        return "", 0
-    for entry in index:
-        rest = len(index) - shown - 1
-        tail = 1 + len(_more(rest)) if rest else 0
-        cost = 1 + len(_line(entry))
-        if used + cost + tail > budget:
-            break
-        used += cost
-        shown += 1
-    lines = [head, *(_line(e) for e in index[:shown])]
-    if shown < len(index):
-        lines.append(_more(len(index) - shown))
+    used, shown, total = len(head), 0, len(rows)
+    if used + sum(sizes) + total > budget:
+        if used + 1 + len(_more(total)) > budget:
+            return "", 0
+        for size in sizes:
+            rest = total - shown - 1
+            tail = 1 + len(_more(rest)) if rest else 0
+            if used + 1 + size + tail > budget:
+                break
+            used += 1 + size
+            shown += 1
+    else:
+        shown = total
+    lines = [head, *(_index_line(name, description) for name, description, _ in rows[:shown])]
+    if shown < total:
+        lines.append(_more(total - shown))
     return "\n".join(lines), shown
 
 
@@ -169,28 +171,29 @@ def _more(count: int) -> str:
     return f"(… {count} more entries)"
 
 
-def _notes_size(lineage: list[tuple[str, list[Note]]]) -> int:
-    size = len(TASK_MEMORY)
-    for position, (task, notes) in enumerate(lineage):
-        if notes:
-            size += 1 + len(_task_header(position, task))
-            size += sum(1 + len(_note_line(n)) for n in notes)
-    return size if size > len(TASK_MEMORY) else 0
+NoteLines = list[tuple[str, list[tuple[str, str]]]]  # (task, [(time, rendered line)])
 
 
-def _notes_section(lineage: list[tuple[str, list[Note]]], budget: int) -> tuple[str, int]:
+def _notes_size(notes: NoteLines) -> int:
+    size = 0
+    for position, (task, lines) in enumerate(notes):
+        if lines:
+            size += 1 + len(_task_header(position, task)) + sum(1 + len(t) for _, t in lines)
+    return size + len(TASK_MEMORY) if size else 0
+
+
+def _notes_section(notes: NoteLines, budget: int) -> tuple[str, int]:
     """Own notes first, then each ancestor's; past the budget the oldest notes go first
-    (untimed, hand-written lines count as oldest). Sizes are kept as running sums, so the
-    cost is one sort, not a render per dropped note."""
-    per_task = [len(notes) for _, notes in lineage]
-    headers = [1 + len(_task_header(p, task)) for p, (task, _) in enumerate(lineage)]
-    total_notes = sum(per_task)
-    size = len(TASK_MEMORY) + sum(h for h, n in zip(headers, per_task, strict=True) if n)
-    size += sum(1 + len(_note_line(n)) for _, notes in lineage for n in notes)
+    (untimed, hand-written lines count as oldest). Sizes are kept as running sums: one
+    sort, not a render per dropped note."""
+    per_task = [len(lines) for _, lines in notes]
+    headers = [1 + len(_task_header(p, task)) for p, (task, _) in enumerate(notes)]
+    total = sum(per_task)
+    size = _notes_size(notes)
     oldest_first = sorted(
-        (note.time, position, index)
-        for position, (_, notes) in enumerate(lineage)
-        for index, note in enumerate(notes)
+        (when, position, index)
+        for position, (_, lines) in enumerate(notes)
+        for index, (when, _) in enumerate(lines)
     )
     dropped: set[tuple[int, int]] = set()
     for _, position, index in oldest_first:
@@ -198,21 +201,21 @@ def _notes_section(lineage: list[tuple[str, list[Note]]], budget: int) -> tuple[
         if size + left_out <= budget:
             break
         dropped.add((position, index))
-        size -= 1 + len(_note_line(lineage[position][1][index]))
+        size -= 1 + len(notes[position][1][index][1])
         per_task[position] -= 1
         if per_task[position] == 0:
             size -= headers[position]
-    if len(dropped) == total_notes:
+    if len(dropped) == total:
         return "", 0
-    lines = [TASK_MEMORY]
-    for position, (task, notes) in enumerate(lineage):
-        kept = [n for index, n in enumerate(notes) if (position, index) not in dropped]
+    out = [TASK_MEMORY]
+    for position, (task, lines) in enumerate(notes):
+        kept = [text for index, (_, text) in enumerate(lines) if (position, index) not in dropped]
         if kept:
-            lines.append(_task_header(position, task))
-            lines.extend(_note_line(n) for n in kept)
+            out.append(_task_header(position, task))
+            out.extend(kept)
     if dropped:
-        lines.append(_left_out(len(dropped)))
-    return "\n".join(lines), total_notes - len(dropped)
+        out.append(_left_out(len(dropped)))
+    return "\n".join(out), total - len(dropped)
 
 
 def _left_out(count: int) -> str:

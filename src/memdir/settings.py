@@ -99,9 +99,9 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
     values.update(_heartbeat_values(data.get("heartbeat", {}), text, path))
     distill = data.get("distill", {})
     for key, value in distill.items():
-        if key != "max_chars" or not _positive_int(value):
-            raise _bad(f"distill.{key}", value, "max_chars, a whole number of characters above 0",
-                       text, path)
+        if key != "max_chars" or not _positive_int(value) or value < 500:
+            raise _bad(f"distill.{key}", value, "max_chars, a whole number of characters, at "
+                       "least 500", text, path)
         values["distill_max_chars"] = value
     return DEFAULTS._replace(**values)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .errors import ValidationError
+from .markers import defang
 from .memory import Memory
 from .models import CATEGORIES
 
@@ -44,7 +45,8 @@ def memory_search(
     hits = memory.search(query, category=category, limit=limit, since=since)
     if min_score is not None:
         hits = [hit for hit in hits if hit.score >= min_score]
-    return {"hits": [hit.to_dict() for hit in hits]}
+    # R4: what an agent is handed from memory is inert, whatever it echoes back
+    return {"hits": [hit._replace(content=defang(hit.content)).to_dict() for hit in hits]}
 
 
 def memory_update(
@@ -115,7 +117,8 @@ def memory_recall(
 def memory_get(
     memory: Memory, path: str, from_line: int = 1, lines: int | None = None
 ) -> dict[str, Any]:
-    return memory.get(path, from_line=from_line, lines=lines).to_dict()
+    found = memory.get(path, from_line=from_line, lines=lines)
+    return found._replace(lines=[(n, defang(text)) for n, text in found.lines]).to_dict()
 
 
 def daily_append(memory: Memory, text: str, section: str | None = None) -> dict[str, Any]:

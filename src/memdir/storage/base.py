@@ -10,6 +10,9 @@ from typing import Protocol
 
 from ..models import Fact, Provenance, Session, Task
 
+# (mtime_ns, size, description, updated, error, the whole Entry as JSON)
+CachedEntry = tuple[int, int, str, str | None, str | None, str]
+
 
 class Store(Protocol):
     def add_fact(self, category: str, content: str, now: str, by: Provenance) -> Fact: ...
@@ -58,13 +61,11 @@ class Store(Protocol):
 
     def all_tasks(self) -> list[Task]: ...
 
-    def entry_cache(self) -> dict[str, tuple[int, int, str]]:
-        """name -> (mtime_ns, size, metadata JSON) of each global entry file when last read."""
+    def entry_cache(self, with_meta: bool = True) -> dict[str, CachedEntry]:
+        """name -> what a global entry file said when last read, keyed by (mtime, size)."""
         ...
 
-    def update_entry_cache(
-        self, changed: dict[str, tuple[int, int, str]], gone: list[str]
-    ) -> None: ...
+    def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None: ...
 
     def get_value(self, key: str) -> str | None: ...
 

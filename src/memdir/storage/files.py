@@ -37,7 +37,9 @@ def read_text(path: str) -> str | None:
 
 def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int]:
     """E4: (lines start..start+count-1, 1-based, without their line breaks; total lines).
-    A file with NUL bytes is not text and is refused."""
+    A file with NUL bytes is not text and is refused; so is a folder (IsADirectoryError)."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(path)  # read_text would turn it into a StorageError
     text = read_text(path)
     if text is None:
         raise FileNotFoundError(path)

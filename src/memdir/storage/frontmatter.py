@@ -40,7 +40,8 @@ def parse(text: str, path: str) -> tuple[dict[str, Any], str]:
     import yaml
 
     try:
-        data = yaml.safe_load(raw)
+        # libyaml's loader when PyYAML was built with it: ~10x faster than pure Python
+        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 2}" if mark is not None else ""
@@ -54,5 +55,8 @@ def parse(text: str, path: str) -> tuple[dict[str, Any], str]:
 def dump(meta: dict[str, Any], body: str) -> str:
     import yaml
 
-    block = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000).rstrip("\n")
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    block = yaml.dump(
+        meta, Dumper=dumper, sort_keys=False, allow_unicode=True, width=1000
+    ).rstrip("\n")
     return f"{FENCE}\n{block}\n{FENCE}\n{body}"

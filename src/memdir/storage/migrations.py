@@ -143,8 +143,29 @@ def _settings_table(db: sqlite3.Connection) -> None:
     db.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
 
 
+def _entry_cache_columns(db: sqlite3.Connection) -> None:
+    """Recall needs only names, descriptions and dates: keep them in columns, so listing
+    1,000 unchanged entries decodes no JSON. It is a cache: dropping it loses nothing."""
+    run_script(
+        db,
+        """
+        DROP TABLE entry_cache;
+        CREATE TABLE entry_cache (
+            name        TEXT PRIMARY KEY,
+            mtime_ns    INTEGER NOT NULL,
+            size        INTEGER NOT NULL,
+            description TEXT NOT NULL,
+            updated     TEXT,
+            error       TEXT,
+            meta        TEXT NOT NULL  -- the whole Entry as JSON, for `memdir list`
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
     (3, "key-value state (distillation watermark)", _settings_table),
+    (4, "entry cache: description and dates as columns", _entry_cache_columns),
 ]

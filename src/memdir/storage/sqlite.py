@@ -17,6 +17,10 @@ from ..errors import ConflictError, NotFoundError, QueryError, StorageError
 from ..models import Fact, Provenance, Session, Task
 from .migrations import migrate
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .base import CachedEntry
+
 FACT_COLUMNS = (
     "id, category, content, status, created, updated, supersedes, superseded_by, "
     "session_id, surface, agent"
@@ -118,7 +122,7 @@ class SQLiteStore:
                 f"{self.path} is locked by another process (waited {self.busy_timeout_ms} ms); "
                 "nothing was changed, try again (or raise memory.busy_timeout_ms)"
             )
-        if "fts5" in text or "syntax error" in text or "no such column" in text:
+        if "fts5" in text:
             return QueryError(
                 f"the search query cannot run: {text}",
                 hint='quote words that contain punctuation, e.g. "foo-bar"',
@@ -395,23 +399,29 @@ class SQLiteStore:
 
     # -- the global entry cache (G4) -----------------------------------------------------
 
-    def entry_cache(self) -> dict[str, tuple[int, int, str]]:
-        """name -> (mtime_ns, size, meta as JSON) of each global file when last read."""
+    def entry_cache(self, with_meta: bool = True) -> dict[str, CachedEntry]:
+        """name -> (mtime_ns, size, description, updated, error, metadata JSON) of each global
+        entry file when last read; without `with_meta` the JSON is left out ("")."""
         db = self._conn()
         if db is None:
             return {}
+        meta = "meta" if with_meta else "''"
         with self._translated("read"):
-            rows = db.execute("SELECT name, mtime_ns, size, meta FROM entry_cache").fetchall()
-        return {name: (mtime, size, meta) for name, mtime, size, meta in rows}
+            rows = db.execute(
+                f"SELECT name, mtime_ns, size, description, updated, error, {meta} "
+                "FROM entry_cache"
+            ).fetchall()
+        return {row[0]: row[1:] for row in rows}
 
-    def update_entry_cache(self, changed: dict[str, tuple[int, int, str]], gone: list[str]) -> None:
+    def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None:
         if self._conn() is None:
             return
         with self._write() as db:
             db.executemany("DELETE FROM entry_cache WHERE name = ?", [(n,) for n in gone])
             db.executemany(
-                "INSERT OR REPLACE INTO entry_cache (name, mtime_ns, size, meta) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO entry_cache "
+                "(name, mtime_ns, size, description, updated, error, meta) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(name, *row) for name, row in changed.items()],
             )
 
