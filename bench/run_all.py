@@ -32,6 +32,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
                     "--touches", "1"]),
     "ingest": ([], ["--mb", "0.2", "--blocks", "20", "--scales", "1,2", "--runs", "5",
                     "--rounds", "1", "--store-entries", "200"]),
+    "boot": ([], ["--days", "10", "--entries", "50", "--runs", "5"]),
 }
 
 
@@ -79,6 +80,16 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
              "figure": f"parse ms per MB at {summary['largest_scale']}× size / at 1×",
              "value": summary["growth"], "target": f"≤ {summary['target_growth']:g} (linear)",
              "ok": summary["linear_ok"]},
+        ]
+    if name == "boot":
+        size = f"{summary['entries']:,} entries, {summary['days']} daily logs"
+        return [
+            {"bench": name, "figure": f"memdir boot p50 ms, whole process ({size})",
+             "value": summary["boot_p50_ms"], "target": "", "ok": None},
+            {"bench": name, "figure": f"memdir boot p95 ms, whole process ({size})",
+             "value": summary["boot_p95_ms"], "target": "", "ok": None},
+            {"bench": name, "figure": "memdir boot / bare read of the same files, median wall",
+             "value": summary["ratio_p50"], "target": "", "ok": None},
         ]
     return []
 

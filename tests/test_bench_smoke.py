@@ -22,6 +22,8 @@ TINY = {
                "--touches", "1", "--profile"],
     "ingest": ["--mb", "0.05", "--blocks", "10", "--scales", "1,2", "--runs", "2",
                "--rounds", "1", "--store-entries", "30", "--profile"],
+    "boot": ["--days", "3", "--entries", "20", "--runs", "2", "--profile",
+             "--profile-runs", "1"],
 }
 SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
@@ -31,6 +33,9 @@ SUMMARY_KEYS = {
                "output", "build", "phases", "ok"},
     "ingest": {"parse_p50_ms", "regex_p50_ms", "parse_ratio", "parse_mb_per_s", "ingest_p50_ms",
                "ingest_ms_per_block", "ingest_store_p50_ms", "growth", "ok"},
+    "boot": {"boot_p50_ms", "boot_p95_ms", "subagent_p50_ms", "json_p50_ms", "bare_p50_ms",
+             "ratio_p50", "split_p50_ms", "chars", "tokens", "parts", "build", "imports",
+             "ok"},
 }
 ROW_KEYS = {
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
@@ -41,6 +46,7 @@ ROW_KEYS = {
                "ratio_p50"},
     "ingest": {"kind", "case", "mb", "blocks", "memdir_p50_ms", "baseline_p50_ms", "ratio_p50",
                "mb_per_s", "us_per_block"},
+    "boot": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "chars", "tokens"},
 }
 
 
@@ -97,8 +103,22 @@ def test_recall_and_ingest_report_what_they_measured(tmp_path: Path, cache_dir: 
     assert ingest["summary"]["globals"] + ingest["summary"]["notes"] == 10
 
 
+def test_boot_reports_what_it_showed(tmp_path: Path, cache_dir: Path) -> None:
+    boot = run_bench("boot", TINY["boot"], tmp_path, cache_dir)
+    summary = boot["summary"]
+    parts = summary["parts"]
+    assert [p["part"] for p in parts[:3]] + [p["part"] for p in parts[-1:]] == [
+        "HOT.md", "SOUL.md", "USER.md", "MEMORY.md"]
+    assert [p["file"].startswith("memory/daily/") for p in parts] == [False] * 3 + [True] * 2 + [
+        False]
+    assert summary["chars"] == sum(p["chars"] for p in parts)
+    assert summary["subagent_chars"] == summary["chars"] - parts[-1]["chars"]
+    assert summary["daily_files"] == 3 and summary["stale_after_copy"] == 0
+    assert {r["side"] for r in boot["rows"]} >= {"boot", "boot --subagent", "boot --json", "bare"}
+
+
 def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
-    scripts = ["search_inprocess", "insert", "recall", "ingest"]
+    scripts = ["search_inprocess", "insert", "recall", "ingest", "boot"]
     data = run_bench("run_all", ["--quick", "--only", ",".join(scripts)], tmp_path,
                      cache_dir, result="summary")
     assert data["summary"]["failed"] == []

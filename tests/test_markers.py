@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memdir import Memory
+from memdir.clock import iso
 from memdir.markers import Request, parse
-from memdir.memory import iso
 from memdir.models import Applied
 from memdir.storage.files import TEMP_PREFIX
 from memdir.tasks import NOTE_RE

@@ -6,11 +6,11 @@ nothing gathered-but-cut is skipped and nothing is handed out twice.
 
 from __future__ import annotations
 
-import calendar
 import os
 import time
 
 from . import daily
+from .clock import epoch
 from .paths import Layout
 from .records import Record
 from .storage import files
@@ -137,7 +137,7 @@ def _task_items(layout: Layout, store: Store, watermark: tuple[float, str] | Non
     for task in store.all_tasks():
         if task.ended is None:
             continue
-        ended = float(calendar.timegm(time.strptime(task.ended, "%Y-%m-%dT%H:%M:%SZ")))
+        ended = epoch(task.ended)
         path = layout.task_notes(task.id)
         if watermark is not None and (ended, _rel(path, layout)) <= watermark:
             continue

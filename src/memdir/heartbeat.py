@@ -8,7 +8,6 @@ left as it is: a mark never overwrites what it could not parse.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -50,6 +49,8 @@ def checks(layout: Layout, hours: dict[str, float], now: float) -> list[Check]:
 def mark(layout: Layout, name: str, hours: dict[str, float], now: float) -> Check:
     if not isinstance(name, str) or not CHECK_RE.match(name):
         raise ValidationError(f"bad check name {name!r}: a lowercase word such as email")
+    import json
+
     path = state_path(layout)
     with files.locked(layout.locks_dir, "heartbeat"):
         raw = files.read_text(path)
@@ -77,6 +78,8 @@ def _read(path: str) -> dict[str, float | None]:
 
 
 def _parse(raw: str, path: str) -> dict[str, Any]:
+    import json  # not at module level: json is off the plain CLI path
+
     fix = "fix or delete it (it was left as it is)"
     try:
         data = json.loads(raw)

@@ -14,7 +14,6 @@ line take only the span between them, so text outside blocks is left exactly as 
 
 from __future__ import annotations
 
-import json
 import re
 
 from .paths import NAME_MAX, NAME_RE
@@ -117,6 +116,8 @@ def _span(output: str, start: int, stop: int, floor: int) -> tuple[int, int]:
 
 
 def _requests(body: str, max_bytes: int, out: list[Request]) -> list[str]:
+    import json  # only when there is a block: json is not on the plain CLI path
+
     text = body.strip()
     fenced = FENCE_RE.match(text)
     if fenced:

@@ -29,14 +29,15 @@ RECALL_URI = "memdir://recall"
 RECALL_PROMPT = types.Prompt(
     name="recall",
     description="The memory to start a step with: hot memory, the long-term index and, with "
-                "a task, its notes and its ancestors' (R1), within the recall budget.",
-    arguments=[types.PromptArgument(name="task", description="The current task id.",
-                                    required=False)],
+    "a task, its notes and its ancestors' (R1), within the recall budget.",
+    arguments=[
+        types.PromptArgument(name="task", description="The current task id.", required=False)
+    ],
 )
 BOOT_PROMPT = types.Prompt(
     name="boot",
     description="The context a new session starts with (E3): hot memory, identity files, "
-                "today's and yesterday's logs and, for a main session, the long-term index.",
+    "today's and yesterday's logs and, for a main session, the long-term index.",
     arguments=[],
 )
 SWEEP_EVERY = 6 * 3600  # T4: the retention sweep, at start and then this often
@@ -58,13 +59,17 @@ def build_server(memory: Memory) -> Server[Any]:
     lock = anyio.Lock()  # one Memory, one SQLite connection: calls take turns
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[
-            types.Tool(
-                name=tool.name, description=tool.description, input_schema=tool.input_schema,
-                annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
-            )
-            for tool in offered
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
+                )
+                for tool in offered
+            ]
+        )
 
     async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in names:
@@ -85,26 +90,42 @@ def build_server(memory: Memory) -> Server[Any]:
     readers = {HOT_URI: memory.hot, RECALL_URI: lambda: memory.recall().text}
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[
-            types.Resource(name="hot-memory", uri=HOT_URI, mime_type="text/markdown",
-                           description="HOT.md: what every turn needs to know (H1)."),
-            types.Resource(name="recall", uri=RECALL_URI, mime_type="text/markdown",
-                           description="Hot memory and the long-term index, within the "
-                                       "recall budget (R1)."),
-        ])
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    name="hot-memory",
+                    uri=HOT_URI,
+                    mime_type="text/markdown",
+                    description="HOT.md: what every turn needs to know (H1).",
+                ),
+                types.Resource(
+                    name="recall",
+                    uri=RECALL_URI,
+                    mime_type="text/markdown",
+                    description="Hot memory and the long-term index, within the "
+                    "recall budget (R1).",
+                ),
+            ]
+        )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         reader = readers.get(str(params.uri))
         if reader is None:
             # An MCPError reaches the client as is; a plain exception becomes "Internal server
             # error" plus a traceback in the server log. -32602 is "not found" (SEP-2164).
-            raise MCPError(types.INVALID_PARAMS, f"unknown resource {params.uri}: the "
-                                                 f"resources are {', '.join(readers)}")
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown resource {params.uri}: the resources are {', '.join(readers)}",
+            )
         async with lock:
             text = await anyio.to_thread.run_sync(reader)
-        return types.ReadResourceResult(contents=[
-            types.TextResourceContents(uri=str(params.uri), mime_type="text/markdown", text=text)
-        ])
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=str(params.uri), mime_type="text/markdown", text=text
+                )
+            ]
+        )
 
     def recall_text(arguments: dict[str, str]) -> str:
         return memory.recall(task=arguments.get("task") or None).text
@@ -120,8 +141,10 @@ def build_server(memory: Memory) -> Server[Any]:
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
         render = prompts.get(params.name)
         if render is None:
-            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}: the prompts "
-                                                 f"are {', '.join(prompts)}")
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown prompt {params.name!r}: the prompts are {', '.join(prompts)}",
+            )
         arguments = dict(params.arguments or {})
         try:
             async with lock:
@@ -130,9 +153,9 @@ def build_server(memory: Memory) -> Server[Any]:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         return types.GetPromptResult(
             description=f"memdir {params.name}",
-            messages=[types.PromptMessage(
-                role="user", content=types.TextContent(type="text", text=text)
-            )],
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
         )
 
     hot_now = memory.hot() if memory.settings.enabled else ""
@@ -150,8 +173,9 @@ def build_server(memory: Memory) -> Server[Any]:
 
 
 def _error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)],
-                                is_error=True)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
 
 
 def serve_stdio(memory: Memory) -> None:
@@ -243,4 +267,3 @@ def _start_sweeper(memory: Memory) -> Callable[[], object]:
 
     threading.Thread(target=loop, name="memdir-sweep", daemon=True).start()
     return stop.set
-

@@ -28,12 +28,21 @@ class Settings(Record):
     # [boot] (E3): what a session starts with, in order; `main_only` parts are left out of
     # subagent and group sessions.
     boot_files: tuple[str, ...] = (
-        "HOT.md", "SOUL.md", "USER.md", "daily:today", "daily:yesterday", "MEMORY.md",
+        "HOT.md",
+        "SOUL.md",
+        "USER.md",
+        "daily:today",
+        "daily:yesterday",
+        "MEMORY.md",
     )
     boot_main_only: tuple[str, ...] = ("MEMORY.md",)
     # [heartbeat] (B2): hours between checks, by check name; unlisted checks use "default".
     heartbeat_hours: tuple[tuple[str, float], ...] = (
-        ("email", 4.0), ("calendar", 6.0), ("hn", 8.0), ("twitter", 2.0), ("weather", 12.0),
+        ("email", 4.0),
+        ("calendar", 6.0),
+        ("hn", 8.0),
+        ("twitter", 2.0),
+        ("weather", 12.0),
         ("default", 4.0),
     )
     # [distill] (D1): how much `memdir distill` gathers at most.
@@ -89,19 +98,30 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
         if table not in TABLES:
             raise ConfigError(
                 f"unknown setting {table!r}: the tables are [{'], ['.join(TABLES)}]",
-                path=path, line=_line_of_table(text, table), key=table,
+                path=path,
+                line=_line_of_table(text, table),
+                key=table,
             )
         if not isinstance(value, dict):
-            raise ConfigError(f"'{table}' must be a table ([{table}])",
-                              path=path, line=_line_of_table(text, table), key=table)
+            raise ConfigError(
+                f"'{table}' must be a table ([{table}])",
+                path=path,
+                line=_line_of_table(text, table),
+                key=table,
+            )
     values = _memory_values(data.get("memory", {}), text, path)
     values.update(_boot_values(data.get("boot", {}), text, path))
     values.update(_heartbeat_values(data.get("heartbeat", {}), text, path))
     distill = data.get("distill", {})
     for key, value in distill.items():
         if key != "max_chars" or not _positive_int(value) or value < 500:
-            raise _bad(f"distill.{key}", value, "max_chars, a whole number of characters, at "
-                       "least 500", text, path)
+            raise _bad(
+                f"distill.{key}",
+                value,
+                "max_chars, a whole number of characters, at least 500",
+                text,
+                path,
+            )
         values["distill_max_chars"] = value
     return DEFAULTS._replace(**values)
 
@@ -112,8 +132,14 @@ def _boot_values(boot: dict[str, Any], text: str, path: str) -> dict[str, Any]:
         if key not in ("files", "main_only"):
             raise _bad(f"boot.{key}", value, "files or main_only", text, path)
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise _bad(f"boot.{key}", value, 'a list of file names, e.g. ["HOT.md", "SOUL.md", '
-                       '"daily:today", "daily:yesterday", "MEMORY.md"]', text, path)
+            raise _bad(
+                f"boot.{key}",
+                value,
+                'a list of file names, e.g. ["HOT.md", "SOUL.md", '
+                '"daily:today", "daily:yesterday", "MEMORY.md"]',
+                text,
+                path,
+            )
         values["boot_" + key] = tuple(value)
     return values
 
@@ -125,8 +151,13 @@ def _heartbeat_values(heartbeat: dict[str, Any], text: str, path: str) -> dict[s
     for check, value in heartbeat.items():
         number_ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
         if not CHECK_RE.match(check) or not number_ok:
-            raise _bad(f"heartbeat.{check}", value, "a number of hours above 0, under a "
-                       "lowercase check name", text, path)
+            raise _bad(
+                f"heartbeat.{check}",
+                value,
+                "a number of hours above 0, under a lowercase check name",
+                text,
+                path,
+            )
         hours[check] = float(value)
     return {"heartbeat_hours": tuple(hours.items())}
 
@@ -138,13 +169,16 @@ def _positive_int(value: Any) -> bool:
 def _bad(key: str, value: Any, expected: str, text: str, path: str) -> ConfigError:
     return ConfigError(
         f"{key} = {value!r} is not valid: it must be {expected}",
-        path=path, line=_line_of_key(text, key.split(".", 1)[1]), key=key,
+        path=path,
+        line=_line_of_key(text, key.split(".", 1)[1]),
+        key=key,
     )
 
 
 def _line_of_table(text: str, table: str) -> int | None:
-    match = re.search(rf"^[ \t]*\[{re.escape(table)}\]|^[ \t]*{re.escape(table)}\b", text,
-                      re.MULTILINE)
+    match = re.search(
+        rf"^[ \t]*\[{re.escape(table)}\]|^[ \t]*{re.escape(table)}\b", text, re.MULTILINE
+    )
     return None if match is None else text.count("\n", 0, match.start()) + 1
 
 

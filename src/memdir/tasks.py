@@ -7,11 +7,10 @@ after the first are indented two spaces, so a line at column 0 always starts a n
 
 from __future__ import annotations
 
-import calendar
 import os
 import re
-import time
 
+from .clock import epoch
 from .errors import ValidationError
 from .models import TASK_STATES, Note, Pruned, Task
 from .paths import TASK_ID_RE, Layout
@@ -174,7 +173,7 @@ def _note_files(layout: Layout) -> list[tuple[str, str]]:
 
 
 def _epoch(iso: str) -> float:
-    return float(calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
+    return epoch(iso)
 
 
 def _same(content: str) -> str:

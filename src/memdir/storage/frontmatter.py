@@ -56,7 +56,7 @@ def dump(meta: dict[str, Any], body: str) -> str:
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    block = yaml.dump(
-        meta, Dumper=dumper, sort_keys=False, allow_unicode=True, width=1000
-    ).rstrip("\n")
+    block = yaml.dump(meta, Dumper=dumper, sort_keys=False, allow_unicode=True, width=1000).rstrip(
+        "\n"
+    )
     return f"{FENCE}\n{block}\n{FENCE}\n{body}"

@@ -408,8 +408,7 @@ class SQLiteStore:
         meta = "meta" if with_meta else "''"
         with self._translated("read"):
             rows = db.execute(
-                f"SELECT name, mtime_ns, size, description, updated, error, {meta} "
-                "FROM entry_cache"
+                f"SELECT name, mtime_ns, size, description, updated, error, {meta} FROM entry_cache"
             ).fetchall()
         return {row[0]: row[1:] for row in rows}
 
@@ -450,4 +449,3 @@ class SQLiteStore:
                 "GROUP BY status"
             ).fetchall()
         return {status: (n, chars) for status, n, chars in rows}
-

@@ -1,0 +1,131 @@
+"""The `memdir` command: parse -> Memory -> render. No memory logic lives here.
+
+argparse rather than click or typer: the CLI runs many times per agent turn, and click adds
+~30 ms to every start (typer more), against a ~20 ms floor for the whole search call. For
+the same reason a call builds, and imports, only the command it runs: the commands live in
+three modules (core, workflow, workspace) named in MODULES.
+Errors become one line on stderr and exit 1 (a bug: exit 2); never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from ..errors import MemdirError
+from .common import Builder, Parser, Raw, as_json, common_options
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+# command -> the module that defines it, in the order `memdir --help` lists them
+MODULES = {
+    "init": "core",
+    "path": "core",
+    "hot": "core",
+    "fact": "core",
+    "search": "core",
+    "procedure": "core",
+    "session": "core",
+    "sessions": "core",
+    "serve": "core",
+    "list": "workflow",
+    "show": "workflow",
+    "rm": "workflow",
+    "reindex": "workflow",
+    "task": "workflow",
+    "prune": "workflow",
+    "memorize": "workflow",
+    "recall": "workflow",
+    "daily": "workspace",
+    "boot": "workspace",
+    "get": "workspace",
+    "heartbeat": "workspace",
+    "distill": "workspace",
+    "stats": "workspace",
+}
+
+
+VALUE_OPTIONS = ("--state-dir", "--session", "--agent")  # global options that take a value
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: only its command when that is known, else all of them (for
+    `memdir --help` and for a helpful error)."""
+    common = common_options()
+    parser = Parser(
+        prog="memdir",
+        parents=[common],
+        description="Memory that outlasts the session, for AI agents.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands.required = True
+    builder = Builder(common, commands)
+    name = _command_name(argv) if argv is not None else None
+    names = [name] if name in MODULES else list(MODULES)
+    added = set()
+    for command in names:
+        add = importlib.import_module(f".{MODULES[command]}", __name__).COMMANDS[command]
+        if add not in added:  # list, show, rm and reindex share one builder
+            added.add(add)
+            add(builder)
+    return parser
+
+
+def _command_name(argv: Sequence[str]) -> str | None:
+    args = iter(argv)
+    for arg in args:
+        if arg in VALUE_OPTIONS:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+# -- handlers: each calls the library once and returns what to print --------------------
+
+
+def _emit(result: Any, json_output: bool) -> None:
+    if result is None:
+        return
+    if json_output:
+        import json
+
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+    elif isinstance(result, Raw):
+        add_newline = not result.exact and result and not result.endswith("\n")
+        sys.stdout.write(result + "\n" if add_newline else result)
+    else:
+        print(result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
+    try:
+        _emit(args.handler(args), as_json(args))
+    except MemdirError as exc:
+        print(f"memdir: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # a bug: still one line, and a way to see more
+        if os.environ.get("MEMDIR_DEBUG"):
+            raise
+        print(
+            f"memdir: internal error: {type(exc).__name__}: {exc} "
+            "(run with MEMDIR_DEBUG=1 for the traceback, and please report it)",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,333 @@
+"""Commands of the foundation: init, path, hot, fact, search, procedure, session(s), serve."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import ValidationError
+from ..memory import Memory, init_project
+from ..models import CATEGORIES
+from .common import Builder, Raw, as_json, memory_for, read_file, text_arg, warn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..models import Fact, Hit, HotWrite, Procedure, Session
+
+
+def add_init(b: Builder) -> None:
+    b.command(b.commands, "init", _init, "create .memdir/ here (project-scoped memory)")
+
+
+def add_path(b: Builder) -> None:
+    b.command(b.commands, "path", _path, "print where memory lives")
+
+
+def add_hot(b: Builder) -> None:
+    hot = b.group("hot", "hot memory (HOT.md): what every turn needs")
+    b.command(hot, "show", _hot_show, "print HOT.md")
+    b.command(hot, "set", _hot_set, "replace HOT.md").add_argument(
+        "text", nargs="?", default="-", help="the new text, or - for stdin"
+    )
+    b.command(hot, "append", _hot_append, "add a line to HOT.md").add_argument(
+        "text", help="the text to add, or - for stdin"
+    )
+    rm = b.command(hot, "rm", _hot_rm, "remove a line or a section of HOT.md")
+    rm.add_argument("line", nargs="?", help="the line to remove (or a unique part of it)")
+    rm.add_argument("--section", metavar="HEADING", help="remove this markdown section")
+
+
+def add_fact(b: Builder) -> None:
+    fact = b.group("fact", "the fact archive")
+    add = b.command(fact, "add", _fact_add, "store a new fact")
+    add.add_argument("text", help="the fact, or - for stdin")
+    add.add_argument("-c", "--category", required=True, choices=CATEGORIES)
+    sup = b.command(
+        fact, "supersede", _fact_supersede, "replace a fact, keeping the old in history"
+    )
+    sup.add_argument("id")
+    sup.add_argument("text", help="the new fact, or - for stdin")
+    sup.add_argument("-c", "--category", choices=CATEGORIES, help="default: the old fact's")
+    b.command(fact, "rm", _fact_rm, "remove a fact").add_argument("id")
+    b.command(fact, "show", _fact_show, "print one fact").add_argument("id")
+    b.command(fact, "history", _fact_history, "the supersede chain of a fact").add_argument("id")
+
+
+def add_search(b: Builder) -> None:
+    search = b.command(b.commands, "search", _search, "search facts and procedures")
+    search.add_argument("query", help='words; FTS5 syntax works: OR, NOT, "phrase", prefix*')
+    search.add_argument("-c", "--category", choices=CATEGORIES)
+    search.add_argument("-n", "--limit", type=int, default=10)
+    search.add_argument("--since", metavar="DATE", help="only what was written from DATE on")
+    search.add_argument(
+        "--kind",
+        choices=("fact", "procedure"),
+        action="append",
+        help="only this kind of hit (repeatable)",
+    )
+
+
+def add_procedure(b: Builder) -> None:
+    proc = b.group("procedure", "procedures: reusable how-tos")
+    write = b.command(proc, "write", _procedure_write, "create or replace a procedure")
+    write.add_argument("name", help="kebab-case, e.g. deploy-staging")
+    write.add_argument("file", nargs="?", default="-", help="a markdown file, or - for stdin")
+    b.command(proc, "show", _procedure_show, "print a procedure").add_argument("name")
+    b.command(proc, "list", _procedure_list, "list procedures")
+
+
+def add_session(b: Builder) -> None:
+    session = b.group("session", "sessions: who is writing")
+    start = b.command(session, "start", _session_start, "start a session and print its id")
+    start.add_argument("--surface", default="cli", help="cli, repl, telegram, daemon, mcp, ...")
+    start.add_argument(
+        "--parent", metavar="ID", help="the parent session: makes a read-only subagent session"
+    )
+    b.command(session, "end", _session_end, "end a session and record it").add_argument("id")
+
+
+def add_sessions(b: Builder) -> None:
+    b.command(b.commands, "sessions", _sessions, "list recorded sessions")
+
+
+def add_serve(b: Builder) -> None:
+    serve = b.command(b.commands, "serve", _serve, "run the MCP server (stdio, or --http)")
+    serve.add_argument(
+        "--http", metavar="HOST:PORT", help="serve streamable HTTP, e.g. 127.0.0.1:8765"
+    )
+    serve.add_argument(
+        "--allow-remote", action="store_true", help="allow --http on an address other than loopback"
+    )
+
+
+def _init(args: argparse.Namespace) -> Any:
+    result = init_project()
+    if as_json(args):
+        return result._asdict()
+    lines = [("Created" if result.created else "Already initialised:") + f" {result.state_dir}"]
+    if result.gitignore:
+        lines.append(f"Added .memdir/memory/ to {result.gitignore}")
+    return "\n".join(lines)
+
+
+def _path(args: argparse.Namespace) -> Any:
+    memory = memory_for(args)
+    if as_json(args):
+        return {
+            "memory_dir": memory.path,
+            "state_dir": memory.state.path,
+            "source": memory.state.source,
+        }
+    return memory.path
+
+
+def _hot_show(args: argparse.Namespace) -> Any:
+    text = memory_for(args).hot()
+    return {"content": text, "chars": len(text)} if as_json(args) else Raw(text)
+
+
+def _hot_set(args: argparse.Namespace) -> Any:
+    return _hot_result(args, memory_for(args).hot_set(text_arg(args.text)))
+
+
+def _hot_append(args: argparse.Namespace) -> Any:
+    return _hot_result(args, memory_for(args).hot_append(text_arg(args.text)))
+
+
+def _hot_rm(args: argparse.Namespace) -> Any:
+    return _hot_result(args, memory_for(args).hot_remove(line=args.line, section=args.section))
+
+
+def _hot_result(args: argparse.Namespace, result: HotWrite) -> Any:
+    if result.warning:
+        warn(result.warning)
+    return result.to_dict() if as_json(args) else f"HOT.md: {result.chars:,}/{result.cap:,} chars"
+
+
+def _fact_add(args: argparse.Namespace) -> Any:
+    fact = memory_for(args).add_fact(text_arg(args.text), args.category)
+    return fact.to_dict() if as_json(args) else f"fact {fact.id} stored ({fact.category})"
+
+
+def _fact_supersede(args: argparse.Namespace) -> Any:
+    fact = memory_for(args).supersede_fact(args.id, text_arg(args.text), args.category)
+    return fact.to_dict() if as_json(args) else f"fact {fact.id} supersedes fact {fact.supersedes}"
+
+
+def _fact_rm(args: argparse.Namespace) -> Any:
+    fact = memory_for(args).remove_fact(args.id)
+    return fact.to_dict() if as_json(args) else f"fact {fact.id} removed"
+
+
+def _fact_show(args: argparse.Namespace) -> Any:
+    fact = memory_for(args).get_fact(args.id)
+    return fact.to_dict() if as_json(args) else _render_fact(fact)
+
+
+def _fact_history(args: argparse.Namespace) -> Any:
+    chain = memory_for(args).fact_history(args.id)
+    if as_json(args):
+        return [fact.to_dict() for fact in chain]
+    return "\n".join(_render_fact(fact) for fact in chain)
+
+
+def _search(args: argparse.Namespace) -> Any:
+    kinds = tuple(args.kind) if args.kind else ("fact", "procedure")
+    hits = memory_for(args).search(
+        args.query, category=args.category, limit=args.limit, since=args.since, kinds=kinds
+    )
+    if as_json(args):
+        return [hit.to_dict() for hit in hits]
+    return "\n".join(_render_hit(hit) for hit in hits) if hits else "no matches"
+
+
+def _procedure_write(args: argparse.Namespace) -> Any:
+    content = text_arg(args.file) if args.file == "-" else read_file(args.file)
+    proc = memory_for(args).write_procedure(args.name, content)
+    return (
+        _procedure_dict(proc) if as_json(args) else f"procedure {proc.name} written ({proc.path})"
+    )
+
+
+def _procedure_show(args: argparse.Namespace) -> Any:
+    proc = memory_for(args).procedure(args.name)
+    return _procedure_dict(proc) if as_json(args) else Raw(proc.content)
+
+
+def _procedure_list(args: argparse.Namespace) -> Any:
+    procs = memory_for(args).procedures()
+    if as_json(args):
+        return [_procedure_dict(p, content=False) for p in procs]
+    rows = [f"{p.name}  {p.updated}  {p.error or p.description or ''}" for p in procs]
+    return "\n".join(rows) if rows else "no procedures"
+
+
+def _session_start(args: argparse.Namespace) -> Any:
+    session = memory_for(args).start_session(args.surface, args.parent)
+    return session.to_dict() if as_json(args) else session.id
+
+
+def _session_end(args: argparse.Namespace) -> Any:
+    session = memory_for(args).end_session(args.id)
+    if as_json(args):
+        return session.to_dict()
+    if session.is_subagent:
+        return f"session {session.id} is a subagent session: nothing to record"
+    return f"session {session.id} ended: {_counts(session)}"
+
+
+def _sessions(args: argparse.Namespace) -> Any:
+    found = memory_for(args).sessions()
+    if as_json(args):
+        return [s.to_dict() for s in found]
+    rows = [
+        f"{s.id}  {s.surface:<9} {s.started} -> {s.ended or 'open'}  {_counts(s)}" for s in found
+    ]
+    return "\n".join(rows) if rows else "no sessions"
+
+
+def _serve(args: argparse.Namespace) -> Any:
+    from .. import mcp_server
+
+    http = _host_port(args.http, args.allow_remote) if args.http else None
+    memory = memory_for(args, surface="mcp")
+    if http is not None:
+        _banner(memory, *http)
+    mcp_server.serve(memory, http)
+    return None
+
+
+# -- rendering ---------------------------------------------------------------------------
+
+
+def _render_fact(fact: Fact) -> str:
+    state = {"superseded": f" (superseded by {fact.superseded_by})", "removed": " (removed)"}.get(
+        fact.status, ""
+    )
+    return f"#{fact.id} [{fact.category}] {fact.created}{state}\n  {fact.content}"
+
+
+def _render_hit(hit: Hit) -> str:
+    if hit.kind == "fact":
+        head = f"fact #{hit.id} [{hit.category}] {hit.created}"
+    else:
+        start, end = hit.lines or (1, 1)
+        head = f"{hit.kind} {hit.name} ({hit.path}:{start}-{end})"
+    body = "\n".join("  " + line for line in hit.content.split("\n"))
+    return f"{head}  score {hit.score:g}\n{body}"
+
+
+def _procedure_dict(proc: Procedure, content: bool = True) -> dict[str, Any]:
+    data = proc.to_dict()
+    if not content:
+        data.pop("content")
+    return data
+
+
+def _counts(session: Session) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(session.counts.items())) or "no writes"
+
+
+def _banner(memory: Memory, host: str, port: int) -> None:
+
+    import json
+
+    url = f"http://{host}:{port}/mcp"
+    config = {"mcpServers": {"memdir": {"type": "http", "url": url}}}
+    command = os.path.abspath(sys.argv[0]) if sys.argv[0].endswith("memdir") else "memdir"
+    stdio = {
+        "mcpServers": {
+            "memdir": {
+                "command": command,
+                "args": ["serve"],
+                "env": {"MEMDIR_STATE_DIR": memory.state.path},
+            }
+        }
+    }
+    print(
+        f"memdir {_version()} serving MCP over streamable HTTP at {url}\n"
+        f"store: {memory.state.path} (memory files in {memory.path})\n\n"
+        f"Connect an MCP client over HTTP (e.g. Claude Code: claude mcp add --transport http "
+        f"memdir {url}), or paste:\n{json.dumps(config, indent=2)}\n\n"
+        f"Or let the client start memdir itself over stdio:\n{json.dumps(stdio, indent=2)}\n\n"
+        "Press Ctrl+C to stop.",
+        flush=True,
+    )
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+# -- input helpers -----------------------------------------------------------------------
+
+
+def _host_port(value: str, allow_remote: bool) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValidationError(f"bad --http {value!r}: give HOST:PORT, e.g. 127.0.0.1:8765")
+    if host not in ("127.0.0.1", "localhost", "::1") and not allow_remote:
+        raise ValidationError(
+            f"--http {value} is not a loopback address: memory would be open to the network; "
+            "add --allow-remote if that is what you want"
+        )
+    return host, int(port)
+
+
+COMMANDS = {
+    "init": add_init,
+    "path": add_path,
+    "hot": add_hot,
+    "fact": add_fact,
+    "search": add_search,
+    "procedure": add_procedure,
+    "session": add_session,
+    "sessions": add_sessions,
+    "serve": add_serve,
+}

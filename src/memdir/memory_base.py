@@ -1,0 +1,138 @@
+"""MemoryBase: what every part of the Memory facade shares — where memory lives, who is
+writing (session, surface, agent), and whether writing is allowed at all."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+
+from . import (
+    sessions,
+)
+from .clock import Clock, iso
+from .errors import ConflictError, DisabledError, NotFoundError
+from .models import (
+    Provenance,
+    Session,
+)
+from .paths import (
+    MEMORY_ENV,
+    SESSION_ENV,
+    STATE_ENV,
+    Layout,
+    resolve_memory_dir,
+    resolve_state_dir,
+)
+from .settings import Settings, load_settings
+from .storage.sqlite import SQLiteStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Self
+
+
+class MemoryBase:
+    """One store, seen by one caller. Cheap to create; the database opens on first use."""
+
+    def __init__(
+        self,
+        state_dir: str | None = None,
+        *,
+        session: str | None = None,
+        surface: str = "cli",
+        agent: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        env = os.environ if env is None else env
+        cwd = os.getcwd() if cwd is None else cwd
+        self.state = resolve_state_dir(state_dir, env, cwd)
+        self.settings: Settings = load_settings(os.path.join(self.state.path, "config.toml"))
+        memory_dir = resolve_memory_dir(self.state.path, self.settings.path, env, cwd)
+        self.layout = Layout(self.state.path, memory_dir)
+        self.surface = sessions.check_surface(surface)
+        self.agent = agent
+        self.clock = clock
+        self.store = SQLiteStore(
+            self.layout.db,
+            busy_timeout_ms=self.settings.busy_timeout_ms,
+            create=self.settings.enabled,
+        )
+        self.session_id: str | None = None
+        self._session: Session | None = None
+        self.bind_session(session if session is not None else env.get(SESSION_ENV) or None)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The memory root: every memory file lives under it (L2)."""
+        return self.layout.memory_dir
+
+    def child_env(self) -> dict[str, str]:
+        """L5: what a process that memdir starts needs to reach the same memory."""
+        env = {STATE_ENV: self.state.path, MEMORY_ENV: self.layout.memory_dir}
+        if self.session_id:
+            env[SESSION_ENV] = self.session_id
+        return env
+
+    def bind_session(self, session_id: str | None) -> None:
+        """Act as `session_id` from now on (U4), e.g. a server that started its own session."""
+        self.session_id = sessions.check_id(session_id) if session_id else None
+        self._session = None
+
+    @property
+    def session(self) -> Session | None:
+        """The current session's record (U4), or None for a plain top-level caller."""
+        if self.session_id and self._session is None:
+            found = self.store.get_session(self.session_id)
+            if found is None:
+                raise NotFoundError(
+                    f"unknown session {self.session_id!r}: start one with `memdir session start`"
+                )
+            self._session = found
+        return self._session
+
+    @property
+    def read_only(self) -> bool:
+        session = self.session
+        return session is not None and session.is_subagent
+
+    def _now(self) -> str:
+        return iso(self.clock())
+
+    def _provenance(self) -> Provenance:
+        session = self.session
+        surface = session.surface if session is not None else self.surface
+        return Provenance(self.session_id, surface, self.agent)
+
+    def _enabled(self, doing: str) -> None:
+        if not self.settings.enabled:
+            raise DisabledError(
+                f"memory is disabled (memory.enabled = false in {self.layout.config}): "
+                f"cannot {doing}; nothing was stored"
+            )
+
+    def _writable(self, what: str) -> None:
+        """Every write passes here: memory enabled (S), a top-level session (U2) that is
+        still open."""
+        self._enabled(f"write {what}")
+        session = self.session
+        sessions.refuse_if_subagent(session)
+        if session is not None and session.ended is not None:
+            raise ConflictError(
+                f"session {session.id} ended at {session.ended}: start a new one to write"
+            )
+
+    def _count(self, kind: str) -> None:
+        if self.session_id:
+            self.store.count_write(self.session_id, kind)

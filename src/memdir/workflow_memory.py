@@ -1,0 +1,213 @@
+"""The Memory facade's task and global memory (G, T, M, R): global entries, task notes and
+their registry, memorize markers and recall. Mixed into Memory."""
+
+from __future__ import annotations
+
+from . import (
+    entries,
+    facts,
+    hot,
+    markers,
+    recall,
+    tasks,
+)
+from .errors import MemdirError, NotFoundError, ValidationError
+from .memory_base import MemoryBase
+from .models import (
+    Applied,
+    Entry,
+    Ingested,
+    Note,
+    Pruned,
+    Recalled,
+    Task,
+)
+
+
+class WorkflowMemory(MemoryBase):
+    def write_entry(
+        self,
+        name: str,
+        description: str,
+        content: str,
+        *,
+        task: str | None = None,
+        workflow: str | None = None,
+    ) -> Entry:
+        """G2: create or update global/<name>.md (keeps `created`); MEMORY.md follows."""
+        self.layout.entry(name)
+        facts.check_content(content, self.settings.max_entry_bytes, "entry")
+        self._writable("global entries")
+        entry, _created = self._write_entry(name, description, content, task, workflow)
+        return entry
+
+    def _write_entry(
+        self,
+        name: str,
+        description: str,
+        content: str,
+        task: str | None,
+        workflow: str | None,
+    ) -> tuple[Entry, bool]:
+        provenance = {"agent": self.agent, "task": task, "workflow": workflow}
+        result = entries.write(
+            self.layout, self.store, name, description, content, self._now(), provenance
+        )
+        self._count("entries")
+        return result
+
+    def entry(self, name: str) -> Entry:
+        return entries.read(self.layout, name)
+
+    def entries(self) -> list[Entry]:
+        """Every global entry (G5), by name; a broken one carries its error."""
+        return entries.list_all(self.layout, self.store)
+
+    def remove_entry(self, name: str) -> Entry:
+        self.layout.entry(name)
+        self._writable("global entries")
+        return entries.remove(self.layout, self.store, name)
+
+    def reindex(self) -> list[Entry]:
+        """G3: rebuild MEMORY.md and the entry cache from the files."""
+        self._enabled("rebuild the index")
+        return entries.reindex(self.layout, self.store)
+
+    def start_task(self, task_id: str, parent: str | None = None) -> Task:
+        self.layout.task_notes(task_id)
+        if parent is not None:
+            self.layout.task_notes(parent)
+        self._writable("tasks")
+        return self.store.start_task(task_id, parent, self._now())
+
+    def end_task(self, task_id: str, state: str = "done") -> Task:
+        self.layout.task_notes(task_id)
+        tasks.check_end_state(state)
+        self._writable("tasks")
+        return self.store.end_task(task_id, state, self._now())
+
+    def task(self, task_id: str) -> Task:
+        self.layout.task_notes(task_id)
+        found = self.store.get_task(task_id)
+        if found is None:
+            raise NotFoundError(f"unknown task {task_id!r}: see `memdir task start`")
+        return found
+
+    def add_note(
+        self,
+        task_id: str,
+        content: str,
+        *,
+        workflow: str | None = None,
+        step: str | None = None,
+    ) -> bool:
+        """T1/T2: append a note to the task; False when it was there already (a retry)."""
+        self.layout.task_notes(task_id)
+        content = facts.check_content(content, self.settings.max_entry_bytes, "note")
+        self._writable("task notes")
+        added = tasks.add_note(
+            self.layout, task_id, content, self._now(), workflow, step, self.agent
+        )
+        if added:
+            self._count("notes")
+        return added
+
+    def notes(self, task_id: str, *, lineage: bool = False) -> list[Note]:
+        """The task's notes; with lineage, then its parent's, grandparent's... (T3)."""
+        self.layout.task_notes(task_id)
+        chain = self._lineage(task_id) if lineage else [task_id]
+        return [note for tid in chain for note in tasks.notes(self.layout, tid)]
+
+    def prune(self, *, dry_run: bool = False) -> list[Pruned]:
+        """T4: the retention sweep over task notes."""
+        if not dry_run:
+            self._writable("task notes")
+        return tasks.prune(
+            self.layout, self.store, self.clock(), self.settings.task_retention, dry_run
+        )
+
+    def _lineage(self, task_id: str) -> list[str]:
+        return tasks.lineage({t.id: t for t in self.store.all_tasks()}, task_id)
+
+    def ingest(
+        self,
+        output: str,
+        *,
+        task: str | None = None,
+        workflow: str | None = None,
+        step: str | None = None,
+        policy: object = None,
+    ) -> Ingested:
+        """M1-M6: apply the memorize blocks in an agent's output; return the output without
+        them, what was applied and a warning per block that was not. Never raises for bad
+        input: every problem becomes a warning."""
+        parsed = markers.parse(output, self.settings.marker_prefix, self.settings.max_entry_bytes)
+        warnings = list(parsed.warnings)
+        try:
+            step_policy = recall.policy_from(policy)
+            refusal = self._memorize_refusal(step_policy)
+        except MemdirError as exc:
+            step_policy, refusal = recall.Policy(), str(exc)
+        if refusal is not None:
+            if parsed.requests:
+                warnings.append(f"{refusal}: {len(parsed.requests)} memorize request(s) dropped")
+            return Ingested(parsed.output, [], warnings)
+        applied = []
+        for request in parsed.requests:
+            try:
+                applied.append(self._apply(request, task, workflow, step))
+            except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent...
+                warnings.append(f"memorize {request.scope} {request.name or task or ''}: {exc}")
+        return Ingested(parsed.output, applied, warnings)
+
+    def _memorize_refusal(self, policy: recall.Policy) -> str | None:
+        if not self.settings.enabled:
+            return "memory is disabled (memory.enabled = false)"
+        if not policy.memorize:
+            return "memorize is off for this step"
+        if self.read_only:
+            return "this is a read-only subagent session"
+        return None
+
+    def _apply(
+        self,
+        request: markers.Request,
+        task: str | None,
+        workflow: str | None,
+        step: str | None,
+    ) -> Applied:
+        if request.scope == "global":
+            assert request.name is not None and request.description is not None
+            self._writable("global entries")
+            _entry, created = self._write_entry(
+                request.name, request.description, request.content, task, workflow
+            )
+            return Applied("global", request.name, "created" if created else "updated")
+        if task is None:
+            raise ValidationError("a task note needs the current task (--task ID)")
+        added = self.add_note(task, request.content, workflow=workflow, step=step)
+        return Applied("task", task, "noted" if added else "duplicate")
+
+    def recall(
+        self,
+        *,
+        task: str | None = None,
+        policy: object = None,
+        max_chars: int | None = None,
+    ) -> Recalled:
+        """R1-R4: HOT.md, then the long-term index, then the task's notes and its
+        ancestors', the two sections within `max_chars` (default memory.max_inject_chars)."""
+        step_policy = recall.policy_from(policy)
+        budget = self.settings.max_inject_chars if max_chars is None else max_chars
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise ValidationError(f"bad recall budget {budget!r}: a whole number of characters")
+        if not self.settings.enabled:
+            return Recalled("", 0, 0, 0, 0)
+        if task is not None:
+            self.layout.task_notes(task)
+        wanted = "global" in step_policy.recall and step_policy.read
+        listed = entries.index(self.layout, self.store) if wanted else []
+        lineage = []
+        if task is not None and "task" in step_policy.recall and step_policy.read:
+            lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
+        return recall.build(hot.read(self.layout), self.path, listed, lineage, budget, step_policy)

@@ -1,0 +1,157 @@
+"""The Memory facade's workspace and episodic memory (E, B, D): daily logs, boot, line
+reads, heartbeat, distillation and stats. Mixed into Memory."""
+
+from __future__ import annotations
+
+import os
+
+from . import (
+    daily,
+    distill,
+    entries,
+    facts,
+    heartbeat,
+    hot,
+    identity,
+    stats,
+)
+from .clock import iso
+from .errors import NotFoundError, ValidationError
+from .memory_base import MemoryBase
+from .paths import (
+    safe_path,
+)
+from .records import Record
+from .storage import files
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class Lines(Record):
+    """E4: lines of one memory file, numbered from 1."""
+
+    path: str
+    from_line: int
+    lines: list[tuple[int, str]]
+    total: int
+
+    @property
+    def text(self) -> str:
+        return "".join(line + "\n" for _, line in self.lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "from_line": self.from_line,
+            "total_lines": self.total,
+            "lines": [{"n": n, "text": text} for n, text in self.lines],
+        }
+
+
+class WorkspaceMemory(MemoryBase):
+    def daily_append(self, text: str, *, section: str | None = None) -> daily.DailyWrite:
+        """E1: a timestamped entry in today's log (local time), under `## HH:MM` or `section`."""
+        facts.check_content(text, self.settings.max_entry_bytes, "log entry")
+        self._writable("the daily log")
+        result = daily.append(self.layout, text, self.clock(), section)
+        self._count("daily")
+        return result
+
+    def daily(self, date: str | None = None) -> str:
+        """The log of `date` (YYYY-MM-DD, 'today' or 'yesterday'; default today)."""
+        return self.daily_log(date)[1]
+
+    def daily_log(self, date: str | None = None) -> tuple[str, str]:
+        """(the local date as YYYY-MM-DD, its log): `date` as for daily()."""
+        day = daily.resolve_date(date, self.clock())
+        return day, daily.read(self.layout, day)
+
+    def boot(self, *, subagent: bool | None = None) -> identity.Boot:
+        """E3: the context a new session starts with. A subagent session (or subagent=True)
+        gets the variant without the main-session-only parts (MEMORY.md)."""
+        if subagent is None:
+            subagent = self.read_only
+        if not self.settings.enabled:
+            return identity.Boot([], subagent)
+        files, main_only = self.settings.boot_files, self.settings.boot_main_only
+        shows_index = "MEMORY.md" in files and not (subagent and "MEMORY.md" in main_only)
+        index = (
+            "".join(
+                entries.index_line(name, description) + "\n"
+                for name, description, _ in entries.index(self.layout, self.store)
+            )
+            if shows_index
+            else ""
+        )
+        return identity.boot(
+            self.layout,
+            files,
+            main_only,
+            self.clock(),
+            subagent,
+            index,
+        )
+
+    def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
+        """E4: exact lines of a file under the memory root, nothing outside it (X1)."""
+        for value, what in ((from_line, "from_line"), (lines, "lines")):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValidationError(f"bad {what} {value!r}: a whole number from 1")
+        target = self._inside_root(path)
+        rel = os.path.relpath(target, os.path.realpath(self.path))
+        try:
+            found, total = files.read_lines(target, from_line, lines)
+        except FileNotFoundError:
+            raise NotFoundError(f"no file {rel} under the memory root {self.path}") from None
+        except IsADirectoryError:
+            raise ValidationError(f"{rel} is a folder: give a file") from None
+        except ValueError:
+            raise ValidationError(f"{rel} is not a text file") from None
+        return Lines(rel, from_line, [(from_line + i, t) for i, t in enumerate(found)], total)
+
+    def _inside_root(self, path: str) -> str:
+        root = os.path.realpath(self.path)
+        if isinstance(path, str) and os.path.isabs(path):
+            # an absolute path is fine when it resolves inside the root (as recall names it)
+            real = os.path.realpath(path)
+            if real == root or real.startswith(root + os.sep):
+                return real
+            raise ValidationError(f"path {path!r} points outside the memory root {self.path}")
+        return safe_path(self.path, path)
+
+    def heartbeat_due(self) -> list[heartbeat.Check]:
+        """B2: every known check with whether it is due; due ones first."""
+        return heartbeat.checks(self.layout, dict(self.settings.heartbeat_hours), self.clock())
+
+    def heartbeat_mark(self, check: str) -> heartbeat.Check:
+        self._writable("the heartbeat state")
+        hours = dict(self.settings.heartbeat_hours)
+        return heartbeat.mark(self.layout, check, hours, self.clock())
+
+    def distill(self, *, max_chars: int | None = None) -> distill.Distillation:
+        """D1: what was logged since the last distillation, within the budget."""
+        budget = self.settings.distill_max_chars if max_chars is None else max_chars
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 500:
+            raise ValidationError(f"bad distill budget {budget!r}: at least 500 characters")
+        gathered = distill.gather(self.layout, self.store, budget)
+        if gathered.until is not None and self.settings.enabled and not self.read_only:
+            self.store.set_value(distill.PENDING, distill.mark_of(gathered.items[-1]))
+        return gathered
+
+    def distill_done(self) -> str:
+        """D1: move the watermark past what `distill` last handed out; returns it (UTC)."""
+        self._writable("the distillation watermark")
+        pending = self.store.get_value(distill.PENDING)
+        mark = pending if pending is not None else str(self.clock())
+        self.store.set_value(distill.WATERMARK, mark)
+        return iso(distill.mark_time(mark))
+
+    def stats(self) -> stats.Stats:
+        """D2: number and size of every tier, HOT.md against its cap, distillation ratio."""
+        return stats.collect(
+            self.layout, self.store, hot.read(self.layout), self.settings.hot_cap_chars
+        )
