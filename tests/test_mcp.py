@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from memdir import Memory
-from memdir.testing import cli_command, cli_env
+from memdir.testing import FixedClock, cli_command, cli_env
 from memdir.tools import tool_schemas
 
 pytestmark = pytest.mark.timeout(60)
@@ -369,3 +369,38 @@ def test_instructions_leave_out_an_empty_hot_memory(state_dir: Path) -> None:  #
     instructions = anyio.run(main)
     assert instructions is not None and "memory_search" in instructions
     assert "[Hot memory]" not in instructions
+
+
+@pytest.mark.anyio
+async def test_server_start_runs_the_retention_sweep(state_dir: Path) -> None:  # T4
+    old = Memory(clock=FixedClock(start=1_000_000_000))  # 2001: far past any retention
+    old.start_task("ancient")
+    old.add_note("ancient", "from long ago")
+    old.end_task("ancient")
+    Memory().start_task("current")
+    Memory().add_note("current", "still running")
+    notes = Path(Memory().path) / "tasks"
+    async with stdio_client(state_dir) as client:
+        await client.list_tools()
+        for _ in range(100):  # the sweep runs on its own thread as the server starts
+            if not (notes / "ancient.md").exists():
+                break
+            await anyio.sleep(0.05)
+    assert not (notes / "ancient.md").exists()
+    assert (notes / "current.md").exists()
+
+
+@pytest.mark.anyio
+async def test_memorize_tool_and_recall_prompt(state_dir: Path) -> None:  # M1, R1, A1
+    Memory().start_task("t1")
+    async with stdio_client(state_dir) as client:
+        result = await call(client, "memorize", {"task": "t1", "output": (
+            "done\nMEMDIR_MEMORIZE_BEGIN\n"
+            '{"scope": "global", "name": "ci", "description": "CI takes 12 min", '
+            '"content": "x"}\nMEMDIR_MEMORIZE_END\n')})
+        assert result["output"] == "done\n" and result["applied"][0]["action"] == "created"
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        assert prompts == ["recall", "boot"]
+        prompt = await client.get_prompt("recall", {"task": "t1"})
+        text = prompt.messages[0].content.text  # type: ignore[union-attr]
+        assert "[Long-term Memory]" in text and "- ci — CI takes 12 min" in text
