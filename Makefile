@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,embeddings]'
 	@# The CLI starts many times a turn: keep its bytecode compiled even where
 	@# PYTHONDONTWRITEBYTECODE is set (an editable install ships no .pyc).
 	$(BIN)/python -m compileall -q src

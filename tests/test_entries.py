@@ -71,7 +71,7 @@ def test_missing_stale_or_hand_edited_index_is_rebuilt(memory: Memory) -> None: 
     memory.write_entry("beta", "second", "b")  # the next write rebuilds it
     assert index.read_text() == "- alpha — first\n- beta — second\n"
     index.unlink()
-    assert len(memory.reindex()) == 2
+    assert len(memory.reindex().entries) == 2
     assert index.read_text() == "- alpha — first\n- beta — second\n"
 
 

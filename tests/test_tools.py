@@ -16,7 +16,8 @@ def test_tools_have_json_schemas_with_the_documented_arguments() -> None:  # A1
     assert set(schemas) == {"memory_search", "memory_get", "memory_recall", "memory_update",
                             "procedure_write", "daily_append", "memorize"}
     props = {name: set(s["input_schema"]["properties"]) for name, s in schemas.items()}
-    assert props["memory_search"] == {"query", "category", "limit", "since", "min_score"}
+    assert props["memory_search"] == {"query", "category", "limit", "since", "min_score",
+                                      "kinds", "mode"}
     assert props["memory_update"] == {"target", "action", "category", "content", "supersedes",
                                       "id"}
     assert props["procedure_write"] == {"name", "content"}
@@ -45,7 +46,8 @@ def test_tools_can_be_called_directly(memory: Memory) -> None:  # A3
     removed = call_tool(memory, "memory_update", {"action": "remove",
                                                   "id": replaced["fact"]["id"]})
     assert removed["fact"]["status"] == "removed"
-    assert tools_module.memory_search(memory, "mode", min_score=1e9) == {"hits": []}
+    assert tools_module.memory_search(memory, "mode", min_score=1.0, mode="semantic") == {
+        "hits": []}
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -6,19 +6,28 @@ workspace); this module adds hot memory, facts, search, procedures and sessions.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 
 from . import (
     facts,
     hot,
+    index,
     markers,
     procedures,
     search,
     sessions,
 )
 from .clock import iso
-from .errors import ConflictError, MemdirError, NotFoundError, ValidationError
+from .errors import (
+    ConflictError,
+    MemdirError,
+    MissingExtraError,
+    NotFoundError,
+    StorageError,
+    ValidationError,
+)
 from .models import (
     Fact,
     Hit,
@@ -32,13 +41,15 @@ from .paths import (
 )
 from .records import Record
 from .settings import config_template
-from .storage import files
+from .storage import embeddings, files
 from .workflow_memory import WorkflowMemory
 from .workspace_memory import WorkspaceMemory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from .storage.embeddings import Embedder
 
 
 class Memory(WorkflowMemory, WorkspaceMemory):
@@ -126,10 +137,35 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         category: str | None = None,
         limit: int = 10,
         since: str | None = None,
-        kinds: tuple[str, ...] = ("fact", "procedure"),
+        kinds: str | list[str] | tuple[str, ...] | None = None,
+        mode: str | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
+        """Q1-Q3: every tier (or `kinds` of them), best first. `mode` lexical, semantic or
+        hybrid (default: [search] mode, hybrid when the embeddings extra is installed);
+        `min_score` drops semantic candidates below that cosine (default 0.5)."""
         if category is not None:
             facts.check_category(category)
+        if min_score is not None and (
+            isinstance(min_score, bool) or not isinstance(min_score, int | float)
+        ):
+            raise ValidationError(f"bad min_score {min_score!r}: a number such as 0.5")
+        wanted_kinds = search.check_kinds(kinds)
+        run_mode = self.search_mode(mode)
+        # Keeping the index current writes, and a search must not fail because another
+        # process holds the write lock: then it answers from the index as it stands.
+        with contextlib.suppress(StorageError):
+            self.sync_index()
+        embedder = None
+        if run_mode != "lexical":
+            embedder = self.embedder()
+            try:
+                self.unembedded = search.embed_missing(
+                    self.store, embedder, search.EMBED_PER_SEARCH
+                )
+            except StorageError:
+                self.unembedded = self.store.count_unembedded(embedder.name)
+        settings = self.settings
         return search.search(
             self.store,
             self.layout,
@@ -137,8 +173,52 @@ class Memory(WorkflowMemory, WorkspaceMemory):
             category=category,
             since=facts.normalize_since(since),
             limit=search.check_limit(limit),
-            kinds=kinds,
+            kinds=wanted_kinds,
+            mode=run_mode,
+            min_score=settings.search_min_score if min_score is None else float(min_score),
+            embedder=embedder,
+            cache=self._vectors,
+            weights=(settings.search_lexical_weight, settings.search_semantic_weight),
+            rrf_k=settings.search_rrf_k,
         )
+
+    def search_mode(self, mode: str | None = None) -> str:
+        """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
+        embeddings extra is installed. Semantic without the extra is a clear error."""
+        wanted = mode if mode is not None else self.settings.search_mode
+        if wanted == "auto":
+            return "hybrid" if self._embedder is not None or embeddings.available() else "lexical"
+        run = search.check_mode(wanted)
+        if run != "lexical" and self._embedder is None and not embeddings.available():
+            raise MissingExtraError(embeddings.INSTALL)
+        return run
+
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = embeddings.default_embedder()
+        return self._embedder
+
+    def sync_index(self) -> None:
+        """Bring the chunk index up to date with the files (cheap when nothing changed)."""
+        if self.settings.enabled:
+            index.sync(self.layout, self.store)
+
+    def search_notice(self) -> str | None:
+        """Q2: what a front end should say about the last search, if anything: once per
+        store that semantic search needs the extra, or that items still wait to be
+        embedded."""
+        if self.unembedded:
+            return (
+                f"{self.unembedded:,} items are not embedded yet, so semantic search "
+                "does not see them: run `memdir reindex`"
+            )
+        if self._embedder is not None or embeddings.available() or not self.settings.enabled:
+            return None
+        if self.store.get_value("search.notice") is not None:
+            return None
+        with contextlib.suppress(StorageError):
+            self.store.set_value("search.notice", "shown")
+        return f"search is lexical only; {embeddings.INSTALL}"
 
     def write_procedure(self, name: str, content: str) -> Procedure:
         self.layout.procedure(name)  # validates the name before anything else

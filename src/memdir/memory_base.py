@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 
 from . import (
+    search,
     sessions,
 )
 from .clock import Clock, iso
@@ -31,6 +32,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Self
 
+    from .storage.embeddings import Embedder
+
 
 class MemoryBase:
     """One store, seen by one caller. Cheap to create; the database opens on first use."""
@@ -45,6 +48,7 @@ class MemoryBase:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         clock: Clock = time.time,
+        embedder: Embedder | None = None,
     ) -> None:
         env = os.environ if env is None else env
         cwd = os.getcwd() if cwd is None else cwd
@@ -60,6 +64,9 @@ class MemoryBase:
             busy_timeout_ms=self.settings.busy_timeout_ms,
             create=self.settings.enabled,
         )
+        self._embedder = embedder  # None: the default model, loaded when first needed
+        self._vectors = search.VectorCache()
+        self.unembedded = 0  # facts and chunks the last search left without a vector
         self.session_id: str | None = None
         self._session: Session | None = None
         self.bind_session(session if session is not None else env.get(SESSION_ENV) or None)

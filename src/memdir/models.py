@@ -63,7 +63,7 @@ class Hit(Record):
     path: str | None = None
     name: str | None = None
     category: str | None = None
-    created: str | None = None
+    date: str | None = None  # a fact's creation; a chunk's note, day or file date
     lines: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,6 +11,8 @@ The same tree evaluates as substring tests for the files that are not in FTS5 (P
 
 from __future__ import annotations
 
+import re
+
 from .errors import QueryError
 from .records import Record
 
@@ -31,6 +33,44 @@ class Op(Record):
 
 
 Node = Word | Op
+
+
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers herself him himself his how i if in into is it its itself
+just me more most my myself no nor not now of off on once only or other our ours ourselves out
+over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves s t d ll m re ve don
+didn doesn isn wasn weren won wouldn shouldn couldn hasn haven hadn aren ever also
+""".split())
+WORD_RE = re.compile(r"\w+")
+
+
+def parse_search(query: str) -> Node | None:
+    """What a search runs (Q2): a query written in FTS5 syntax keeps its meaning (F4); a plain
+    question becomes the OR of its words without stopwords (bm25 ranks the documents that
+    match more, and rarer, words first). None when there is no word to look for."""
+    if is_structured(query):
+        return parse(query)
+    words = [w.lower() for w in WORD_RE.findall(query.replace("\0", " "))]
+    words = [w for w in words if w.strip("_")]
+    if not words:
+        return None
+    kept = [w for w in words if w not in STOPWORDS] or words
+    node: Node = Word(kept[0])
+    for word in dict.fromkeys(kept[1:]):
+        if word != kept[0]:
+            node = Op("OR", node, Word(word))
+    return node
+
+
+def is_structured(query: str) -> bool:
+    """Written in FTS5 syntax: quotes, parentheses, an upper-case operator or a prefix*."""
+    if any(ch in query for ch in '"()'):
+        return True
+    return any(t in OPERATORS or (len(t) > 1 and t.endswith("*")) for t in query.split())
 
 
 def parse(query: str) -> Node:

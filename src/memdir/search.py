@@ -1,29 +1,102 @@
-"""memory_search (Q1 for facts and procedures): one query, both tiers, one ranked list.
+"""memory_search (Q1-Q3, F4, P3): one question, every tier, one ranked list.
 
-Facts are ranked by FTS5 bm25 and procedures by how often the words occur; the two scores
-are not comparable, so the lists are merged by rank (reciprocal rank fusion), and each hit
-keeps its own score.
+Lexical: the fact archive's FTS5 index, the chunks index of the markdown files (global
+entries, task notes, daily logs, procedures), and the plain substring match of procedures
+(P3), each ranked on its own (bm25 scores of two indexes do not compare) and merged by
+reciprocal rank fusion. Semantic: cosine between the question's vector and every fact's and
+chunk's (brute force with numpy: ~1 ms per 10k vectors). Hybrid: the two lists fused by
+weighted reciprocal rank, `lexical_weight / (k + rank) + semantic_weight / (k + rank)`.
 """
 
 from __future__ import annotations
 
 from . import procedures, query
-from .errors import ValidationError
+from .errors import MissingExtraError, ValidationError
+from .index import CHUNK_KINDS
 from .models import Hit
 from .paths import Layout
+from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .storage.base import Store
+    from .storage.base import ChunkRow, Store
+    from .storage.embeddings import Embedder, Vectors
 
-RRF_K = 60
+KINDS = ("fact", *CHUNK_KINDS)
+MODES = ("lexical", "semantic", "hybrid")
 MAX_LIMIT = 1000
+SNIPPET_CHARS = 500
+EMBED_PER_SEARCH = 256  # a search embeds at most this many new items; reindex does the rest
+
+Key = tuple[str, int | str]  # (fact, id), (chunk, id) or (path, a procedure's path)
 
 
 def check_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ValidationError(f"bad limit {limit!r}: give a whole number from 1 to {MAX_LIMIT}")
     return limit
+
+
+def check_kinds(kinds: object) -> tuple[str, ...]:
+    if kinds is None:
+        return KINDS
+    if isinstance(kinds, str):
+        kinds = [k.strip() for k in kinds.split(",") if k.strip()]
+    if not isinstance(kinds, list | tuple) or not kinds or not set(kinds) <= set(KINDS):
+        raise ValidationError(f"bad kind {kinds!r}: the kinds are {', '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+def check_mode(mode: object) -> str:
+    if mode not in MODES:
+        raise ValidationError(f"bad search mode {mode!r}: use {', '.join(MODES)}")
+    assert isinstance(mode, str)
+    return mode
+
+
+class VectorCache:
+    """Every vector of one model as a matrix, kept while the store's vectors are unchanged:
+    a warm process answers a semantic query without reading 100k blobs again."""
+
+    def __init__(self) -> None:
+        self.generation: tuple[int, int] | None = None
+        self.keys: list[Key] = []
+        self.matrix: Vectors | None = None
+
+    def load(self, store: Store, embedder: Embedder) -> tuple[list[Key], Vectors]:
+        generation = store.vector_generation(embedder.name)
+        if generation != self.generation or self.matrix is None:
+            keys: list[Key] = []
+            blobs: list[bytes] = []
+            for owner, owner_id, blob in store.iter_vectors(embedder.name):
+                keys.append((owner, owner_id))
+                blobs.append(blob)
+            self.keys, self.matrix = keys, embeddings.from_blobs(blobs, embedder.dim)
+            self.generation = generation
+        return self.keys, self.matrix
+
+
+def embed_missing(store: Store, embedder: Embedder, cap: int | None) -> int:
+    """Give vectors to facts and chunks that have none (unchanged text reuses its vector);
+    at most `cap` (None: all). Returns how many are still missing."""
+    while True:
+        batch = store.unembedded(embedder.name, 512 if cap is None else min(cap, 512))
+        if not batch:
+            return 0
+        known = store.vectors_by_hash(embedder.name, [h for _, _, _, h in batch])
+        todo = [row for row in batch if row[3] not in known]
+        fresh = embedder.embed([text for _, _, text, _ in todo]) if todo else None
+        rows = [(o, i, h, known[h]) for o, i, _, h in batch if h in known]
+        if fresh is not None:
+            rows += [
+                (o, i, h, embeddings.to_blob(v))
+                for (o, i, _, h), v in zip(todo, fresh, strict=True)
+            ]
+        store.put_vectors(embedder.name, rows)
+        if cap is not None:
+            cap -= len(batch)
+            if cap <= 0:
+                return store.count_unembedded(embedder.name)
 
 
 def search(
@@ -34,50 +107,192 @@ def search(
     category: str | None,
     since: str | None,
     limit: int,
-    kinds: tuple[str, ...] = ("fact", "procedure"),
+    kinds: tuple[str, ...],
+    mode: str,
+    min_score: float,
+    embedder: Embedder | None,
+    cache: VectorCache,
+    weights: tuple[float, float],
+    rrf_k: int,
 ) -> list[Hit]:
-    node = query.parse(text)
-    lists: list[list[Hit]] = []
+    node = query.parse_search(text)
+    if node is None:
+        return []  # nothing to look for: an empty list, not an error (Q2)
+    if mode == "hybrid" and query.is_structured(text):
+        mode = "lexical"  # F4: AND, NOT, "phrases" mean exactly that; similarity would not
+    depth = max(3 * limit, 30)
+    lexical: list[tuple[Key, Hit]] = []
+    if mode != "semantic":
+        lexical = _fuse(
+            [
+                (1.0, ranked)
+                for ranked in _lexical_lists(store, layout, node, category, since, kinds, depth)
+            ],
+            rrf_k,
+        )
+    if mode == "lexical":
+        return _finish(lexical, limit)
+    if embedder is None:
+        raise MissingExtraError(embeddings.INSTALL)
+    semantic = _semantic(store, embedder, cache, text, category, since, kinds, depth, min_score)
+    if mode == "semantic":
+        return _finish(semantic, limit)
+    fused = _fuse([(weights[0], lexical), (weights[1], semantic)], rrf_k)
+    return _finish(
+        [
+            (key, hit._replace(score=round(score, 6)))
+            for (key, hit), score in zip(
+                fused, _scores(fused, lexical, semantic, weights, rrf_k), strict=True
+            )
+        ],
+        limit,
+    )
+
+
+def _lexical_lists(
+    store: Store,
+    layout: Layout,
+    node: query.Node,
+    category: str | None,
+    since: str | None,
+    kinds: tuple[str, ...],
+    depth: int,
+) -> list[list[tuple[Key, Hit]]]:
+    match = query.to_fts5(node)
+    lists: list[list[tuple[Key, Hit]]] = []
     if "fact" in kinds:
-        match = query.to_fts5(node)
         lists.append(
             [
-                Hit(
-                    kind="fact",
-                    content=f.content,
-                    score=score,
-                    id=f.id,
-                    category=f.category,
-                    created=f.created,
+                (
+                    ("fact", f.id),
+                    Hit("fact", f.content, score, id=f.id, category=f.category, date=f.created),
                 )
-                for f, score in store.search_facts(match, category, since, limit)
+                for f, score in store.search_facts(match, category, since, depth)
             ]
         )
-    if "procedure" in kinds and category is None:  # categories belong to facts only
+    chunk_kinds = tuple(k for k in kinds if k != "fact")
+    if chunk_kinds and category is None:  # categories belong to facts only
         lists.append(
             [
-                Hit(
-                    kind="procedure",
-                    content=snippet,
-                    score=score,
-                    path=p.path,
-                    name=p.name,
-                    created=p.updated,
-                    lines=lines,
-                )
-                for p, score, lines, snippet in procedures.search(layout, node, since, limit)
+                (("chunk", row[0]), _chunk_hit(row, score))
+                for row, score in store.search_chunks(match, chunk_kinds, since, depth)
             ]
         )
-    return _fuse(lists, limit)
+    if "procedure" in kinds and category is None:  # P3: plain substrings always work
+        lists.append(
+            [
+                (
+                    ("path", p.path),
+                    Hit(
+                        "procedure",
+                        snippet,
+                        score,
+                        path=p.path,
+                        name=p.name,
+                        date=p.updated,
+                        lines=lines,
+                    ),
+                )
+                for p, score, lines, snippet in procedures.search(layout, node, since, depth)
+            ]
+        )
+    return [ranked for ranked in lists if ranked]
 
 
-def _fuse(lists: list[list[Hit]], limit: int) -> list[Hit]:
-    lists = [hits for hits in lists if hits]
-    if len(lists) <= 1:
-        return lists[0][:limit] if lists else []
-    ranked: list[tuple[float, int, Hit]] = []
-    for hits in lists:
-        for rank, hit in enumerate(hits):
-            ranked.append((1.0 / (RRF_K + rank), len(ranked), hit))
-    ranked.sort(key=lambda item: (-item[0], item[1]))
-    return [hit for _, _, hit in ranked[:limit]]
+def _semantic(
+    store: Store,
+    embedder: Embedder,
+    cache: VectorCache,
+    text: str,
+    category: str | None,
+    since: str | None,
+    kinds: tuple[str, ...],
+    depth: int,
+    min_score: float,
+) -> list[tuple[Key, Hit]]:
+    import numpy as np
+
+    keys, matrix = cache.load(store, embedder)
+    if not keys:
+        return []
+    scores = matrix @ embedder.embed([text])[0]
+    wanted = min(len(keys), depth * 4)
+    candidates = np.argpartition(-scores, wanted - 1)[:wanted]
+    candidates = candidates[np.argsort(-scores[candidates])]
+    top = [int(i) for i in candidates if scores[i] >= min_score]
+    facts = store.facts_by_id([int(keys[i][1]) for i in top if keys[i][0] == "fact"])
+    chunks = store.chunks_by_id([int(keys[i][1]) for i in top if keys[i][0] == "chunk"])
+    out: list[tuple[Key, Hit]] = []
+    for i in top:
+        owner, owner_id = keys[i]
+        score = round(float(scores[i]), 6)
+        if owner == "fact" and owner_id in facts:
+            f = facts[owner_id]
+            if (
+                "fact" in kinds
+                and f.status == "active"
+                and (category in (None, f.category))
+                and (since is None or f.created >= since)
+            ):
+                out.append(
+                    (
+                        ("fact", f.id),
+                        Hit("fact", f.content, score, id=f.id, category=f.category, date=f.created),
+                    )
+                )
+        elif owner == "chunk" and owner_id in chunks and category is None:
+            row = chunks[owner_id]
+            if row[2] in kinds and (since is None or (row[5] or "") >= since):
+                out.append((("chunk", row[0]), _chunk_hit(row, score)))
+        if len(out) >= depth:
+            break
+    return out
+
+
+def _chunk_hit(row: ChunkRow, score: float) -> Hit:
+    chunk_id, path, kind, start, end, date, content = row
+    snippet = content if len(content) <= SNIPPET_CHARS else content[:SNIPPET_CHARS] + " …"
+    name = path.rsplit("/", 1)[-1][:-3]
+    return Hit(kind, snippet, score, path=path, name=name, date=date, lines=(start, end))
+
+
+def _fuse(lists: list[tuple[float, list[tuple[Key, Hit]]]], k: int) -> list[tuple[Key, Hit]]:
+    """Weighted reciprocal rank fusion; the first list a key appears in supplies its hit."""
+    scores: dict[Key, float] = {}
+    hits: dict[Key, Hit] = {}
+    for weight, ranked in lists:
+        for rank, (key, hit) in enumerate(ranked):
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank + 1)
+            hits.setdefault(key, hit)
+    order = sorted(scores, key=lambda key: -scores[key])
+    return [(key, hits[key]) for key in order]
+
+
+def _scores(
+    fused: list[tuple[Key, Hit]],
+    lexical: list[tuple[Key, Hit]],
+    semantic: list[tuple[Key, Hit]],
+    weights: tuple[float, float],
+    k: int,
+) -> list[float]:
+    lex = {key: rank for rank, (key, _) in enumerate(lexical)}
+    sem = {key: rank for rank, (key, _) in enumerate(semantic)}
+    return [
+        (weights[0] / (k + lex[key] + 1) if key in lex else 0.0)
+        + (weights[1] / (k + sem[key] + 1) if key in sem else 0.0)
+        for key, _ in fused
+    ]
+
+
+def _finish(ranked: list[tuple[Key, Hit]], limit: int) -> list[Hit]:
+    """The first `limit` hits, a procedure found twice (as a chunk and by substring) once."""
+    out, seen = [], set()
+    for _, hit in ranked:
+        if hit.kind == "procedure":
+            if hit.path in seen:
+                continue
+            seen.add(hit.path)
+        out.append(hit)
+        if len(out) == limit:
+            break
+    return out

@@ -47,6 +47,13 @@ class Settings(Record):
     )
     # [distill] (D1): how much `memdir distill` gathers at most.
     distill_max_chars: int = 8000
+    # [search] (Q2, Q3): "auto" is hybrid when the embeddings extra is installed, else
+    # lexical; weights of the reciprocal rank fusion, chosen on the LoCoMo dev split.
+    search_mode: str = "auto"
+    search_min_score: float = 0.5
+    search_lexical_weight: float = 1.0
+    search_semantic_weight: float = 0.3
+    search_rrf_k: int = 60
 
 
 DEFAULTS = Settings()
@@ -89,7 +96,14 @@ def load_settings(config_path: str) -> Settings:
     return _settings_from(data, text, config_path)
 
 
-TABLES = ("memory", "boot", "heartbeat", "distill")
+TABLES = ("memory", "boot", "heartbeat", "distill", "search")
+SEARCH_KEYS = {
+    "mode": "one of auto, lexical, semantic, hybrid",
+    "min_score": "a number from -1 to 1 (cosine similarity)",
+    "lexical_weight": "a number of 0 or more",
+    "semantic_weight": "a number of 0 or more",
+    "rrf_k": "a whole number above 0",
+}
 CHECK_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
 
@@ -123,7 +137,26 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
                 path,
             )
         values["distill_max_chars"] = value
+    values.update(_search_values(data.get("search", {}), text, path))
     return DEFAULTS._replace(**values)
+
+
+def _search_values(search: dict[str, Any], text: str, path: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in search.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = {
+            "mode": value in ("auto", "lexical", "semantic", "hybrid"),
+            "min_score": number and -1 <= value <= 1,
+            "lexical_weight": number and value >= 0,
+            "semantic_weight": number and value >= 0,
+            "rrf_k": _positive_int(value),
+        }.get(key)
+        if not ok:
+            expected = SEARCH_KEYS.get(key, f"one of the keys {', '.join(SEARCH_KEYS)}")
+            raise _bad(f"search.{key}", value, expected, text, path)
+        values["search_" + key] = value
+    return values
 
 
 def _boot_values(boot: dict[str, Any], text: str, path: str) -> dict[str, Any]:
@@ -261,4 +294,10 @@ def config_template() -> str:
         "# email = 4\n# calendar = 6\n# hn = 8\n# twitter = 2\n# weather = 12\n# default = 4\n"
         "\n[distill]\n"
         "# max_chars = 8000          # how much `memdir distill` gathers at most\n"
+        "\n[search]\n"
+        '# mode = "auto"             # auto (hybrid with the embeddings extra), lexical, ...\n'
+        "# min_score = 0.5           # semantic hits below this cosine are dropped\n"
+        "# lexical_weight = 1.0      # weights of the hybrid fusion\n"
+        "# semantic_weight = 0.3\n"
+        "# rrf_k = 60\n"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 
 class FixedClock:
@@ -32,3 +33,30 @@ def cli_env(state_dir: str, extra: Mapping[str, str] | None = None) -> dict[str,
 def cli_command(*args: str) -> list[str]:
     """argv that runs this interpreter's memdir CLI."""
     return [sys.executable, "-m", "memdir", *args]
+
+
+class HashEmbedder:
+    """A deterministic stand-in for the embedding model: each word (lowercased) adds a fixed
+    random direction, so texts sharing words are similar. For tests of semantic search that
+    must not depend on a model; needs numpy."""
+
+    name = "hash-embedder"
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+
+    def embed(self, texts: list[str]) -> Any:
+        import re
+        import zlib
+
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                seed = zlib.crc32(word.encode("utf-8", "surrogatepass"))
+                out[row] += np.random.default_rng(seed).standard_normal(self.dim)
+            norm = float(np.linalg.norm(out[row]))
+            if norm:
+                out[row] /= norm
+        return out

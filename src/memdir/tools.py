@@ -41,12 +41,26 @@ def memory_search(
     limit: int = 10,
     since: str | None = None,
     min_score: float | None = None,
+    kinds: list[str] | None = None,
+    mode: str | None = None,
 ) -> dict[str, Any]:
-    hits = memory.search(query, category=category, limit=limit, since=since)
-    if min_score is not None:
-        hits = [hit for hit in hits if hit.score >= min_score]
+    hits = memory.search(
+        query,
+        category=category,
+        limit=limit,
+        since=since,
+        kinds=kinds,
+        mode=mode,
+        min_score=min_score,
+    )
     # R4: what an agent is handed from memory is inert, whatever it echoes back
-    return {"hits": [hit._replace(content=defang(hit.content)).to_dict() for hit in hits]}
+    result: dict[str, Any] = {
+        "hits": [hit._replace(content=defang(hit.content)).to_dict() for hit in hits]
+    }
+    notice = memory.search_notice()
+    if notice:
+        result["note"] = notice
+    return result
 
 
 def memory_update(
@@ -134,11 +148,12 @@ def _required(value: Any, field: str, action: str) -> Any:
 _SEARCH = Tool(
     name="memory_search",
     description=(
-        "Search long-term memory: the fact archive and the procedures. Use it before asking "
-        "the user something they may have told you already, and before starting a task you "
-        "may have a procedure for. The query is words (all must match), with optional FTS5 "
-        'syntax: OR, NOT, "exact phrase", prefix*. Each hit says its kind (fact or '
-        "procedure), its id or path, its content and its score."
+        "Search all of long-term memory — facts, procedures, global entries, task notes and "
+        "daily logs — with a question in plain words (FTS5 syntax also works: AND, OR, NOT, "
+        '"exact phrase", prefix*). Use it before asking the user something they may have told '
+        "you already, and before a task you may have a procedure for. Each hit says its kind, "
+        "its fact id or its file path and line range (read more of it with memory_get), a "
+        "snippet, a score and a date."
     ),
     input_schema={
         "type": "object",
@@ -154,7 +169,23 @@ _SEARCH = Tool(
                 "type": "string",
                 "description": "ISO date: only what was written from then on.",
             },
-            "min_score": {"type": "number", "description": "Drop hits scoring below this."},
+            "min_score": {
+                "type": "number",
+                "description": "Drop semantic hits below this cosine (default 0.5).",
+            },
+            "kinds": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "enum": ["fact", "procedure", "global", "task", "daily"],
+                },
+                "description": "Only these kinds of hit (default all).",
+            },
+            "mode": {
+                "type": "string",
+                "enum": ["lexical", "semantic", "hybrid"],
+                "description": "Default: hybrid when local embeddings are installed.",
+            },
         },
         "required": ["query"],
         "additionalProperties": False,

@@ -3,12 +3,16 @@ their registry, memorize markers and recall. Mixed into Memory."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import (
     entries,
     facts,
     hot,
+    index,
     markers,
     recall,
+    search,
     tasks,
 )
 from .errors import MemdirError, NotFoundError, ValidationError
@@ -22,6 +26,17 @@ from .models import (
     Recalled,
     Task,
 )
+from .records import Record
+from .storage import embeddings
+
+
+class Reindexed(Record):
+    """What `reindex` rebuilt: the entries (broken ones carry their error), the files
+    chunked, the items embedded."""
+
+    entries: list[Entry]
+    files: int
+    embedded: int
 
 
 class WorkflowMemory(MemoryBase):
@@ -68,10 +83,27 @@ class WorkflowMemory(MemoryBase):
         self._writable("global entries")
         return entries.remove(self.layout, self.store, name)
 
-    def reindex(self) -> list[Entry]:
-        """G3: rebuild MEMORY.md and the entry cache from the files."""
+    def reindex(self, progress: Callable[[str, int, int], None] | None = None) -> Reindexed:
+        """G3, Q3: rebuild MEMORY.md, the entry cache and the search index from the files,
+        and embed everything not embedded yet (when the extra is installed). `progress`
+        is told (stage, done, total) as it goes."""
         self._enabled("rebuild the index")
-        return entries.reindex(self.layout, self.store)
+        found = entries.reindex(self.layout, self.store)
+        step = None if progress is None else (lambda d, t: progress("chunks", d, t))
+        files = index.sync(self.layout, self.store, full=True, progress=step)
+        embedded = 0
+        if self._embedder is not None or embeddings.available():
+            embedder = self._embedder or embeddings.default_embedder()
+            self._embedder = embedder
+            total = left = self.store.count_unembedded(embedder.name)
+            while left:
+                before, left = left, search.embed_missing(self.store, embedder, 512)
+                if progress is not None:
+                    progress("embeddings", total - left, total)
+                if left >= before:
+                    break  # nothing more could be embedded: stop, never spin
+            embedded = total - left
+        return Reindexed(found, files, embedded)
 
     def start_task(self, task_id: str, parent: str | None = None) -> Task:
         self.layout.task_notes(task_id)

@@ -57,16 +57,26 @@ def add_fact(b: Builder) -> None:
 
 
 def add_search(b: Builder) -> None:
-    search = b.command(b.commands, "search", _search, "search facts and procedures")
-    search.add_argument("query", help='words; FTS5 syntax works: OR, NOT, "phrase", prefix*')
-    search.add_argument("-c", "--category", choices=CATEGORIES)
+    search = b.command(b.commands, "search", _search, "search every tier of memory")
+    search.add_argument(
+        "query", help='a question in plain words, or FTS5 syntax: AND, OR, NOT, "phrase", prefix*'
+    )
+    search.add_argument("-c", "--category", choices=CATEGORIES, help="only facts of this category")
     search.add_argument("-n", "--limit", type=int, default=10)
     search.add_argument("--since", metavar="DATE", help="only what was written from DATE on")
     search.add_argument(
         "--kind",
-        choices=("fact", "procedure"),
+        choices=("fact", "procedure", "global", "task", "daily"),
         action="append",
         help="only this kind of hit (repeatable)",
+    )
+    search.add_argument(
+        "--mode",
+        choices=("lexical", "semantic", "hybrid"),
+        help="default: hybrid with the embeddings extra installed, else lexical",
+    )
+    search.add_argument(
+        "--min-score", type=float, metavar="S", help="drop semantic hits below this cosine (0.5)"
     )
 
 
@@ -175,10 +185,19 @@ def _fact_history(args: argparse.Namespace) -> Any:
 
 
 def _search(args: argparse.Namespace) -> Any:
-    kinds = tuple(args.kind) if args.kind else ("fact", "procedure")
-    hits = memory_for(args).search(
-        args.query, category=args.category, limit=args.limit, since=args.since, kinds=kinds
+    memory = memory_for(args)
+    hits = memory.search(
+        args.query,
+        category=args.category,
+        limit=args.limit,
+        since=args.since,
+        kinds=args.kind,
+        mode=args.mode,
+        min_score=args.min_score,
     )
+    notice = memory.search_notice()
+    if notice:
+        warn(notice)
     if as_json(args):
         return [hit.to_dict() for hit in hits]
     return "\n".join(_render_hit(hit) for hit in hits) if hits else "no matches"
@@ -252,7 +271,7 @@ def _render_fact(fact: Fact) -> str:
 
 def _render_hit(hit: Hit) -> str:
     if hit.kind == "fact":
-        head = f"fact #{hit.id} [{hit.category}] {hit.created}"
+        head = f"fact #{hit.id} [{hit.category}] {hit.date}"
     else:
         start, end = hit.lines or (1, 1)
         head = f"{hit.kind} {hit.name} ({hit.path}:{start}-{end})"

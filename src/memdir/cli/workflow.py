@@ -18,7 +18,12 @@ def add_entries(b: Builder) -> None:
     b.command(b.commands, "list", _list, "list the global entries")
     b.command(b.commands, "show", _show, "print a global entry").add_argument("name")
     b.command(b.commands, "rm", _rm, "delete a global entry").add_argument("name")
-    b.command(b.commands, "reindex", _reindex, "rebuild MEMORY.md from the entry files")
+    b.command(
+        b.commands,
+        "reindex",
+        _reindex,
+        "rebuild MEMORY.md and the search index from the files (with a progress bar)",
+    )
 
 
 def add_task(b: Builder) -> None:
@@ -89,13 +94,36 @@ def _rm(args: argparse.Namespace) -> Any:
 
 
 def _reindex(args: argparse.Namespace) -> Any:
-    found = memory_for(args).reindex()
-    broken = [e for e in found if e.error]
+    done = memory_for(args).reindex(progress=None if as_json(args) else _progress_bar)
+    broken = [e for e in done.entries if e.error]
     if as_json(args):
-        return {"entries": len(found) - len(broken), "broken": [e.to_dict() for e in broken]}
-    lines = [f"MEMORY.md rebuilt: {len(found) - len(broken)} entries"]
+        return {
+            "entries": len(done.entries) - len(broken),
+            "files": done.files,
+            "embedded": done.embedded,
+            "broken": [e.to_dict() for e in broken],
+        }
+    lines = [
+        f"MEMORY.md rebuilt: {len(done.entries) - len(broken)} entries; search index: "
+        f"{done.files:,} files, {done.embedded:,} items embedded"
+    ]
     lines += [f"left out {e.path}: {e.error}" for e in broken]
     return "\n".join(lines)
+
+
+def _progress_bar(stage: str, done: int, total: int) -> None:
+    """One line on stderr, redrawn in place when stderr is a terminal."""
+    if not sys.stderr.isatty() or total <= 0:
+        return
+    width = 30
+    filled = width * done // total
+    end = "\n" if done >= total else ""
+    print(
+        f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,}",
+        end=end,
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _task_start(args: argparse.Namespace) -> Any:

@@ -6,12 +6,21 @@ Queries reach a store already validated: `match` is an FTS5 expression built by 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol
 
 from ..models import Fact, Provenance, Session, Task
 
 # (mtime_ns, size, description, updated, error, the whole Entry as JSON)
 CachedEntry = tuple[int, int, str, str | None, str | None, str]
+
+
+# (kind, mtime_ns, size, content hash) of a file the search index holds
+FileState = tuple[str, int, int, str]
+# (id, path, kind, start_line, end_line, date, content) of one chunk of a markdown file
+ChunkRow = tuple[int, str, str, int, int, str | None, str]
+# (start_line, end_line, date, content, hash) of a chunk about to be stored
+NewChunk = tuple[int, int, str | None, str, str]
 
 
 class Store(Protocol):
@@ -74,5 +83,32 @@ class Store(Protocol):
     def size_of_facts(self) -> dict[str, tuple[int, int]]:
         """status -> (count, characters of content)."""
         ...
+
+    # the search index (storage/sqlite_index.py)
+    def indexed_files(self) -> dict[str, FileState]: ...
+
+    def replace_chunks(
+        self, changes: list[tuple[str, FileState, list[NewChunk] | None]], gone: list[str]
+    ) -> None: ...
+
+    def search_chunks(
+        self, match: str, kinds: tuple[str, ...], since: str | None, limit: int
+    ) -> list[tuple[ChunkRow, float]]: ...
+
+    def chunks_by_id(self, ids: list[int]) -> dict[int, ChunkRow]: ...
+
+    def facts_by_id(self, ids: list[int]) -> dict[int, Fact]: ...
+
+    def unembedded(self, model: str, limit: int) -> list[tuple[str, int, str, str]]: ...
+
+    def count_unembedded(self, model: str) -> int: ...
+
+    def vectors_by_hash(self, model: str, hashes: list[str]) -> dict[str, bytes]: ...
+
+    def put_vectors(self, model: str, rows: list[tuple[str, int, str, bytes]]) -> None: ...
+
+    def vector_generation(self, model: str) -> tuple[int, int]: ...
+
+    def iter_vectors(self, model: str) -> Iterator[tuple[str, int, bytes]]: ...
 
     def close(self) -> None: ...

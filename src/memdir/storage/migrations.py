@@ -163,9 +163,67 @@ def _entry_cache_columns(db: sqlite3.Connection) -> None:
     )
 
 
+def _search_index(db: sqlite3.Connection) -> None:
+    run_script(
+        db,
+        """
+        -- Q1/Q3: every markdown file of the memory root, as chunks. `files` holds what each
+        -- file was when chunked (mtime, size, content hash): a changed file is chunked again.
+        CREATE TABLE files (
+            path     TEXT PRIMARY KEY,
+            kind     TEXT NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            size     INTEGER NOT NULL,
+            hash     TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE chunks (
+            id         INTEGER PRIMARY KEY,
+            path       TEXT NOT NULL,
+            kind       TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line   INTEGER NOT NULL,
+            date       TEXT,
+            content    TEXT NOT NULL,
+            hash       TEXT NOT NULL
+        );
+        CREATE INDEX chunks_path ON chunks(path);
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            content, content='chunks', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            DELETE FROM vectors WHERE owner = 'chunk' AND owner_id = old.id;
+        END;
+
+        -- Q2: one float32 vector per (model, fact or chunk), little-endian, L2-normalised;
+        -- `hash` is the text's, so unchanged text is never embedded twice.
+        CREATE TABLE vectors (
+            id       INTEGER PRIMARY KEY,
+            model    TEXT NOT NULL,
+            owner    TEXT NOT NULL CHECK (owner IN ('fact', 'chunk')),
+            owner_id INTEGER NOT NULL,
+            hash     TEXT NOT NULL,
+            vec      BLOB NOT NULL,
+            UNIQUE (model, owner, owner_id)
+        );
+        CREATE INDEX vectors_hash ON vectors(model, hash);
+        CREATE TRIGGER facts_leave_vectors AFTER UPDATE OF status ON facts
+        WHEN old.status = 'active' AND new.status != 'active' BEGIN
+            DELETE FROM vectors WHERE owner = 'fact' AND owner_id = old.id;
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
     (3, "key-value state (distillation watermark)", _settings_table),
     (4, "entry cache: description and dates as columns", _entry_cache_columns),
+    (5, "search index: file chunks, their FTS5 index and vectors", _search_index),
 ]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ..errors import ConflictError, NotFoundError, QueryError, StorageError
 from ..models import Fact, Provenance, Session, Task
 from .migrations import migrate
+from .sqlite_index import IndexRows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ FACT_COLUMNS = (
 )
 
 
-class SQLiteStore:
+class SQLiteStore(IndexRows):
     def __init__(self, path: str, *, busy_timeout_ms: int = 10_000, create: bool = True) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
@@ -227,6 +228,16 @@ class SQLiteStore:
         with self._translated("search"):
             rows = db.execute(sql, (*params, limit)).fetchall()
         return [(Fact(*row[:-1]), -float(row[-1])) for row in rows]
+
+    def facts_by_id(self, ids: list[int]) -> dict[int, Fact]:
+        db = self._conn()
+        if db is None or not ids:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE id IN ({', '.join('?' * len(ids))})", ids
+            ).fetchall()
+        return {row[0]: Fact(*row) for row in rows}
 
     def count_facts(self) -> dict[str, int]:
         db = self._conn()

@@ -1,0 +1,117 @@
+"""The search index follows the files (Q1, Q3, G4): before a search, every markdown file
+of the memory root is compared with what the index holds — (mtime, size) first, then the
+content hash — and only files that changed are chunked again; deleted files leave.
+
+A file's chunks are replaced in one transaction, so a search never sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import chunks
+from .clock import iso
+from .paths import Layout
+from .storage import files
+from .storage.hashing import text_hash
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .storage.base import FileState, NewChunk, Store
+
+# kind of hit -> folder under the memory root
+TIERS = (("procedure", "procedures"), ("global", "global"), ("task", "tasks"), ("daily", "daily"))
+CHUNK_KINDS = tuple(kind for kind, _ in TIERS)
+
+
+def sync(
+    layout: Layout,
+    store: Store,
+    full: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Bring the index up to date with the files; returns how many files were (re)chunked.
+    `full` re-reads every file, as `memdir reindex` does."""
+    indexed = store.indexed_files()
+    found = _scan(layout)
+    stale = [
+        (rel, kind, path, mtime, size)
+        for rel, (kind, path, mtime, size) in found.items()
+        if full or indexed.get(rel, ("", -1, -1, ""))[1:3] != (mtime, size)
+    ]
+    changes: list[tuple[str, FileState, list[NewChunk] | None]] = []
+    for done, (rel, kind, path, mtime, size) in enumerate(stale, 1):
+        text = _read_inside(layout, path)
+        if text is None:
+            continue
+        digest = text_hash(text)
+        state: FileState = (kind, mtime, size, digest)
+        old = indexed.get(rel)
+        if old is not None and old[3] == digest and not full:
+            changes.append((rel, state, None))  # touched, not changed: keep its chunks
+        else:
+            changes.append((rel, state, _chunks(kind, rel, text, mtime)))
+        if progress is not None:
+            progress(done, len(stale))
+    gone = [rel for rel in indexed if rel not in found]
+    if changes or gone:
+        store.replace_chunks(changes, gone)
+    return len(changes)
+
+
+def _scan(layout: Layout) -> dict[str, tuple[str, str, int, int]]:
+    """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers."""
+    found = {}
+    for kind, folder in TIERS:
+        try:
+            with os.scandir(os.path.join(layout.memory_dir, folder)) as listing:
+                for item in listing:
+                    if not item.name.endswith(".md") or item.name.startswith("."):
+                        continue
+                    try:
+                        info = item.stat()
+                    except OSError:
+                        continue
+                    if info.st_size > 4 * 1024 * 1024:
+                        continue  # not memory someone wrote: leave huge files out
+                    found[f"{folder}/{item.name}"] = (
+                        kind,
+                        item.path,
+                        info.st_mtime_ns,
+                        info.st_size,
+                    )
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def _read_inside(layout: Layout, path: str) -> str | None:
+    """The file's text; None for a symlink that leads out of the memory root (X1)."""
+    real = os.path.realpath(path)
+    if not real.startswith(os.path.realpath(layout.memory_dir) + os.sep):
+        return None
+    try:
+        text = files.read_text(path)
+    except Exception:  # unreadable now: try again at the next search
+        return None
+    return None if text is None or "\0" in text else text
+
+
+def _chunks(
+    kind: str, rel: str, text: str, mtime_ns: int
+) -> list[tuple[int, int, str | None, str, str]]:
+    modified = iso(mtime_ns / 1e9)
+    day = os.path.basename(rel)[:-3] if kind == "daily" else None
+    date = modified
+    if day is not None:
+        try:
+            date = iso(time.mktime(time.strptime(day, "%Y-%m-%d")))
+        except ValueError:
+            pass
+    return [
+        (c.start, c.end, c.date or date, c.content, c.hash)
+        for c in chunks.chunk(kind, text, date, day)
+    ]

@@ -1,0 +1,182 @@
+"""The search index's rows (Q1-Q3): chunks of the markdown files, their FTS5 index, and
+the vectors of chunks and facts. Mixed into SQLiteStore, whose connection it uses."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .base import ChunkRow, FileState, NewChunk
+
+CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
+
+
+class IndexRows:
+    # provided by SQLiteStore
+    def _conn(self) -> sqlite3.Connection | None:
+        raise NotImplementedError
+
+    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def _translated(self, doing: str) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
+    # -- files and chunks ------------------------------------------------------------------
+
+    def indexed_files(self) -> dict[str, FileState]:
+        """path -> (kind, mtime_ns, size, hash) of every file the index holds chunks of."""
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute("SELECT path, kind, mtime_ns, size, hash FROM files").fetchall()
+        return {path: (kind, mtime, size, digest) for path, kind, mtime, size, digest in rows}
+
+    def replace_chunks(
+        self,
+        changes: list[tuple[str, FileState, list[NewChunk] | None]],
+        gone: list[str],
+    ) -> None:
+        """One transaction: each changed file's new state and chunks replace the old ones
+        (chunks None: only the state changed, the text did not); files in `gone` leave."""
+        with self._write() as db:
+            for path in gone:
+                db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+                db.execute("DELETE FROM files WHERE path = ?", (path,))
+            for path, (kind, mtime, size, digest), chunks in changes:
+                db.execute(
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
+                    (path, kind, mtime, size, digest),
+                )
+                if chunks is None:
+                    continue
+                db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+                db.executemany(
+                    "INSERT INTO chunks (path, kind, start_line, end_line, date, content, hash) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(path, kind, *chunk) for chunk in chunks],
+                )
+
+    def search_chunks(
+        self, match: str, kinds: tuple[str, ...], since: str | None, limit: int
+    ) -> list[tuple[ChunkRow, float]]:
+        db = self._conn()
+        if db is None:
+            return []
+        where, params = ["chunks_fts MATCH ?"], [match]
+        where.append(f"c.kind IN ({', '.join('?' * len(kinds))})")
+        params.extend(kinds)
+        if since is not None:
+            where.append("c.date >= ?")
+            params.append(since)
+        columns = ", ".join("c." + c for c in CHUNK_COLUMNS.split(", "))
+        sql = (
+            f"SELECT {columns}, bm25(chunks_fts) FROM chunks_fts "
+            f"JOIN chunks c ON c.id = chunks_fts.rowid WHERE {' AND '.join(where)} "
+            "ORDER BY bm25(chunks_fts) LIMIT ?"
+        )
+        with self._translated("search"):
+            rows = db.execute(sql, (*params, limit)).fetchall()
+        return [(tuple(row[:-1]), -float(row[-1])) for row in rows]
+
+    def chunks_by_id(self, ids: list[int]) -> dict[int, ChunkRow]:
+        db = self._conn()
+        if db is None or not ids:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({', '.join('?' * len(ids))})",
+                ids,
+            ).fetchall()
+        return {row[0]: tuple(row) for row in rows}
+
+    # -- vectors ---------------------------------------------------------------------------
+
+    def unembedded(self, model: str, limit: int) -> list[tuple[str, int, str, str]]:
+        """(owner, id, text, hash) of active facts and chunks with no vector for `model`;
+        a fact's hash is computed here from its text."""
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            chunks = db.execute(
+                "SELECT 'chunk', c.id, c.content, c.hash FROM chunks c WHERE NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.model = ? AND v.owner = 'chunk' "
+                "AND v.owner_id = c.id) LIMIT ?",
+                (model, limit),
+            ).fetchall()
+            facts = db.execute(
+                "SELECT 'fact', f.id, f.content FROM facts f WHERE f.status = 'active' AND "
+                "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.owner = 'fact' "
+                "AND v.owner_id = f.id) LIMIT ?",
+                (model, max(0, limit - len(chunks))),
+            ).fetchall()
+        from .hashing import text_hash
+
+        return [*chunks, *((o, i, t, text_hash(t)) for o, i, t in facts)]
+
+    def count_unembedded(self, model: str) -> int:
+        db = self._conn()
+        if db is None:
+            return 0
+        with self._translated("read"):
+            (n,) = db.execute(
+                "SELECT (SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors "
+                "v WHERE v.model = ? AND v.owner = 'chunk' AND v.owner_id = c.id)) + "
+                "(SELECT count(*) FROM facts f WHERE f.status = 'active' AND NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.model = ? AND v.owner = 'fact' "
+                "AND v.owner_id = f.id))",
+                (model, model),
+            ).fetchone()
+        return int(n)
+
+    def vectors_by_hash(self, model: str, hashes: list[str]) -> dict[str, bytes]:
+        db = self._conn()
+        if db is None or not hashes:
+            return {}
+        found: dict[str, bytes] = {}
+        with self._translated("read"):
+            for start in range(0, len(hashes), 500):
+                part = hashes[start : start + 500]
+                rows = db.execute(
+                    f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN "
+                    f"({', '.join('?' * len(part))})",
+                    (model, *part),
+                ).fetchall()
+                found.update(dict(rows))
+        return found
+
+    def put_vectors(self, model: str, rows: list[tuple[str, int, str, bytes]]) -> None:
+        """(owner, owner id, hash, vector blob) rows; an owner gone meanwhile is skipped."""
+        with self._write() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO vectors (model, owner, owner_id, hash, vec) "
+                "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE ? = 'chunk' AND "
+                "id = ?) OR EXISTS (SELECT 1 FROM facts WHERE ? = 'fact' AND id = ? AND "
+                "status = 'active')",
+                [(model, o, i, h, v, o, i, o, i) for o, i, h, v in rows],
+            )
+
+    def vector_generation(self, model: str) -> tuple[int, int]:
+        """(count, max id) of the model's vectors: a cached matrix is current while it holds."""
+        db = self._conn()
+        if db is None:
+            return (0, 0)
+        with self._translated("read"):
+            count, top = db.execute(
+                "SELECT count(*), coalesce(max(id), 0) FROM vectors WHERE model = ?", (model,)
+            ).fetchone()
+        return int(count), int(top)
+
+    def iter_vectors(self, model: str) -> Iterator[tuple[str, int, bytes]]:
+        db = self._conn()
+        if db is None:
+            return
+        with self._translated("read"):
+            yield from db.execute(
+                "SELECT owner, owner_id, vec FROM vectors WHERE model = ?", (model,)
+            )
