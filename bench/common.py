@@ -51,11 +51,12 @@ DEFAULT_SEED = 1234
 # mid-frequency words (tens of matches at 100k facts); "common" is one frequent word
 # (~5% of facts) and "or" an OR of two words (~4%): the rows FTS5 must rank grow with them.
 QUERIES = (
-    ("and-2", "socket timeout"),
-    ("and-2b", "cache memory"),
-    ("and-3", "unicode encoding errors"),
+    ("and-2", "socket AND timeout"),
+    ("and-2b", "cache AND memory"),
+    ("and-3", "unicode AND encoding AND errors"),
     ("common", "path"),
     ("or", "server OR connection"),
+    ("question", "why does the socket timeout?"),  # plain words: an OR of the non-stopwords
 )
 
 
@@ -274,7 +275,9 @@ def fts_match(query: str) -> str:
     """The MATCH expression memdir builds for a user query."""
     from memdir import query as memdir_query
 
-    return memdir_query.to_fts5(memdir_query.parse(query))
+    node = memdir_query.parse_search(query)
+    assert node is not None, query
+    return memdir_query.to_fts5(node)
 
 
 def search_sql() -> str:
@@ -402,9 +405,11 @@ def _git_commit() -> str | None:
 
 
 def write_result(name: str, out_dir: str, params: dict[str, Any],
-                 rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+                 rows: list[dict[str, Any]], summary: dict[str, Any],
+                 file_name: str | None = None) -> str:
+    """Write <out_dir>/<name>.json (or <out_dir>/<file_name>)."""
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"{name}.json")
+    path = os.path.join(out_dir, file_name or f"{name}.json")
     data = {"name": name, "params": params, "env": environment(), "rows": rows,
             "summary": summary}
     with open(path + ".tmp", "w", encoding="utf-8") as handle:

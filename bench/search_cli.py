@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for name, query in common.QUERIES:
         match = common.fts_match(query)
-        sides[name] = {"memdir": [memdir, "search", query],
+        sides[name] = {"memdir": [memdir, "search", "--mode", "lexical", query],
                        "bare": [python, "-c", bare_script, db, match]}
         _, ours = run(sides[name]["memdir"], env)
         _, theirs = run(sides[name]["bare"], env)

@@ -47,7 +47,7 @@ def bench_size(n: int, args: Any) -> list[dict[str, Any]]:
                 match = common.fts_match(query)
 
                 def ours(query: str = query) -> list[Any]:
-                    return memory.search(query, limit=LIMIT)
+                    return memory.search(query, limit=LIMIT, mode="lexical")
 
                 def theirs(match: str = match) -> list[Any]:
                     return raw.execute(sql, (match, LIMIT)).fetchall()

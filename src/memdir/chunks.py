@@ -81,8 +81,10 @@ def _notes(lines: list[str]) -> list[Chunk]:
 
 
 def _make(start: int, end: int, when: str | None, lines: list[str]) -> Chunk:
+    while len(lines) > 1 and not lines[-1].strip():  # blank lines after a note are not it
+        lines = lines[:-1]
     content = "\n".join(lines).strip()
-    return Chunk(start, end, when, content, text_hash(content))
+    return Chunk(start, start + len(lines) - 1, when, content, text_hash(content))
 
 
 def _frontmatter(lines: list[str]) -> tuple[int, str | None, list[str]]:

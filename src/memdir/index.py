@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 
-from . import chunks
 from .clock import iso
 from .paths import Layout
 from .storage import files
@@ -20,7 +19,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from . import chunks
     from .storage.base import FileState, NewChunk, Store
+else:
+    from .lazy import lazy
+
+    chunks = lazy("memdir.chunks")  # only when a file changed
 
 # kind of hit -> folder under the memory root
 TIERS = (("procedure", "procedures"), ("global", "global"), ("task", "tasks"), ("daily", "daily"))

@@ -12,9 +12,7 @@ from collections.abc import Callable
 
 from . import (
     facts,
-    hot,
     index,
-    markers,
     procedures,
     search,
     sessions,
@@ -28,6 +26,7 @@ from .errors import (
     StorageError,
     ValidationError,
 )
+from .lazy import lazy
 from .models import (
     Fact,
     Hit,
@@ -49,7 +48,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from . import hot, markers
     from .storage.embeddings import Embedder
+else:
+    hot = lazy("memdir.hot")
+    markers = lazy("memdir.markers")
 
 
 class Memory(WorkflowMemory, WorkspaceMemory):

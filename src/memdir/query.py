@@ -35,7 +35,8 @@ class Op(Record):
 Node = Word | Op
 
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
 had has have having he her here hers herself him himself his how i if in into is it its itself
@@ -44,7 +45,8 @@ over own same she should so some such than that the their theirs them themselves
 these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves s t d ll m re ve don
 didn doesn isn wasn weren won wouldn shouldn couldn hasn haven hadn aren ever also
-""".split())
+""".split()
+)
 WORD_RE = re.compile(r"\w+")
 
 

@@ -6,16 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import (
-    entries,
     facts,
-    hot,
-    index,
-    markers,
-    recall,
     search,
-    tasks,
 )
 from .errors import MemdirError, NotFoundError, ValidationError
+from .lazy import lazy
 from .memory_base import MemoryBase
 from .models import (
     Applied,
@@ -28,6 +23,17 @@ from .models import (
 )
 from .records import Record
 from .storage import embeddings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import entries, hot, index, markers, recall, tasks
+else:
+    entries = lazy("memdir.entries")
+    hot = lazy("memdir.hot")
+    index = lazy("memdir.index")
+    markers = lazy("memdir.markers")
+    recall = lazy("memdir.recall")
+    tasks = lazy("memdir.tasks")
 
 
 class Reindexed(Record):

@@ -6,17 +6,11 @@ from __future__ import annotations
 import os
 
 from . import (
-    daily,
-    distill,
-    entries,
     facts,
-    heartbeat,
-    hot,
-    identity,
-    stats,
 )
 from .clock import iso
 from .errors import NotFoundError, ValidationError
+from .lazy import lazy
 from .memory_base import MemoryBase
 from .paths import (
     safe_path,
@@ -27,6 +21,16 @@ from .storage import files
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from . import daily, distill, entries, heartbeat, hot, identity, stats
+else:
+    daily = lazy("memdir.daily")
+    distill = lazy("memdir.distill")
+    entries = lazy("memdir.entries")
+    heartbeat = lazy("memdir.heartbeat")
+    hot = lazy("memdir.hot")
+    identity = lazy("memdir.identity")
+    stats = lazy("memdir.stats")
 
 
 class Lines(Record):

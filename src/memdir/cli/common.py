@@ -10,6 +10,11 @@ import sys
 from ..errors import ValidationError
 from ..memory import Memory
 
+# argparse passes each of its own strings through gettext, which searches the disk for a
+# catalogue every time (~2 ms a call, with nothing found). memdir speaks English only, so
+# argparse's few strings need no translation either.
+argparse._ = lambda message: message  # type: ignore[attr-defined]
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -3,8 +3,8 @@ chunked nor embedded twice."""
 
 from __future__ import annotations
 
-import hashlib
-
 
 def text_hash(text: str) -> str:
+    import hashlib  # ~2 ms of import (OpenSSL): only when something is hashed
+
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()

@@ -54,11 +54,23 @@ class IndexRows:
                 )
                 if chunks is None:
                     continue
+                # the delete trigger drops the old rows' vectors: a chunk whose text did not
+                # change gets its vector back instead of being embedded again (Q2)
+                kept = db.execute(
+                    "SELECT DISTINCT v.model, v.hash, v.vec FROM vectors v JOIN chunks c "
+                    "ON v.owner = 'chunk' AND v.owner_id = c.id WHERE c.path = ?",
+                    (path,),
+                ).fetchall()
                 db.execute("DELETE FROM chunks WHERE path = ?", (path,))
                 db.executemany(
                     "INSERT INTO chunks (path, kind, start_line, end_line, date, content, hash) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(path, kind, *chunk) for chunk in chunks],
+                )
+                db.executemany(
+                    "INSERT OR IGNORE INTO vectors (model, owner, owner_id, hash, vec) "
+                    "SELECT ?, 'chunk', id, hash, ? FROM chunks WHERE path = ? AND hash = ?",
+                    [(model, vec, path, digest) for model, digest, vec in kept],
                 )
 
     def search_chunks(
