@@ -54,7 +54,8 @@ def test_supersede_keeps_history_and_leaves_search(memory: Memory) -> None:  # F
     clock.advance(3600)
     new = mem.supersede_fact(old.id, "Deploys happen on Tuesdays")
     assert new.supersedes == old.id and new.category == "decision"
-    assert [h.content for h in mem.search("deploys", mode="lexical")] == ["Deploys happen on Tuesdays"]
+    found = mem.search("deploys", mode="lexical")
+    assert [h.content for h in found] == ["Deploys happen on Tuesdays"]
     history = mem.fact_history(old.id)
     assert [f.id for f in history] == [old.id, new.id]
     assert history[0].status == "superseded" and history[0].superseded_by == new.id
@@ -125,7 +126,8 @@ def test_filters_category_since_and_limit(memory: Memory) -> None:  # F4
     mem.add_fact("python version: 3.11", "decision")
     for i in range(15):
         mem.add_fact(f"python note {i}", "learning")
-    assert [h.category for h in mem.search("python", category="decision", mode="lexical")] == ["decision"]
+    decisions = mem.search("python", category="decision", mode="lexical")
+    assert [h.category for h in decisions] == ["decision"]
     assert len(mem.search("python", mode="lexical")) == 10  # default limit
     assert len(mem.search("python", limit=3, mode="lexical")) == 3
     late = mem.search("python", since="2026-06-01", limit=100, mode="lexical")

@@ -212,7 +212,7 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         embedded."""
         if self.unembedded:
             return (
-                f"{self.unembedded:,} items are not embedded yet, so semantic search "
+                f"{self.unembedded:,} item(s) are not embedded yet, so semantic search "
                 "does not see them: run `memdir reindex`"
             )
         if self._embedder is not None or embeddings.available() or not self.settings.enabled:

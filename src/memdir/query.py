@@ -60,7 +60,8 @@ def parse_search(query: str) -> Node | None:
     words = [w for w in words if w.strip("_")]
     if not words:
         return None
-    kept = [w for w in words if w not in STOPWORDS] or words
+    # all stopwords ("what's up"): keep them, but not the single letters of contractions
+    kept = [w for w in words if w not in STOPWORDS] or [w for w in words if len(w) > 1] or words
     node: Node = Word(kept[0])
     for word in dict.fromkeys(kept[1:]):
         if word != kept[0]:
