@@ -48,11 +48,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from . import hot, markers
+    from . import hot, markers, secret_scan
     from .storage.embeddings import Embedder
 else:
     hot = lazy("memdir.hot")
     markers = lazy("memdir.markers")
+    secret_scan = lazy("memdir.secret_scan")
 
 
 class Memory(WorkflowMemory, WorkspaceMemory):
@@ -67,10 +68,12 @@ class Memory(WorkflowMemory, WorkspaceMemory):
 
     def hot_set(self, text: str) -> HotWrite:
         self._writable("hot")
+        secret_scan.check(text, "hot memory text")
         return self._hot_update(lambda _current: text, replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
         self._writable("hot")
+        secret_scan.check(text, "hot memory text")
         return self._hot_update(lambda current: hot.appended(current, text))
 
     def hot_remove(self, *, line: str | None = None, section: str | None = None) -> HotWrite:

@@ -26,8 +26,9 @@ from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import entries, hot, index, markers, recall, tasks
+    from . import entries, hot, index, markers, recall, secret_scan, tasks
 else:
+    secret_scan = lazy("memdir.secret_scan")
     entries = lazy("memdir.entries")
     hot = lazy("memdir.hot")
     index = lazy("memdir.index")
@@ -70,6 +71,8 @@ class WorkflowMemory(MemoryBase):
         task: str | None,
         workflow: str | None,
     ) -> tuple[Entry, bool]:
+        secret_scan.check(description, "entry's description")  # X2, markers included
+        secret_scan.check(content, "entry")
         provenance = {"agent": self.agent, "task": task, "workflow": workflow}
         result = entries.write(
             self.layout, self.store, name, description, content, self._now(), provenance

@@ -1,0 +1,94 @@
+"""Secrets never reach memory (X2): refused on every write path, named, nothing on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memdir import Memory, ValidationError
+from memdir.secret_scan import SecretError, find
+
+# Each is built from pieces so that no scanner flags this test file as a leaked secret.
+SECRETS = {
+    "a private key": "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END",
+    "an AWS access key id": "AKIA" + "IOSFODNN7EXAMPLQ",
+    "a GitHub token": "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyzAB",
+    "a Slack token": "xoxb-" + "123456789012-abcdefghijklmn",
+    "an Anthropic API key": "sk-ant-" + "api03-abcdefghijklmnopqrstuvwxyz012345",
+    "an OpenAI API key": "sk-" + "proj-abcdefghijklmnopqrstuvwxyz0123",
+    "a Google API key": "AIza" + "SyA1234567890abcdefghijklmnopqrstuv",
+    "a JSON Web Token": "eyJhbGciOiJIUzI1NiJ9."
+    + "eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+    "a password in a URL": "postgres://admin:" + "s3cr3tPass@db.internal/app",
+    "a password value": "password = " + "correct-horse-battery",
+    "a secret value": "secret: " + "9f8d7c6b5a4e3f2d1c0b9a8f7e6d5c4b",
+}
+
+CLEAN = [
+    "The user prefers tabs and a token budget of 4000 characters.",
+    "Passwords live in the team vault; never paste them here.",
+    "api_key = os.environ['OPENAI_API_KEY']",
+    "password: get_password_from_keyring()",
+    "Connect with postgres://user:password@localhost/db in the docs example.",
+    "client_secret: settings.CLIENT_SECRET",
+    "set TOKEN=${GITHUB_TOKEN} in CI",
+    "sk-learn and scikit-learn are the same library",
+    "The JWT header starts with eyJ, which is base64 for {\"",
+    "ssh-keygen -t ed25519 makes a key pair; the public key goes to GitHub",
+    "def login(user, password): return check(user, password)",
+    "Commit 3f2a9c1d4b5e6f708192a3b4c5d6e7f8a9b0c1d2 fixed the bug",
+]
+
+
+@pytest.mark.parametrize("kind", SECRETS)
+def test_each_kind_of_secret_is_found_and_named(kind: str) -> None:  # X2
+    found = find(f"note: {SECRETS[kind]} (from the deploy script)")
+    assert found is not None and found[0] == kind
+
+
+@pytest.mark.parametrize("text", CLEAN)
+def test_ordinary_prose_and_code_pass(text: str) -> None:  # X2: false positives stay rare
+    assert find(text) is None
+
+
+def _all_bytes(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("kind", ["a GitHub token", "a password in a URL", "a private key"])
+def test_every_write_path_refuses_and_writes_nothing(memory: Memory, kind: str) -> None:  # X2
+    secret = SECRETS[kind]
+    memory.add_fact("a harmless fact", "learning")  # the store exists
+    memory.start_task("t")
+    writes = {
+        "fact": lambda: memory.add_fact(f"deploy with {secret}", "learning"),
+        "bulk": lambda: memory.add_facts([("ok", "learning"), (secret, "learning")]),
+        "supersede": lambda: memory.supersede_fact(1, f"now {secret}"),
+        "hot set": lambda: memory.hot_set(f"Name: Ada\n{secret}"),
+        "hot append": lambda: memory.hot_append(secret),
+        "procedure": lambda: memory.write_procedure("deploy", f"# Deploy\n{secret}\n"),
+        "entry": lambda: memory.write_entry("creds", "where creds are", secret),
+        "entry description": lambda: memory.write_entry("creds", f"key {secret}", "body"),
+        "note": lambda: memory.add_note("t", f"used {secret}"),
+        "daily": lambda: memory.daily_append(f"rotated {secret}"),
+    }
+    for path, write in writes.items():
+        with pytest.raises(SecretError, match=kind) as info:
+            write()
+        assert "\n" not in str(info.value) and "line" in str(info.value), path
+        assert isinstance(info.value, ValidationError)
+    block = json.dumps({"content": f"the key is {secret}"})
+    marker = f"MEMDIR_MEMORIZE_BEGIN\n{block}\nMEMDIR_MEMORIZE_END\n"
+    ingested = memory.ingest(marker, task="t")
+    assert ingested.applied == [] and any("looks like" in w for w in ingested.warnings)
+    memory.close()
+    # no byte of it reached disk: not the files, not the database, not the WAL
+    fragment = secret[-12:].encode() if kind != "a private key" else b"MIIEowIBAAKCAQEA7"
+    assert fragment not in _all_bytes(Path(memory.path))
+
+
+def test_cli_refuses_with_one_line(run) -> None:  # X2
+    result = run("fact", "add", f"token {SECRETS['a Slack token']}", "-c", "learning")
+    assert result.code == 1 and "a Slack token" in result.err and result.err.count("\n") == 1
