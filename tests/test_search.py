@@ -510,7 +510,8 @@ def test_a_superseded_or_removed_fact_loses_its_vector(sem: Memory) -> None:  # 
 def test_hybrid_is_the_union_ranked_by_fusion(sem: Memory) -> None:  # Q3
     for text in (ONLY_SIMILAR, BOTH, ONLY_LEXICAL):
         sem.add_fact(text, "learning")
-    lexical = contents(sem.search(QUESTION, mode="lexical"))
+    lexical_hits = sem.search(QUESTION, mode="lexical")
+    lexical = contents(lexical_hits)
     semantic = contents(sem.search(QUESTION, mode="semantic"))
     assert set(lexical) == {BOTH, ONLY_LEXICAL} and set(semantic) == {BOTH, ONLY_SIMILAR}
     hits = sem.search(QUESTION, mode="hybrid")
@@ -518,15 +519,15 @@ def test_hybrid_is_the_union_ranked_by_fusion(sem: Memory) -> None:  # Q3
     assert contents(hits) == [BOTH, ONLY_LEXICAL, ONLY_SIMILAR]
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True) and len(set(scores)) == 3
-    conf = sem.settings  # weighted reciprocal rank: sum of weight / (k + rank)
+    # weighted sum: lexical_weight * bm25 / the best bm25 + semantic_weight * cosine, the
+    # cosine counted for every candidate (ONLY_LEXICAL's is below min_score, yet it counts)
+    conf = sem.settings
+    bm25 = {h.content: h.score for h in lexical_hits}
     for hit in hits:
-        fused = sum(
-            weight / (conf.search_rrf_k + ranked.index(hit.content) + 1)
-            for weight, ranked in ((conf.search_lexical_weight, lexical),
-                                   (conf.search_semantic_weight, semantic))
-            if hit.content in ranked
-        )
-        assert hit.score == pytest.approx(fused, abs=1e-6)
+        cosine = float(HashEmbedder().embed([hit.content])[0] @ HashEmbedder().embed([QUESTION])[0])
+        fused = (conf.search_lexical_weight * bm25.get(hit.content, 0.0) / max(bm25.values())
+                 + conf.search_semantic_weight * max(cosine, 0.0))
+        assert hit.score == pytest.approx(fused, abs=1e-5)
     assert sem.search_mode() == "hybrid"  # the default with an embedder
     assert contents(sem.search(QUESTION)) == contents(hits)
 

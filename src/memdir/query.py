@@ -70,10 +70,20 @@ def parse_search(query: str) -> Node | None:
 
 
 def is_structured(query: str) -> bool:
-    """Written in FTS5 syntax: quotes, parentheses, an upper-case operator or a prefix*."""
-    if any(ch in query for ch in '"()'):
+    """Written in FTS5 syntax: parentheses, an upper-case operator, a prefix*, or quotes,
+    except quotes inside a sentence (`When did Jon read "The Lean Startup"?`): a title
+    quoted in a question is not a request to AND every other word of it."""
+    if any(ch in query for ch in "()"):
         return True
-    return any(t in OPERATORS or (len(t) > 1 and t.endswith("*")) for t in query.split())
+    if any(t in OPERATORS or (len(t) > 1 and t.endswith("*")) for t in query.split()):
+        return True
+    return '"' in query and not _is_sentence(query)
+
+
+def _is_sentence(query: str) -> bool:
+    """Outside its quotes, the query has a stopword: it reads as prose, not as syntax."""
+    outside = re.sub(r'"[^"]*"', " ", query)
+    return any(w.lower() in STOPWORDS for w in WORD_RE.findall(outside))
 
 
 def parse(query: str) -> Node:

@@ -4,8 +4,14 @@ Lexical: the fact archive's FTS5 index, the chunks index of the markdown files (
 entries, task notes, daily logs, procedures), and the plain substring match of procedures
 (P3), each ranked on its own (bm25 scores of two indexes do not compare) and merged by
 reciprocal rank fusion. Semantic: cosine between the question's vector and every fact's and
-chunk's (brute force with numpy: ~1 ms per 10k vectors). Hybrid: the two lists fused by
-weighted reciprocal rank, `lexical_weight / (k + rank) + semantic_weight / (k + rank)`.
+chunk's (brute force with numpy: ~1 ms per 10k vectors). Hybrid: the union of both lists,
+ranked by a weighted sum of scores, `lexical_weight * bm25 / (the best bm25 of its list) +
+semantic_weight * cosine`, where every candidate, lexical ones included, gets its cosine
+(0 when it has no lexical match or no vector). Scores rather than ranks: reciprocal rank
+fusion forgets how far apart two hits are, and on LoCoMo it lost to lexical search alone
+while this sum beat it (bench/locomo.py); a convex combination of normalised scores is
+also what Bruch et al. (2023, "An Analysis of Fusion Functions for Hybrid Retrieval")
+found to beat reciprocal rank fusion.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .storage.base import ChunkRow, Store
     from .storage.embeddings import Embedder, Vectors
 
@@ -61,6 +69,7 @@ class VectorCache:
     def __init__(self) -> None:
         self.generation: tuple[int, int] | None = None
         self.keys: list[Key] = []
+        self.rows: dict[Key, int] = {}  # key -> its row of the matrix
         self.matrix: Vectors | None = None
 
     def load(self, store: Store, embedder: Embedder) -> tuple[list[Key], Vectors]:
@@ -72,6 +81,7 @@ class VectorCache:
                 keys.append((owner, owner_id))
                 blobs.append(blob)
             self.keys, self.matrix = keys, embeddings.from_blobs(blobs, embedder.dim)
+            self.rows = {key: row for row, key in enumerate(keys)}
             self.generation = generation
         return self.keys, self.matrix
 
@@ -121,32 +131,19 @@ def search(
     if mode == "hybrid" and query.is_structured(text):
         mode = "lexical"  # F4: AND, NOT, "phrases" mean exactly that; similarity would not
     depth = max(3 * limit, 30)
-    lexical: list[tuple[Key, Hit]] = []
+    lexical: list[list[tuple[Key, Hit]]] = []
     if mode != "semantic":
-        lexical = _fuse(
-            [
-                (1.0, ranked)
-                for ranked in _lexical_lists(store, layout, node, category, since, kinds, depth)
-            ],
-            rrf_k,
-        )
+        lexical = _lexical_lists(store, layout, node, category, since, kinds, depth)
     if mode == "lexical":
-        return _finish(lexical, limit)
+        return _finish(_fuse([(1.0, ranked) for ranked in lexical], rrf_k), limit)
     if embedder is None:
         raise MissingExtraError(embeddings.INSTALL)
-    semantic = _semantic(store, embedder, cache, text, category, since, kinds, depth, min_score)
+    semantic, similarity = _semantic(
+        store, embedder, cache, text, category, since, kinds, depth, min_score
+    )
     if mode == "semantic":
         return _finish(semantic, limit)
-    fused = _fuse([(weights[0], lexical), (weights[1], semantic)], rrf_k)
-    return _finish(
-        [
-            (key, hit._replace(score=round(score, 6)))
-            for (key, hit), score in zip(
-                fused, _scores(fused, lexical, semantic, weights, rrf_k), strict=True
-            )
-        ],
-        limit,
-    )
+    return _finish(_combine(lexical, semantic, similarity, weights), limit)
 
 
 def _lexical_lists(
@@ -209,13 +206,21 @@ def _semantic(
     kinds: tuple[str, ...],
     depth: int,
     min_score: float,
-) -> list[tuple[Key, Hit]]:
+) -> tuple[list[tuple[Key, Hit]], Callable[[Key], float]]:
+    """The hits at or above min_score, best first, and the cosine of any key (0 without a
+    vector), for hybrid ranking."""
     import numpy as np
 
     keys, matrix = cache.load(store, embedder)
     if not keys:
-        return []
+        return [], lambda key: 0.0
     scores = matrix @ embedder.embed([text])[0]
+    rows = cache.rows
+
+    def similarity(key: Key) -> float:
+        row = rows.get(key)
+        return 0.0 if row is None else float(scores[row])
+
     wanted = min(len(keys), depth * 4)
     candidates = np.argpartition(-scores, wanted - 1)[:wanted]
     candidates = candidates[np.argsort(-scores[candidates])]
@@ -246,7 +251,7 @@ def _semantic(
                 out.append((("chunk", row[0]), _chunk_hit(row, score)))
         if len(out) >= depth:
             break
-    return out
+    return out, similarity
 
 
 def _chunk_hit(row: ChunkRow, score: float) -> Hit:
@@ -268,20 +273,33 @@ def _fuse(lists: list[tuple[float, list[tuple[Key, Hit]]]], k: int) -> list[tupl
     return [(key, hits[key]) for key in order]
 
 
-def _scores(
-    fused: list[tuple[Key, Hit]],
-    lexical: list[tuple[Key, Hit]],
+def _combine(
+    lexical: list[list[tuple[Key, Hit]]],
     semantic: list[tuple[Key, Hit]],
+    similarity: Callable[[Key], float],
     weights: tuple[float, float],
-    k: int,
-) -> list[float]:
-    lex = {key: rank for rank, (key, _) in enumerate(lexical)}
-    sem = {key: rank for rank, (key, _) in enumerate(semantic)}
-    return [
-        (weights[0] / (k + lex[key] + 1) if key in lex else 0.0)
-        + (weights[1] / (k + sem[key] + 1) if key in sem else 0.0)
-        for key, _ in fused
-    ]
+) -> list[tuple[Key, Hit]]:
+    """Hybrid (Q3): every candidate of the lexical lists and of the semantic list, scored
+    `lexical_weight * its lexical score / the best of its list + semantic_weight * its
+    cosine` (a negative cosine counts as 0). Dividing by the best puts bm25, whose scale
+    depends on the query and the index, and the substring counts of procedures, on the
+    cosine's 0-1 scale."""
+    relative: dict[Key, float] = {}
+    hits: dict[Key, Hit] = {}
+    for ranked in lexical:
+        best = ranked[0][1].score
+        for key, hit in ranked:
+            share = hit.score / best if best > 0 else 1.0
+            relative[key] = max(relative.get(key, 0.0), share)
+            hits.setdefault(key, hit)
+    for key, hit in semantic:
+        hits.setdefault(key, hit)
+    scored = {
+        key: weights[0] * relative.get(key, 0.0) + weights[1] * max(similarity(key), 0.0)
+        for key in hits
+    }
+    order = sorted(hits, key=lambda key: -scored[key])
+    return [(key, hits[key]._replace(score=round(scored[key], 6))) for key in order]
 
 
 def _finish(ranked: list[tuple[Key, Hit]], limit: int) -> list[Hit]:

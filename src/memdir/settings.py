@@ -48,11 +48,13 @@ class Settings(Record):
     # [distill] (D1): how much `memdir distill` gathers at most.
     distill_max_chars: int = 8000
     # [search] (Q2, Q3): "auto" is hybrid when the embeddings extra is installed, else
-    # lexical; weights of the reciprocal rank fusion, chosen on the LoCoMo dev split.
+    # lexical. Hybrid ranks by lexical_weight x bm25/best + semantic_weight x cosine: equal
+    # weights sit in the middle of the flat optimum (0.7-1.5) on the LoCoMo dev split.
+    # rrf_k merges the lexical lists (facts, files, procedures) by reciprocal rank.
     search_mode: str = "auto"
     search_min_score: float = 0.5
     search_lexical_weight: float = 1.0
-    search_semantic_weight: float = 0.3
+    search_semantic_weight: float = 1.0
     search_rrf_k: int = 60
 
 
@@ -297,7 +299,7 @@ def config_template() -> str:
         "\n[search]\n"
         '# mode = "auto"             # auto (hybrid with the embeddings extra), lexical, ...\n'
         "# min_score = 0.5           # semantic hits below this cosine are dropped\n"
-        "# lexical_weight = 1.0      # weights of the hybrid fusion\n"
-        "# semantic_weight = 0.3\n"
-        "# rrf_k = 60\n"
+        "# lexical_weight = 1.0      # hybrid: weight x bm25/best + weight x cosine\n"
+        "# semantic_weight = 1.0\n"
+        "# rrf_k = 60                # merges the lexical lists by reciprocal rank\n"
     )
