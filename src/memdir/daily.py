@@ -81,7 +81,7 @@ def append(layout: Layout, text: str, now: float, section: str | None = None) ->
     clock = time.strftime("%H:%M", time.localtime(now))
     path = path_of(layout, date)
     with files.locked(layout.locks_dir, f"daily-{date}"):
-        title, sections = _parse(files.read_text(path) or "")
+        title, sections = _parse(files.read_for_rewrite(path) or "")
         if section is None:
             heading = clock
             _add(sections, heading, text.strip("\n").split("\n"), join_last=True)

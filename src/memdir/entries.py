@@ -141,7 +141,10 @@ def _refresh(
     one cached, else the file parsed again (G4). The cache is brought up to date."""
     import json
 
-    cache = store.entry_cache(with_meta)
+    try:
+        cache = store.entry_cache(with_meta)
+    except MemdirError:
+        cache, trust_cache = {}, False  # a broken memory.db must not hide the files (Z)
     current: dict[str, CachedEntry] = {}
     changed: dict[str, CachedEntry] = {}
     for name, path, mtime_ns, size in _files(layout):

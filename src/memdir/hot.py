@@ -36,7 +36,7 @@ def update(
     on), so a later append cannot slip into the marker's room and hide that text was lost.
     """
     with files.locked(layout.locks_dir, "HOT.md"):
-        current = files.read_text(layout.hot)
+        current = files.read_for_rewrite(layout.hot)
         carried = 0 if replace else cut_so_far(current or "")
         text, cut = truncate(change(current or ""), cap, carried)
         files.sweep_temps(layout.hot)

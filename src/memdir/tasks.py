@@ -72,7 +72,7 @@ def add_note(
     path = layout.task_notes(task)
     wanted = _same(content)
     with files.locked(layout.locks_dir, f"task-{task}"):
-        current = files.read_text(path) or ""
+        current = files.read_for_rewrite(path) or ""
         if any(_same(note.content) == wanted for note in parse_notes(task, current)):
             return False
         if current and not current.endswith("\n"):

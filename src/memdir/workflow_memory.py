@@ -9,7 +9,7 @@ from . import (
     facts,
     search,
 )
-from .errors import MemdirError, NotFoundError, ValidationError
+from .errors import MemdirError, NotFoundError, StorageError, ValidationError
 from .lazy import lazy
 from .memory_base import MemoryBase
 from .models import (
@@ -168,7 +168,11 @@ class WorkflowMemory(MemoryBase):
         )
 
     def _lineage(self, task_id: str) -> list[str]:
-        return tasks.lineage({t.id: t for t in self.store.all_tasks()}, task_id)
+        try:
+            registry = {t.id: t for t in self.store.all_tasks()}
+        except StorageError:
+            registry = {}  # a broken memory.db: the task's own notes still recall (Z)
+        return tasks.lineage(registry, task_id)
 
     def ingest(
         self,

@@ -35,6 +35,26 @@ def read_text(path: str) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
+def read_for_rewrite(path: str) -> str | None:
+    """The text of a file about to be rewritten, or None when it does not exist. A file
+    that is not UTF-8 (binary junk, another encoding) is refused rather than rewritten:
+    decoding it with replacement characters would destroy bytes someone put there."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StorageError(
+            f"{path} is not UTF-8 text (byte {exc.start}): it was left as it is; fix or move "
+            "it, then write again"
+        ) from None
+
+
 def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int]:
     """E4: (lines start..start+count-1, 1-based, without their line breaks; total lines).
     A file with NUL bytes is not text and is refused; so is a folder (IsADirectoryError)."""
