@@ -6,10 +6,12 @@ never lost; the previous content goes to HOT.md.bak and the new one lands atomic
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections.abc import Callable
 
-from .errors import NotFoundError, ValidationError
+from .errors import NotFoundError, StorageError, ValidationError
 from .models import HotWrite
 from .paths import Layout
 from .storage import files
@@ -41,9 +43,20 @@ def update(
         text, cut = truncate(change(current or ""), cap, carried)
         files.sweep_temps(layout.hot)
         files.sweep_temps(layout.hot + ".bak")
+        backup = files.read_text(layout.hot + ".bak") if current is not None else None
         if current is not None:
             files.atomic_write(layout.hot + ".bak", current)
-        files.atomic_write(layout.hot, text)
+        try:
+            files.atomic_write(layout.hot, text)
+        except StorageError:
+            # HOT.md is unchanged (a full disk, say), so its previous backup stays too:
+            # "nothing was changed" must hold for HOT.md.bak as well
+            with contextlib.suppress(OSError, StorageError):
+                if current is not None and backup is None:
+                    os.unlink(layout.hot + ".bak")
+                elif backup is not None and backup != current:
+                    files.atomic_write(layout.hot + ".bak", backup)
+            raise
     return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
 
 

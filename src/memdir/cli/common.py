@@ -46,6 +46,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """A usage error is a user error: one line and exit 1, like every other."""
+        message = " ".join(message.splitlines())  # an argument may hold line breaks
         self.exit(1, f"memdir: error: {message} (see `{self.prog} --help`)\n")
 
 
