@@ -450,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-delay", type=float, default=0.15,
                         help="seconds the writer runs at most before it is killed")
     parser.add_argument("--seed", type=int, default=common.DEFAULT_SEED)
+    parser.add_argument("--cache-dir", help="unused: every run starts from an empty store")
     parser.add_argument("--out-dir", default=common.RESULTS_DIR)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="memdir-faults-") as workdir:

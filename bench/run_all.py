@@ -33,6 +33,11 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "ingest": ([], ["--mb", "0.2", "--blocks", "20", "--scales", "1,2", "--runs", "5",
                     "--rounds", "1", "--store-entries", "200"]),
     "boot": ([], ["--days", "10", "--entries", "50", "--runs", "5"]),
+    "search_scale": ([], ["--facts", "1000", "--chunks", "300", "--index-chunks", "100",
+                          "--runs", "20", "--hybrid-runs", "10", "--cli-runs", "3"]),
+    "stress": ([], ["--procs", "3", "--seconds", "3", "--readers", "1"]),
+    "faults": ([], ["--kills", "10"]),
+    "secrets_fp": ([], ["--code-lines", "2000", "--secrets", "100"]),
 }
 
 
@@ -90,6 +95,38 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
              "value": summary["boot_p95_ms"], "target": "", "ok": None},
             {"bench": name, "figure": "memdir boot / bare read of the same files, median wall",
              "value": summary["ratio_p50"], "target": "", "ok": None},
+        ]
+    if name == "stress":
+        return [
+            {"bench": name, "figure": "stress: acknowledged writes/s (all writers)",
+             "value": summary["writes_per_s"], "target": "", "ok": None},
+            {"bench": name, "figure": "stress: acknowledged writes lost", "value": summary["lost"],
+             "target": "0", "ok": summary["lost"] == 0 and summary["ok"]},
+        ]
+    if name == "faults":
+        return [{"bench": name, "figure": "crash harness: acknowledged writes lost after kills",
+                 "value": summary.get("lost", 0), "target": "0", "ok": summary.get("ok")}]
+    if name == "secrets_fp":
+        return [{"bench": name, "figure": "secret scanner false-positive rate (clean text)",
+                 "value": summary["false_positive_rate"], "target": "", "ok": None}]
+    if name == "search_scale":
+        size = f"{summary['facts']:,} facts + {summary['chunks']:,} chunks"
+        targets, met = summary["targets"], summary["met"]
+        return [
+            {"bench": name, "figure": "reindex chunks/s with embeddings (fresh store)",
+             "value": summary["index_chunks_per_s"], "target": f"≥ {targets['chunks_per_s']:g}",
+             "ok": met["index"]},
+            {"bench": name, "figure": f"lexical search / raw FTS5 p95 ({size}, worst query)",
+             "value": summary["lexical_worst_ratio_p95"],
+             "target": f"≤ {targets['lexical_ratio_p95']:g}", "ok": met["lexical"]},
+            {"bench": name, "figure": "the same without the per-search index sync",
+             "value": summary["lexical_no_sync_worst_ratio_p95"], "target": "", "ok": None},
+            {"bench": name, "figure": f"hybrid search p95 ms, warm ({size}, worst query)",
+             "value": summary["hybrid_worst_p95_ms"],
+             "target": f"≤ {targets['hybrid_p95_ms']:g}", "ok": met["hybrid"]},
+            {"bench": name, "figure": "`memdir search --mode hybrid` p50 ms, whole process",
+             "value": summary["cli_hybrid_p50_ms"],
+             "target": f"≤ {targets['cli_hybrid_p50_ms']:g}", "ok": met["cli_hybrid"]},
         ]
     return []
 

@@ -69,6 +69,8 @@ def main() -> int:
     parser.add_argument("--code-lines", type=int, default=30000)
     parser.add_argument("--secrets", type=int, default=1000)
     parser.add_argument("--out-dir", default=common.RESULTS_DIR)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cache-dir", help="unused")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     for name, texts in corpus(args.locomo, args.code_lines).items():
@@ -80,7 +82,7 @@ def main() -> int:
                      "rate": len(flagged) / len(texts) if texts else 0.0,
                      "us_per_text": 1e6 * seconds / max(1, len(texts)),
                      "examples": [f"{f[0]}: {t.strip()[:80]}" for t, f in flagged[:5]]})
-    secrets = synthetic_secrets(args.secrets, seed=7)
+    secrets = synthetic_secrets(args.secrets, seed=args.seed)
     caught = sum(1 for kind, text in secrets if (f := find(text)) is not None and f[0] == kind)
     rows.append({"corpus": f"synthetic secrets ({len(PATTERNS) - 1} kinds + passwords)",
                  "texts": len(secrets), "flagged": caught, "rate": caught / len(secrets),

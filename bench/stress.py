@@ -235,6 +235,7 @@ def main() -> int:
     parser.add_argument("--readers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=common.DEFAULT_SEED)
     parser.add_argument("--out-dir", default=common.RESULTS_DIR)
+    parser.add_argument("--cache-dir", help="unused: every run starts from an empty store")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memdir-stress-") as workdir:
         outcome = run(args.procs, args.seconds, args.readers, args.seed, workdir)

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from memdir.storage.embeddings import available as embeddings_available
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 TINY = {
     "search_cli": ["--facts", "500", "--runs", "2"],
@@ -24,6 +26,8 @@ TINY = {
                "--rounds", "1", "--store-entries", "30", "--profile"],
     "boot": ["--days", "3", "--entries", "20", "--runs", "2", "--profile",
              "--profile-runs", "1"],
+    "search_scale": ["--facts", "300", "--chunks", "60", "--index-chunks", "30", "--runs", "2",
+                     "--hybrid-runs", "2", "--cli-runs", "1", "--profile", "always"],
 }
 SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
@@ -36,6 +40,10 @@ SUMMARY_KEYS = {
     "boot": {"boot_p50_ms", "boot_p95_ms", "subagent_p50_ms", "json_p50_ms", "bare_p50_ms",
              "ratio_p50", "split_p50_ms", "chars", "tokens", "parts", "build", "imports",
              "ok"},
+    "search_scale": {"targets", "met", "index_chunks_per_s", "lexical_worst_ratio_p95",
+                     "lexical_no_sync_worst_ratio_p95", "sync_p50_ms", "hybrid_worst_p95_ms",
+                     "semantic_worst_p95_ms", "matmul_p50_ms", "cli_hybrid_p50_ms",
+                     "cli_lexical_p50_ms", "ok"},
 }
 ROW_KEYS = {
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
@@ -47,6 +55,7 @@ ROW_KEYS = {
     "ingest": {"kind", "case", "mb", "blocks", "memdir_p50_ms", "baseline_p50_ms", "ratio_p50",
                "mb_per_s", "us_per_block"},
     "boot": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "chars", "tokens"},
+    "search_scale": {"table"},
 }
 
 
@@ -80,6 +89,8 @@ def finite_numbers(value: Any) -> bool:
 
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_script_writes_its_json(script: str, tmp_path: Path, cache_dir: Path) -> None:
+    if script == "search_scale" and not embeddings_available():
+        pytest.skip("search_scale needs the embeddings extra")
     data = run_bench(script, TINY[script], tmp_path, cache_dir)
     assert {"name", "params", "env", "rows", "summary"} <= set(data)
     assert data["name"] == script

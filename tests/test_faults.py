@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -164,8 +165,7 @@ def test_full_disk_through_the_cli_is_one_line_on_stderr(state_dir: Path) -> Non
 
 @pytest.mark.skipif(
     os.geteuid() == 0,
-    reason="running as root, which ignores permission bits; the interpreter lives under "
-    "/root, so a child cannot drop to an unprivileged user to run memdir either",
+    reason="root ignores permission bits: as root, the read-only mount test below covers it",
 )
 def test_read_only_memory_folder_gives_a_clear_error_and_loses_nothing(
     state_dir: Path, run: object
@@ -200,3 +200,39 @@ def test_read_only_memory_folder_gives_a_clear_error_and_loses_nothing(
         (procedures / "deploy-staging.md").chmod(0o644)
         for path, mode in modes.items():
             path.chmod(mode)
+
+
+def _can_bind_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+@pytest.mark.skipif(not _can_bind_mount(), reason="needs root and mount(8) for a bind mount")
+def test_read_only_filesystem_gives_a_clear_error_and_loses_nothing(
+    state_dir: Path, tmp_path: Path
+) -> None:  # Z: as root permission bits do not bind, a read-only mount does
+    write_small_versions(state_dir)
+    memory_dir = state_dir / "memory"
+    before = snapshot(memory_dir)
+    mounted = subprocess.run(["mount", "--bind", str(memory_dir), str(memory_dir)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"bind mount refused here: {mounted.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(memory_dir)], check=True)
+        for args, stdin in (
+            (("procedure", "write", "deploy-staging", "-"), "# Deploy\n1. new\n"),
+            (("hot", "set", "-"), "# Hot\n- new\n"),
+            (("hot", "append", "a new line"), None),
+            (("fact", "add", "a new fact", "-c", "learning"), None),
+        ):
+            proc = subprocess.run(
+                cli_command(*args), input=stdin, capture_output=True, text=True, timeout=60,
+                env=cli_env(str(state_dir)),
+            )
+            assert proc.returncode == 1, (args, proc.stderr)
+            assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+            assert proc.stderr.startswith("memdir: error: ")
+        assert snapshot(memory_dir) == before
+    finally:
+        subprocess.run(["umount", str(memory_dir)], check=False)
+    assert snapshot(memory_dir) == before

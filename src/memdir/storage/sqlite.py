@@ -34,6 +34,8 @@ class SQLiteStore(IndexRows):
         self.busy_timeout_ms = busy_timeout_ms
         self.create = create
         self._db: sqlite3.Connection | None = None
+        # answers that hold until the database changes: (what, model) -> (change token, answer)
+        self._memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]] = {}
 
     # -- connection --------------------------------------------------------------------
 
@@ -135,6 +137,7 @@ class SQLiteStore(IndexRows):
         return StorageError(f"cannot {doing} {self.path}: {text}")
 
     def close(self) -> None:
+        self._memo.clear()  # a token belongs to one connection
         if self._db is not None:
             self._db.close()
             self._db = None

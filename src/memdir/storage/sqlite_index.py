@@ -15,6 +15,8 @@ CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
 
 
 class IndexRows:
+    _memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]]  # SQLiteStore's
+
     # provided by SQLiteStore
     def _conn(self) -> sqlite3.Connection | None:
         raise NotImplementedError
@@ -115,6 +117,9 @@ class IndexRows:
         if db is None:
             return []
         with self._translated("read"):
+            token = _change_token(db)
+            if limit > 0 and self._memo.get(("unembedded", model)) == (token, None):
+                return []  # every item had a vector, and nothing has changed since
             chunks = db.execute(
                 "SELECT 'chunk', c.id, c.content, c.hash FROM chunks c WHERE NOT EXISTS "
                 "(SELECT 1 FROM vectors v WHERE v.model = ? AND v.owner = 'chunk' "
@@ -127,6 +132,8 @@ class IndexRows:
                 "AND v.owner_id = f.id) LIMIT ?",
                 (model, max(0, limit - len(chunks))),
             ).fetchall()
+        if limit > 0 and not chunks and not facts:
+            self._memo[("unembedded", model)] = (token, None)
         from .hashing import text_hash
 
         return [*chunks, *((o, i, t, text_hash(t)) for o, i, t in facts)]
@@ -179,9 +186,14 @@ class IndexRows:
         if db is None:
             return (0, 0)
         with self._translated("read"):
+            token = _change_token(db)
+            known = self._memo.get(("generation", model))
+            if known is not None and known[0] == token and known[1] is not None:
+                return known[1]
             count, top = db.execute(
                 "SELECT count(*), coalesce(max(id), 0) FROM vectors WHERE model = ?", (model,)
             ).fetchone()
+        self._memo[("generation", model)] = (token, (int(count), int(top)))
         return int(count), int(top)
 
     def iter_vectors(self, model: str) -> Iterator[tuple[str, int, bytes]]:
@@ -192,3 +204,11 @@ class IndexRows:
             yield from db.execute(
                 "SELECT owner, owner_id, vec FROM vectors WHERE model = ?", (model,)
             )
+
+
+def _change_token(db: sqlite3.Connection) -> tuple[int, int]:
+    """Differs whenever the database may have changed since it was last taken: another
+    connection committed (data_version) or this one changed rows (total_changes). Answers
+    kept under it spare a warm process the scans of 100k rows that every search would
+    otherwise run to learn that nothing changed."""
+    return int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
