@@ -68,24 +68,6 @@ sys.stdout.write("\\n\\n".join(parts))
 # -- processes -------------------------------------------------------------------------
 
 
-def venv_bin(name: str) -> str:
-    """An executable of the venv running this script: .venv/bin/memdir, .venv/bin/python."""
-    path = os.path.join(sys.prefix, "bin", name)
-    if sys.prefix == sys.base_prefix or not os.access(path, os.X_OK):
-        raise SystemExit(f"{NAME}: run me with the project's venv python (no {path})")
-    return path
-
-
-def child_env(state: str, cache_dir: str) -> dict[str, str]:
-    """This environment, pointed at the store, with bytecode written and read once."""
-    dropped = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MEMDIR_") and k not in dropped}
-    env["MEMDIR_STATE_DIR"] = state
-    env["PYTHONPYCACHEPREFIX"] = os.path.join(os.path.abspath(cache_dir), "pycache")
-    return env
-
-
 def run(argv: list[str], env: dict[str, str]) -> tuple[float, str, str]:
     """(seconds, stdout, stderr) of one process."""
     started = time.perf_counter()
@@ -356,14 +338,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--days must be at least 2: boot shows today's and yesterday's logs")
     n_entries = args.entries[0]
     store, build = common.build_entry_store(n_entries, 0, 0, args.seed, args.cache_dir)
-    memdir, python = venv_bin("memdir"), venv_bin("python")
+    memdir, python = common.venv_bin("memdir"), common.venv_bin("python")
 
     with tempfile.TemporaryDirectory(prefix="memdir-bench-boot-") as scratch:
         state = os.path.join(scratch, "state")
         shutil.copytree(store, state)
         filled = fill(state, args)
         paths = floor_paths(state, filled["layout"])
-        env = child_env(state, args.cache_dir)
+        env = common.child_env(state, args.cache_dir)
         today = local_dates(1)[0]
         sides: dict[str, list[str]] = {
             "boot": [memdir, "boot"],

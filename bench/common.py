@@ -452,3 +452,34 @@ def sizes(text: str) -> list[int]:
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def venv_bin(name: str) -> str:
+    """An executable of the venv running this script: .venv/bin/memdir, .venv/bin/python."""
+    path = os.path.join(sys.prefix, "bin", name)
+    if sys.prefix == sys.base_prefix or not os.access(path, os.X_OK):
+        raise SystemExit(f"run the benches with the project's venv python (no {path})")
+    return path
+
+
+def child_env(state: str, cache_dir: str) -> dict[str, str]:
+    """This environment, pointed at the store, with bytecode written and read once."""
+    dropped = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMDIR_") and k not in dropped}
+    env["MEMDIR_STATE_DIR"] = state
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(os.path.abspath(cache_dir), "pycache")
+    return env
+
+
+def time_sides(calls: dict[str, Callable[[], Any]], runs: int,
+               warmup: int) -> dict[str, list[float]]:
+    """Each side called `warmup + runs` times, the sides taking turns going first; the
+    durations (seconds) after the warm-up."""
+    times: dict[str, list[float]] = {side: [] for side in calls}
+    for run_no in range(warmup + runs):
+        for side in rotate(run_no, list(calls)):
+            took, _ = timed(calls[side])
+            if run_no >= warmup:
+                times[side].append(took)
+    return times

@@ -125,12 +125,7 @@ def scan(args: Any, scale: int, text: str, blocks: int) -> dict[str, Any]:
         "regex": lambda: regex_floor(text),
         "regex_json": lambda: regex_json(text),
     }
-    times: dict[str, list[float]] = {side: [] for side in calls}
-    for run_no in range(WARMUP + args.runs):
-        for side in common.rotate(run_no, list(calls)):
-            took, _ = common.timed(calls[side])
-            if run_no >= WARMUP:
-                times[side].append(took)
+    times = common.time_sides(calls, args.runs, WARMUP)
     ours, base = common.stats_ms(times["parse"]), common.stats_ms(times["regex"])
     decoded = common.stats_ms(times["regex_json"])
     mb = len(text.encode("utf-8")) / 1e6

@@ -114,12 +114,7 @@ def steady(args: Any, state: str, memory: Any, deepest: str,
         raise SystemExit(f"{NAME}: a fresh Memory and the reused one recall different text")
     fresh_recall.clear()
     calls: dict[str, Callable[[], Any]] = {"reused": reused, "fresh": fresh, "raw": raw}
-    times: dict[str, list[float]] = {side: [] for side in calls}
-    for run_no in range(WARMUP + args.runs):
-        for side in common.rotate(run_no, list(calls)):
-            took, _ = common.timed(calls[side])
-            if run_no >= WARMUP:
-                times[side].append(took)
+    times = common.time_sides(calls, args.runs, WARMUP)
     times["fresh_recall"] = fresh_recall[WARMUP:]
     return times, first
 

@@ -15,7 +15,6 @@ which would make every memdir call compile its modules from source again.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -34,24 +33,6 @@ db = sqlite3.connect(sys.argv[1])
 for row in db.execute({sql!r}, (sys.argv[2], 10)).fetchall():
     print(f"fact #{{row[0]}} [{{row[1]}}] {{row[4]}}  score {{-row[-1]:g}}\\n  {{row[2]}}")
 """
-
-
-def venv_bin(name: str) -> str:
-    """An executable of the venv running this script: .venv/bin/memdir, .venv/bin/python."""
-    path = os.path.join(sys.prefix, "bin", name)
-    if sys.prefix == sys.base_prefix or not os.access(path, os.X_OK):
-        raise SystemExit(f"{NAME}: run me with the project's venv python (no {path})")
-    return path
-
-
-def child_env(state: str, cache_dir: str) -> dict[str, str]:
-    """This environment, pointed at the store, with bytecode written and read once."""
-    dropped = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MEMDIR_") and k not in dropped}
-    env["MEMDIR_STATE_DIR"] = state
-    env["PYTHONPYCACHEPREFIX"] = os.path.join(os.path.abspath(cache_dir), "pycache")
-    return env
 
 
 def run(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -76,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     n = args.facts[0]
     state = common.build_store(n, args.seed, args.cache_dir)
     db = common.db_path(state)
-    memdir, python = venv_bin("memdir"), venv_bin("python")
-    env = child_env(state, args.cache_dir)
+    memdir, python = common.venv_bin("memdir"), common.venv_bin("python")
+    env = common.child_env(state, args.cache_dir)
     bare_script = BARE.format(sql=common.search_sql())
 
     sides: dict[str, dict[str, list[str]]] = {}

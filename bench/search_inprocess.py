@@ -58,12 +58,7 @@ def bench_size(n: int, args: Any) -> list[dict[str, Any]]:
                 if [hit.id for hit in ours()] != [row[0] for row in theirs()]:
                     raise SystemExit(f"{NAME}: {query!r}: memdir and the raw query disagree")
                 calls = {"memdir": ours, "raw": theirs, "store": store}
-                times: dict[str, list[float]] = {side: [] for side in calls}
-                for run_no in range(WARMUP + args.runs):
-                    for side in common.rotate(run_no, list(calls)):
-                        took, _ = common.timed(calls[side])
-                        if run_no >= WARMUP:
-                            times[side].append(took)
+                times = common.time_sides(calls, args.runs, WARMUP)
                 mine, base = common.stats_ms(times["memdir"]), common.stats_ms(times["raw"])
                 storage = common.stats_ms(times["store"])
                 rows.append({

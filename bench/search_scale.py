@@ -47,7 +47,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import common
-from search_cli import child_env, venv_bin
 from search_inprocess import raw_connection
 
 NAME = "search_scale"
@@ -317,12 +316,7 @@ def check_lexical(hits: list[Any], facts: list[Any], chunks: list[Any], text: st
 
 def measure(calls: dict[str, Callable[[], Any]], runs: int) -> dict[str, dict[str, float]]:
     """stats_ms of every side, the sides taking turns going first."""
-    times: dict[str, list[float]] = {side: [] for side in calls}
-    for run_no in range(WARMUP + runs):
-        for side in common.rotate(run_no, list(calls)):
-            took, _ = common.timed(calls[side])
-            if run_no >= WARMUP:
-                times[side].append(took)
+    times = common.time_sides(calls, runs, WARMUP)
     return {side: common.stats_ms(values) for side, values in times.items()}
 
 
@@ -438,8 +432,8 @@ def cli_rows(state: str, args: Any) -> tuple[list[dict[str, Any]], dict[str, lis
     from memdir.index import CHUNK_KINDS
     from memdir.storage.embeddings import MiniLM
 
-    memdir, python = venv_bin("memdir"), venv_bin("python")
-    env = child_env(state, args.cache_dir)
+    memdir, python = common.venv_bin("memdir"), common.venv_bin("python")
+    env = common.child_env(state, args.cache_dir)
     db = common.db_path(state)
     fact_sql, chunk_sql = raw_sql()
     bare = BARE_LEXICAL.format(facts=fact_sql, chunks=chunk_sql, kinds=CHUNK_KINDS, depth=DEPTH)
@@ -510,7 +504,7 @@ def profile_inprocess(memory: Any, mode: str, calls: int) -> str:
 
 def profile_cli(argv: list[str], env: dict[str, str], scratch: str) -> str:
     out = os.path.join(scratch, "cli.prof")
-    python = venv_bin("python")
+    python = common.venv_bin("python")
     run([python, "-m", "cProfile", "-o", out, *argv], env)
     return report("one `" + " ".join(argv[1:4]) + " …` process", pstats.Stats(out))
 
@@ -597,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.makedirs(scratch, exist_ok=True)
                 try:
                     profiles += profile_cli(profile_argvs["memdir search --mode hybrid"],
-                                            child_env(state, args.cache_dir), scratch)
+                                            common.child_env(state, args.cache_dir), scratch)
                 finally:
                     shutil.rmtree(scratch, ignore_errors=True)
     if args.profile != "never" and (args.profile == "always" or not ok["index"]):

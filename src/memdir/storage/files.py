@@ -25,27 +25,17 @@ TEMP_PREFIX = ".tmp-"
 
 def read_text(path: str) -> str | None:
     """The file's text, or None when it does not exist. Undecodable bytes become U+FFFD."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
-    return data.decode("utf-8", errors="replace")
+    data = _read_bytes(path)
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def read_for_rewrite(path: str) -> str | None:
     """The text of a file about to be rewritten, or None when it does not exist. A file
     that is not UTF-8 (binary junk, another encoding) is refused rather than rewritten:
     decoding it with replacement characters would destroy bytes someone put there."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
+    data = _read_bytes(path)
+    if data is None:
         return None
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -53,6 +43,16 @@ def read_for_rewrite(path: str) -> str | None:
             f"{path} is not UTF-8 text (byte {exc.start}): it was left as it is; fix or move "
             "it, then write again"
         ) from None
+
+
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
 
 
 def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int]:
