@@ -715,3 +715,16 @@ def test_search_answers_while_the_database_is_locked(
         kinds = [h.kind for h in mem.search("kiwi", mode="hybrid")]
         assert sorted(kinds) == ["fact", "fact", "global"]
         assert mem.search_notice() is None
+
+
+def test_a_warm_memory_sees_facts_another_process_added(state_dir: Path) -> None:  # Q2, L3
+    # the "nothing left to embed" answer is remembered only until the database changes
+    warm = Memory(embedder=HashEmbedder())
+    warm.add_fact("the office plant needs water on mondays", "learning")
+    assert warm.search("office plant water", mode="semantic", min_score=0.3)
+    assert warm.search("giraffe zebra savanna", mode="semantic", min_score=0.6) == []
+    other = Memory(embedder=HashEmbedder())
+    other.add_fact("giraffe zebra savanna trip planned", "learning")
+    other.close()
+    found = warm.search("giraffe zebra savanna", mode="semantic", min_score=0.6)
+    assert [h.content for h in found] == ["giraffe zebra savanna trip planned"]
