@@ -14,7 +14,7 @@ import stat
 
 from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Entry
-from .paths import NAME_MAX, NAME_RE, Layout
+from .paths import Layout, is_inside, is_name
 from .storage import files, frontmatter
 
 TYPE_CHECKING = False
@@ -180,9 +180,7 @@ def _files(layout: Layout) -> list[tuple[str, str, int, int]]:
         with os.scandir(layout.global_dir) as listing:
             for item in listing:
                 stem = item.name[:-3]
-                if not (
-                    item.name.endswith(".md") and NAME_RE.match(stem) and len(stem) <= NAME_MAX
-                ):
+                if not (item.name.endswith(".md") and is_name(stem)):
                     continue
                 try:
                     info = item.stat()
@@ -205,13 +203,11 @@ def _load(name: str, path: str, layout: Layout) -> Entry | None:
 def _read_inside(path: str, layout: Layout) -> str | None:
     """The file's text, refusing a symlink that leads out of the memory root (X1)."""
     try:
-        if stat.S_ISLNK(os.lstat(path).st_mode):
-            root = os.path.realpath(layout.memory_dir)
-            if not os.path.realpath(path).startswith(root + os.sep):
-                raise ValidationError(
-                    f"{_rel(path, layout)} is a symlink pointing outside the memory root; "
-                    "it is left in place and not read"
-                )
+        if stat.S_ISLNK(os.lstat(path).st_mode) and not is_inside(layout.memory_dir, path):
+            raise ValidationError(
+                f"{_rel(path, layout)} is a symlink pointing outside the memory root; "
+                "it is left in place and not read"
+            )
     except FileNotFoundError:
         return None
     return files.read_text(path)

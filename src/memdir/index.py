@@ -11,7 +11,7 @@ import os
 import time
 
 from .clock import iso
-from .paths import Layout
+from .paths import Layout, is_inside
 from .storage import files
 from .storage.hashing import text_hash
 
@@ -94,8 +94,7 @@ def _scan(layout: Layout) -> dict[str, tuple[str, str, int, int]]:
 
 def _read_inside(layout: Layout, path: str) -> str | None:
     """The file's text; None for a symlink that leads out of the memory root (X1)."""
-    real = os.path.realpath(path)
-    if not real.startswith(os.path.realpath(layout.memory_dir) + os.sep):
+    if not is_inside(layout.memory_dir, path):
         return None
     try:
         text = files.read_text(path)

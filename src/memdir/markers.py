@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .paths import NAME_MAX, NAME_RE
+from .paths import NAME_MAX, is_name
 from .records import Record
 
 SCOPES = ("task", "global")
@@ -155,7 +155,7 @@ def _request(item: object, max_bytes: int) -> Request:
     if scope == "task":
         return Request("task", content)
     name, description = item.get("name"), item.get("description")
-    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
+    if not is_name(name):
         raise ValueError(f"name {name!r} is not a kebab-case name of at most {NAME_MAX} chars")
     if not isinstance(description, str) or not description.strip():
         raise ValueError("a global entry needs a one-line 'description'")

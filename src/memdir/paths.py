@@ -111,9 +111,19 @@ def resolve_memory_dir(
     return os.path.join(state_dir, "memory")
 
 
-def validate_name(name: str, what: str) -> str:
+def is_name(name: object) -> bool:
     """X1/P1: kebab-case, at most 64 characters, so a name can never be a path."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
+    return isinstance(name, str) and len(name) <= NAME_MAX and NAME_RE.match(name) is not None
+
+
+def is_inside(root: str, path: str) -> bool:
+    """Whether `path`, symlinks resolved, is `root` or lies under it (X1)."""
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    return real == real_root or real.startswith(real_root + os.sep)
+
+
+def validate_name(name: str, what: str) -> str:
+    if not is_name(name):
         shown = name if isinstance(name, str) and len(name) <= 80 else f"{str(name)[:77]}..."
         raise ValidationError(
             f"bad {what} name {shown!r}: use kebab-case (lowercase letters, digits and single "
@@ -139,11 +149,10 @@ def safe_path(root: str, relative: str) -> str:
     """X1: resolve `relative` under `root`, refusing absolute paths, `..` and symlinks out."""
     if not relative or os.path.isabs(relative) or "\0" in relative:
         raise ValidationError(f"bad path {relative!r}: give a path relative to the memory root")
-    real_root = os.path.realpath(root)
-    target = os.path.realpath(os.path.join(real_root, relative))
-    if target != real_root and not target.startswith(real_root + os.sep):
+    target = os.path.join(os.path.realpath(root), relative)
+    if not is_inside(root, target):
         raise ValidationError(f"path {relative!r} points outside the memory root {root}")
-    return target
+    return os.path.realpath(target)
 
 
 def _absolute(path: str, base: str) -> str:

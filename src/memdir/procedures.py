@@ -9,7 +9,7 @@ import time
 from . import query
 from .errors import NotFoundError, ValidationError
 from .models import Procedure
-from .paths import Layout, validate_name
+from .paths import Layout, is_name
 from .storage import files, frontmatter
 
 SNIPPET_LINES = 3
@@ -71,17 +71,9 @@ def _names(layout: Layout) -> list[str]:
     names = []
     for entry in sorted(entries):
         stem = entry[:-3]
-        if entry.endswith(".md") and _is_procedure_name(stem):
+        if entry.endswith(".md") and is_name(stem):
             names.append(stem)
     return names
-
-
-def _is_procedure_name(stem: str) -> bool:
-    try:
-        validate_name(stem, "procedure")
-    except ValidationError:
-        return False  # a hand-made file with another name is not a procedure
-    return True
 
 
 def _load(layout: Layout, name: str, path: str, text: str) -> Procedure:

@@ -135,7 +135,7 @@ def search(
     if mode != "semantic":
         lexical = _lexical_lists(store, layout, node, category, since, kinds, depth)
     if mode == "lexical":
-        return _finish(_fuse([(1.0, ranked) for ranked in lexical], rrf_k), limit)
+        return _finish(_fuse(lexical, rrf_k), limit)
     if embedder is None:
         raise MissingExtraError(embeddings.INSTALL)
     semantic, similarity = _semantic(
@@ -261,13 +261,13 @@ def _chunk_hit(row: ChunkRow, score: float) -> Hit:
     return Hit(kind, snippet, score, path=path, name=name, date=date, lines=(start, end))
 
 
-def _fuse(lists: list[tuple[float, list[tuple[Key, Hit]]]], k: int) -> list[tuple[Key, Hit]]:
-    """Weighted reciprocal rank fusion; the first list a key appears in supplies its hit."""
+def _fuse(lists: list[list[tuple[Key, Hit]]], k: int) -> list[tuple[Key, Hit]]:
+    """Reciprocal rank fusion; the first list a key appears in supplies its hit."""
     scores: dict[Key, float] = {}
     hits: dict[Key, Hit] = {}
-    for weight, ranked in lists:
+    for ranked in lists:
         for rank, (key, hit) in enumerate(ranked):
-            scores[key] = scores.get(key, 0.0) + weight / (k + rank + 1)
+            scores[key] = scores.get(key, 0.0) + 1 / (k + rank + 1)
             hits.setdefault(key, hit)
     order = sorted(scores, key=lambda key: -scores[key])
     return [(key, hits[key]) for key in order]

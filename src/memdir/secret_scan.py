@@ -20,8 +20,7 @@ from .errors import ValidationError
 PATTERNS = (
     ("a private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
     ("an AWS access key id", r"\b((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b"),
-    ("an AWS secret access key",
-     r"(?i)aws.{0,20}secret.{0,20}?[=:]\s*[\"']?([A-Za-z0-9/+]{40})\b"),
+    ("an AWS secret access key", r"(?i)aws.{0,20}secret.{0,20}?[=:]\s*[\"']?([A-Za-z0-9/+]{40})\b"),
     ("a GitHub token", r"\b((?:gh[pousr]_[A-Za-z0-9]{36,})|github_pat_[A-Za-z0-9_]{22,})\b"),
     ("a Slack token", r"\b(xox[abposr]-[A-Za-z0-9-]{10,})\b"),
     ("a Slack webhook", r"(https://hooks\.slack\.com/services/T[A-Z0-9]+/B[A-Z0-9]+/\w+)"),

@@ -71,8 +71,8 @@ class WorkflowMemory(MemoryBase):
         task: str | None,
         workflow: str | None,
     ) -> tuple[Entry, bool]:
-        secret_scan.check(description, "entry's description")  # X2, markers included
-        secret_scan.check(content, "entry")
+        # the content was checked (size, X2) by the caller; the description is checked here
+        secret_scan.check(description, "entry's description")
         provenance = {"agent": self.agent, "task": task, "workflow": workflow}
         result = entries.write(
             self.layout, self.store, name, description, content, self._now(), provenance
@@ -224,6 +224,7 @@ class WorkflowMemory(MemoryBase):
         if request.scope == "global":
             assert request.name is not None and request.description is not None
             self._writable("global entries")
+            facts.check_content(request.content, self.settings.max_entry_bytes, "entry")
             _entry, created = self._write_entry(
                 request.name, request.description, request.content, task, workflow
             )

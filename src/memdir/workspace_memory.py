@@ -12,9 +12,7 @@ from .clock import iso
 from .errors import NotFoundError, ValidationError
 from .lazy import lazy
 from .memory_base import MemoryBase
-from .paths import (
-    safe_path,
-)
+from .paths import is_inside, safe_path
 from .records import Record
 from .storage import files
 
@@ -118,12 +116,10 @@ class WorkspaceMemory(MemoryBase):
         return Lines(rel, from_line, [(from_line + i, t) for i, t in enumerate(found)], total)
 
     def _inside_root(self, path: str) -> str:
-        root = os.path.realpath(self.path)
         if isinstance(path, str) and os.path.isabs(path):
             # an absolute path is fine when it resolves inside the root (as recall names it)
-            real = os.path.realpath(path)
-            if real == root or real.startswith(root + os.sep):
-                return real
+            if is_inside(self.path, path):
+                return os.path.realpath(path)
             raise ValidationError(f"path {path!r} points outside the memory root {self.path}")
         return safe_path(self.path, path)
 
