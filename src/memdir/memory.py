@@ -124,6 +124,35 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         self._writable("facts")
         return self.store.remove_fact(fact_id, self._now())
 
+    def import_facts(
+        self, rows: list[dict[str, object]], *, keep_ids: bool = False
+    ) -> dict[int, int]:
+        """Facts as another store or tool holds them (storage.sqlite.FACT_FIELDS keys: their
+        own ids, supersede links, times, provenance, validity), in one transaction; returns
+        their id -> the id stored. Each row's category and content are checked (F2, X2,
+        X3) before anything is written; a missing `status` is active, missing times are now."""
+        now = self._now()
+        checked = []
+        for row in rows:
+            fact = dict(row)
+            facts.check_category(fact.get("category"))  # type: ignore[arg-type]
+            fact["content"] = facts.check_content(
+                fact.get("content"), self.settings.max_entry_bytes  # type: ignore[arg-type]
+            )
+            fact.setdefault("status", "active")
+            if fact["status"] not in ("active", "superseded", "removed"):
+                raise ValidationError(
+                    f"bad fact status {fact['status']!r}: active, superseded or removed"
+                )
+            for field in ("created", "updated", "valid_from"):
+                if not fact.get(field):
+                    fact[field] = fact.get("created") or now
+            if fact["status"] != "active" and not fact.get("valid_to"):
+                fact["valid_to"] = fact["updated"]
+            checked.append(fact)
+        self._writable("facts")
+        return self.store.insert_fact_rows(checked, keep_ids)
+
     def get_fact(self, fact_id: int | str) -> Fact:
         fact_id = facts.check_id(fact_id)
         fact = self.store.get_fact(fact_id)

@@ -36,6 +36,29 @@ class Fact(Record):
     session_id: str | None
     surface: str | None
     agent: str | None
+    valid_from: str | None  # when it began to hold
+    valid_to: str | None  # when it was superseded or removed; None: it still holds
+    # what the duplicate guard found when this fact was written (not stored)
+    duplicate: bool = False  # an active fact said this already: this is that fact
+    similar: tuple[Similar, ...] = ()
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self._asdict()
+        data["similar"] = [s.to_dict() for s in self.similar]
+        if self.hint is None:
+            del data["hint"]
+        return data
+
+
+class Similar(Record):
+    """A near duplicate the guard found: what it is, which one, and how alike (0-1)."""
+
+    kind: str  # fact | entry | procedure
+    ref: int | str  # a fact's id, an entry's or procedure's name
+    score: float
+    how: str  # lexical (Jaccard of content words) | semantic (cosine)
+    content: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return self._asdict()
@@ -48,9 +71,14 @@ class Procedure(Record):
     description: str | None
     updated: str
     error: str | None = None  # set when the frontmatter is broken; the file is left as it is
+    duplicate: bool = False  # the write was refused: this procedure says the same already
+    similar: tuple[Similar, ...] = ()
+    hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        data = self._asdict()
+        data["similar"] = [s.to_dict() for s in self.similar]
+        return data
 
 
 class Hit(Record):
@@ -117,9 +145,18 @@ class Entry(Record):
     updated: str | None = None
     content: str | None = None
     error: str | None = None  # broken frontmatter: the file is reported and left as it is
+    duplicate: bool = False  # the write was refused: this entry says the same already
+    similar: tuple[Similar, ...] = ()
+    hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self._asdict().items() if v is not None}
+        data = {k: v for k, v in self._asdict().items() if v is not None}
+        data["similar"] = [s.to_dict() for s in self.similar]
+        if not self.duplicate:
+            del data["duplicate"]
+        if not self.similar:
+            del data["similar"]
+        return data
 
 
 class Task(Record):
@@ -198,3 +235,34 @@ class Pruned(Record):
 
     def to_dict(self) -> dict[str, Any]:
         return self._asdict()
+
+
+class ImportItem(Record):
+    """One thing an import brought in, or would (dry run), or left out and why."""
+
+    kind: str  # fact | entry | procedure | hot | daily | identity | task | note | session ...
+    target: str  # where it went: a fact id, an entry name, a path under the state dir
+    source: str  # where it came from: a file, a line, a record id of the source
+    reason: str | None = None  # why it was skipped (None: imported)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self._asdict().items() if v is not None}
+
+
+class ImportReport(Record):
+    """What `memdir import` did (or, with dry_run, would do): imported and skipped items."""
+
+    format: str  # memdir (an export) | claude-code | openclaw | mcp-memory | mem0 | afk
+    source: str
+    dry_run: bool
+    imported: list[ImportItem]
+    skipped: list[ImportItem]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "source": self.source,
+            "dry_run": self.dry_run,
+            "imported": [i.to_dict() for i in self.imported],
+            "skipped": [i.to_dict() for i in self.skipped],
+        }

@@ -3,7 +3,7 @@
 argparse rather than click or typer: the CLI runs many times per agent turn, and click adds
 ~30 ms to every start (typer more), against a ~20 ms floor for the whole search call. For
 the same reason a call builds, and imports, only the command it runs: the commands live in
-three modules (core, workflow, workspace) named in MODULES.
+modules (core, workflow, workspace, curation, portable) named in MODULES.
 Errors become one line on stderr and exit 1 (a bug: exit 2); never a traceback.
 """
 
@@ -47,6 +47,9 @@ MODULES = {
     "heartbeat": "workspace",
     "distill": "workspace",
     "stats": "workspace",
+    "doctor": "curation",
+    "export": "portable",
+    "import": "portable",
 }
 
 

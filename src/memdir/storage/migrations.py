@@ -220,10 +220,73 @@ def _search_index(db: sqlite3.Connection) -> None:
     )
 
 
+def _curation(db: sqlite3.Connection) -> None:
+    """Issue 7: validity windows, the duplicate guard's keys, a full-text index of what
+    facts used to say (search --as-of), and when each fact was last found."""
+    run_script(
+        db,
+        """
+        -- When the fact held: from its creation (or the time given) until it was superseded
+        -- or removed. NULL valid_to: it still holds.
+        ALTER TABLE facts ADD COLUMN valid_from TEXT;
+        ALTER TABLE facts ADD COLUMN valid_to TEXT;
+        UPDATE facts SET valid_from = created;
+        UPDATE facts SET valid_to = updated WHERE status != 'active';
+        -- similarity.text_key of the content: an exact duplicate of an active fact.
+        ALTER TABLE facts ADD COLUMN norm INTEGER;
+        CREATE INDEX facts_norm ON facts(norm) WHERE status = 'active';
+        -- similarity.band_keys of each fact: the candidates of a near duplicate.
+        CREATE TABLE fact_sketch (
+            key     INTEGER NOT NULL,
+            fact_id INTEGER NOT NULL,
+            PRIMARY KEY (key, fact_id)
+        ) WITHOUT ROWID;
+
+        -- What superseded facts said, for `search --as-of` (active facts are in facts_fts).
+        CREATE VIRTUAL TABLE facts_past_fts USING fts5(
+            content, content='facts', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        INSERT INTO facts_past_fts(rowid, content)
+            SELECT id, content FROM facts WHERE status = 'superseded';
+        CREATE TRIGGER facts_past_ai AFTER INSERT ON facts WHEN new.status = 'superseded' BEGIN
+            INSERT INTO facts_past_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER facts_past_au AFTER UPDATE OF status ON facts
+        WHEN new.status = 'superseded' AND old.status != 'superseded' BEGIN
+            INSERT INTO facts_past_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER facts_past_ad AFTER DELETE ON facts WHEN old.status = 'superseded' BEGIN
+            INSERT INTO facts_past_fts(facts_past_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+        END;
+
+        -- The last time a search returned the fact (doctor: facts never recalled).
+        CREATE TABLE fact_usage (
+            fact_id  INTEGER PRIMARY KEY,
+            hits     INTEGER NOT NULL,
+            last_hit TEXT NOT NULL
+        );
+        """,
+    )
+    from .. import similarity
+
+    rows = db.execute("SELECT id, content FROM facts WHERE status = 'active'").fetchall()
+    db.executemany(
+        "UPDATE facts SET norm = ? WHERE id = ?", [(similarity.text_key(c), i) for i, c in rows]
+    )
+    keys = similarity.sketches([c for _, c in rows])
+    db.executemany(
+        "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)",
+        [(key, i) for (i, _), ks in zip(rows, keys, strict=True) for key in ks],
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
     (3, "key-value state (distillation watermark)", _settings_table),
     (4, "entry cache: description and dates as columns", _entry_cache_columns),
     (5, "search index: file chunks, their FTS5 index and vectors", _search_index),
+    (6, "validity windows, duplicate keys, past facts' index, fact usage", _curation),
 ]

@@ -13,9 +13,11 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
+from .. import similarity
 from ..errors import ConflictError, NotFoundError, QueryError, StorageError
 from ..models import Fact, Provenance, Session, Task
 from .migrations import migrate
+from .sqlite_archive import ArchiveRows
 from .sqlite_index import IndexRows
 
 TYPE_CHECKING = False
@@ -24,11 +26,13 @@ if TYPE_CHECKING:
 
 FACT_COLUMNS = (
     "id, category, content, status, created, updated, supersedes, superseded_by, "
-    "session_id, surface, agent"
+    "session_id, surface, agent, valid_from, valid_to"
 )
+# every column of a fact that an export carries (norm is derived from the content)
+FACT_FIELDS = tuple(FACT_COLUMNS.split(", "))
 
 
-class SQLiteStore(IndexRows):
+class SQLiteStore(IndexRows, ArchiveRows):
     def __init__(self, path: str, *, busy_timeout_ms: int = 10_000, create: bool = True) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
@@ -144,29 +148,79 @@ class SQLiteStore(IndexRows):
 
     # -- facts -------------------------------------------------------------------------
 
-    def add_fact(self, category: str, content: str, now: str, by: Provenance) -> Fact:
+    def add_fact(
+        self,
+        category: str,
+        content: str,
+        now: str,
+        by: Provenance,
+        valid_from: str | None = None,
+    ) -> Fact:
+        """A new active fact; if an active fact says the same (normalised), that one,
+        marked `duplicate`, and nothing is stored. Checked and written in one transaction,
+        so two processes adding the same text at once store it once."""
+        key = similarity.text_key(content)
         with self._write() as db:
-            fact_id = self._insert_fact(db, category, content, now, by, supersedes=None)
+            existing = self._active_by_key(db, key, content)
+            if existing is not None:
+                return existing._replace(duplicate=True)
+            fact_id = self._insert_fact(
+                db, category, content, now, by, None, valid_from or now, key
+            )
             fact = self._fact(db, fact_id)
         assert fact is not None
         return fact
 
     def add_facts(self, rows: list[tuple[str, str]], now: str, by: Provenance) -> list[int]:
+        """Bulk import: the id of each row, an exact duplicate's being the fact it repeats."""
+        texts = [text for _, text in rows]
+        keys = [similarity.text_key(text) for text in texts]
+        sketches = similarity.sketches(texts)
+        ids: list[int] = []
         with self._write() as db:
-            return [
-                self._insert_fact(db, cat, text, now, by, supersedes=None) for cat, text in rows
-            ]
+            seen: dict[int, int] = {}
+            for (category, text), key, sketch in zip(rows, keys, sketches, strict=True):
+                known = seen.get(key)
+                if known is None:
+                    existing = self._active_by_key(db, key, text)
+                    if existing is not None:
+                        known = existing.id
+                    else:
+                        known = self._insert_fact(
+                            db, category, text, now, by, None, now, key, sketch
+                        )
+                    seen[key] = known
+                ids.append(known)
+        return ids
 
     def supersede_fact(
-        self, old_id: int, category: str | None, content: str, now: str, by: Provenance
+        self,
+        old_id: int,
+        category: str | None,
+        content: str,
+        now: str,
+        by: Provenance,
+        valid_from: str | None = None,
     ) -> tuple[Fact, Fact]:
+        key = similarity.text_key(content)
         with self._write() as db:
             old = self._active_fact(db, old_id, "supersede")
-            new_id = self._insert_fact(db, category or old.category, content, now, by, old_id)
+            same = self._active_by_key(db, key, content)
+            if same is not None and same.id == old_id and category in (None, old.category):
+                return old, old._replace(duplicate=True)  # nothing to change
+            if same is not None and same.id != old_id:
+                raise ConflictError(
+                    f"fact {same.id} already says this; fact {old_id} was left as it is: "
+                    f"to retire {old_id}, remove it (`memdir fact rm {old_id}`)"
+                )
+            start = valid_from or now
+            new_id = self._insert_fact(
+                db, category or old.category, content, now, by, old_id, start, key
+            )
             db.execute(
-                "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ? "
-                "WHERE id = ?",
-                (new_id, now, old_id),
+                "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ?, "
+                "valid_to = ? WHERE id = ?",
+                (new_id, now, start, old_id),
             )
             before, after = self._fact(db, old_id), self._fact(db, new_id)
         assert before is not None and after is not None
@@ -176,11 +230,68 @@ class SQLiteStore(IndexRows):
         with self._write() as db:
             self._active_fact(db, fact_id, "remove")
             db.execute(
-                "UPDATE facts SET status = 'removed', updated = ? WHERE id = ?", (now, fact_id)
+                "UPDATE facts SET status = 'removed', updated = ?, valid_to = ? WHERE id = ?",
+                (now, now, fact_id),
             )
             fact = self._fact(db, fact_id)
         assert fact is not None
         return fact
+
+    def similar_facts(
+        self, content: str, exclude: int | None, threshold: float, limit: int
+    ) -> list[tuple[Fact, float]]:
+        """Active facts whose content words overlap `content`'s by Jaccard >= threshold,
+        most alike first; candidates come from the LSH band keys (similarity.py)."""
+        db = self._conn()
+        bag = similarity.words(content)
+        keys = similarity.band_keys(bag)
+        if db is None or not keys:
+            return []
+        cols = ", ".join("f." + c for c in FACT_FIELDS)
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {cols} FROM facts f WHERE f.status = 'active' AND f.id IN "
+                f"(SELECT fact_id FROM fact_sketch WHERE key IN ({', '.join('?' * len(keys))}))",
+                keys,
+            ).fetchall()
+        found = []
+        for row in rows:
+            if row[0] == exclude:
+                continue
+            score = similarity.jaccard(bag, similarity.words(row[2]))
+            if score >= threshold:
+                found.append((Fact(*row), score))
+        found.sort(key=lambda pair: (-pair[1], pair[0].id))
+        return found[:limit]
+
+    def insert_fact_rows(self, rows: list[dict[str, object]], keep_ids: bool) -> dict[int, int]:
+        """Facts as an export or another tool holds them (every FACT_FIELDS key; `id`,
+        `supersedes` and `superseded_by` in the rows' own numbering), in one transaction.
+        Returns their old id -> the id stored. With `keep_ids` the ids are kept (an empty
+        archive: a restore), else new ones are given and the links follow them."""
+        texts = [str(row["content"]) for row in rows]
+        sketches = similarity.sketches(texts)
+        fields = [f for f in FACT_FIELDS if f != "id" or keep_ids]
+        mapping: dict[int, int] = {}
+        with self._write() as db:
+            for row, text, sketch in zip(rows, texts, sketches, strict=True):
+                values = [row.get(f) for f in fields]
+                cursor = db.execute(
+                    f"INSERT INTO facts ({', '.join(fields)}, norm) "
+                    f"VALUES ({', '.join('?' * len(fields))}, ?)",
+                    (*values, similarity.text_key(text)),
+                )
+                assert cursor.lastrowid is not None
+                mapping[int(str(row["id"]))] = cursor.lastrowid
+                self._sketch(db, cursor.lastrowid, sketch)
+            for row in rows:
+                links = [mapping.get(int(str(row[k]))) if row.get(k) is not None else None
+                         for k in ("supersedes", "superseded_by")]
+                db.execute(
+                    "UPDATE facts SET supersedes = ?, superseded_by = ? WHERE id = ?",
+                    (*links, mapping[int(str(row["id"]))]),
+                )
+        return mapping
 
     def get_fact(self, fact_id: int) -> Fact | None:
         db = self._conn()
@@ -211,22 +322,49 @@ class SQLiteStore(IndexRows):
             return chain
 
     def search_facts(
-        self, match: str, category: str | None, since: str | None, limit: int
+        self,
+        match: str,
+        category: str | None,
+        since: str | None,
+        limit: int,
+        as_of: str | None = None,
     ) -> list[tuple[Fact, float]]:
+        """Active facts matching, best first; with `as_of`, the facts that held then: the
+        active ones that had begun, and the superseded ones whose window covers it."""
         db = self._conn()
         if db is None:
             return []
-        where, params = ["facts_fts MATCH ?"], [match]
+        found = self._match(db, "facts_fts", match, category, since, limit, as_of)
+        if as_of is not None:
+            found += self._match(db, "facts_past_fts", match, category, since, limit, as_of)
+            found.sort(key=lambda pair: -pair[1])
+        return found[:limit]
+
+    def _match(
+        self,
+        db: sqlite3.Connection,
+        table: str,
+        match: str,
+        category: str | None,
+        since: str | None,
+        limit: int,
+        as_of: str | None,
+    ) -> list[tuple[Fact, float]]:
+        where, params = [f"{table} MATCH ?"], [match]
         if category is not None:
             where.append("f.category = ?")
             params.append(category)
         if since is not None:
             where.append("f.created >= ?")
             params.append(since)
+        if as_of is not None:
+            where.append("coalesce(f.valid_from, f.created) <= ?")
+            where.append("(f.valid_to IS NULL OR f.valid_to > ?)")
+            params += [as_of, as_of]
         sql = (
-            f"SELECT {', '.join('f.' + c for c in FACT_COLUMNS.split(', '))}, bm25(facts_fts) "
-            f"FROM facts_fts JOIN facts f ON f.id = facts_fts.rowid "
-            f"WHERE {' AND '.join(where)} ORDER BY bm25(facts_fts) LIMIT ?"
+            f"SELECT {', '.join('f.' + c for c in FACT_FIELDS)}, bm25({table}) "
+            f"FROM {table} JOIN facts f ON f.id = {table}.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY bm25({table}) LIMIT ?"
         )
         with self._translated("search"):
             rows = db.execute(sql, (*params, limit)).fetchall()
@@ -258,14 +396,49 @@ class SQLiteStore(IndexRows):
         now: str,
         by: Provenance,
         supersedes: int | None,
+        valid_from: str,
+        key: int,
+        sketch: list[int] | None = None,
     ) -> int:
         cursor = db.execute(
             "INSERT INTO facts (category, content, created, updated, supersedes, session_id, "
-            "surface, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (category, content, now, now, supersedes, by.session_id, by.surface, by.agent),
+            "surface, agent, valid_from, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                category,
+                content,
+                now,
+                now,
+                supersedes,
+                by.session_id,
+                by.surface,
+                by.agent,
+                valid_from,
+                key,
+            ),
         )
         assert cursor.lastrowid is not None
+        if sketch is None:
+            sketch = similarity.band_keys(similarity.words(content))
+        self._sketch(db, cursor.lastrowid, sketch)
         return cursor.lastrowid
+
+    def _sketch(self, db: sqlite3.Connection, fact_id: int, keys: list[int]) -> None:
+        db.executemany(
+            "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)",
+            [(key, fact_id) for key in keys],
+        )
+
+    def _active_by_key(self, db: sqlite3.Connection, key: int, content: str) -> Fact | None:
+        """The active fact whose normalised text is content's (the key narrows, the text
+        decides: a 64-bit collision is not a duplicate)."""
+        wanted = similarity.normalize(content)
+        for row in db.execute(
+            f"SELECT {FACT_COLUMNS} FROM facts WHERE norm = ? AND status = 'active' ORDER BY id",
+            (key,),
+        ):
+            if similarity.normalize(row[2]) == wanted:
+                return Fact(*row)
+        return None
 
     def _fact(self, db: sqlite3.Connection, fact_id: int) -> Fact | None:
         row = db.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()

@@ -1,0 +1,128 @@
+"""When two texts say the same thing: the duplicate guard's measures, pure functions.
+
+Exact duplicate: the same text once case, punctuation and whitespace are set aside
+(`normalize`), found through a 64-bit key of that form (`text_key`) indexed in memory.db.
+
+Near duplicate: Jaccard similarity of the two texts' sets of content words (stopwords left
+out) at or above a threshold (0.7 by default: "The user prefers dark mode" and "User prefers
+dark mode in editors" share 4 of 5). Comparing a new fact with 100k others one by one is
+too slow for a write, and an FTS5 OR of its words ranks a third of the archive (~60 ms), so
+candidates come from MinHash locality-sensitive hashing: 64 hash functions in 16 bands of 4;
+two texts share a band key with probability 1 - (1 - J^4)^16, 0.99 at J = 0.7 and 0.002 at
+J = 0.1. Candidates are then measured exactly.
+
+Hashes are multiply-shift over 64 bits (Dietzfelbinger et al.), so the pure-Python path of
+one write and the numpy path of a bulk import give the same keys.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+from .query import STOPWORDS
+
+BANDS = 16
+ROWS = 4  # hash functions per band
+NEAR_THRESHOLD = 0.7
+MASK64 = (1 << 64) - 1
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _constants(count: int) -> list[tuple[int, int]]:
+    """Fixed odd multipliers and offsets: the keys stored in a database must never change,
+    so they come from a fixed generator (splitmix64), not from `random`."""
+    state, out = 0x6D656D646972, []  # "memdir"
+    for _ in range(count):
+        pair = []
+        for _ in range(2):
+            state = (state + 0x9E3779B97F4A7C15) & MASK64
+            z = state
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+            pair.append(z ^ (z >> 31))
+        out.append((pair[0] | 1, pair[1]))
+    return out
+
+
+HASHES = _constants(BANDS * ROWS)
+
+
+def normalize(text: str) -> str:
+    """What is compared for an exact duplicate: case-folded words, one space apart."""
+    return " ".join(_WORD.findall(text.casefold()))
+
+
+def text_key(text: str) -> int:
+    """A signed 64-bit key of the normalised text (SQLite's INTEGER)."""
+    import hashlib
+
+    digest = hashlib.blake2b(normalize(text).encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def words(text: str) -> frozenset[str]:
+    """The content words near duplicates are measured on (all words if all are stopwords)."""
+    found = _WORD.findall(text.casefold())
+    kept = frozenset(w for w in found if w not in STOPWORDS)
+    return kept or frozenset(found)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)
+
+
+def word_hashes(bag: frozenset[str]) -> list[int]:
+    return [zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in bag]
+
+
+def band_keys(bag: frozenset[str]) -> list[int]:
+    """The text's 16 LSH band keys (signed 64-bit), empty for a text without words."""
+    if not bag:
+        return []
+    hashes = word_hashes(bag)
+    mins = [min(((a * h + b) & MASK64) >> 32 for h in hashes) for a, b in HASHES]
+    return [_band_key(band, mins[band * ROWS : (band + 1) * ROWS]) for band in range(BANDS)]
+
+
+def band_keys_many(bags: list[frozenset[str]]) -> list[list[int]]:
+    """band_keys for many texts at once, vectorised (a bulk import): same keys, ~40x faster."""
+    import numpy as np
+
+    lengths = [len(bag) for bag in bags]
+    flat = [h for bag in bags for h in word_hashes(bag)]
+    if not flat:
+        return [[] for _ in bags]
+    values = np.array(flat, dtype=np.uint64)
+    mult = np.array([a for a, _ in HASHES], dtype=np.uint64)[:, None]
+    add = np.array([b for _, b in HASHES], dtype=np.uint64)[:, None]
+    with np.errstate(over="ignore"):
+        hashed = (mult * values[None, :] + add) >> np.uint64(32)
+    starts = np.cumsum([0, *lengths[:-1]])
+    nonempty = [i for i, n in enumerate(lengths) if n]
+    mins = np.minimum.reduceat(hashed, starts[nonempty], axis=1).T.tolist()
+    out: list[list[int]] = [[] for _ in bags]
+    for i, row in zip(nonempty, mins, strict=True):
+        out[i] = [_band_key(band, row[band * ROWS : (band + 1) * ROWS]) for band in range(BANDS)]
+    return out
+
+
+def sketches(texts: list[str]) -> list[list[int]]:
+    """band_keys of many texts: vectorised when numpy is installed (the embeddings extra)."""
+    bags = [words(text) for text in texts]
+    if len(bags) > 16:
+        try:
+            return band_keys_many(bags)
+        except ImportError:
+            pass
+    return [band_keys(bag) for bag in bags]
+
+
+def _band_key(band: int, mins: list[int]) -> int:
+    key = band
+    for value in mins:
+        key = (key * 0x100000001B3 ^ value) & MASK64  # FNV-style mixing of the band's minima
+    return key - (1 << 64) if key >= 1 << 63 else key
