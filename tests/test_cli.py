@@ -51,7 +51,7 @@ def test_fact_lifecycle_through_the_cli(run) -> None:  # F3, C
     assert newer["supersedes"] == 1
     history = run("fact", "history", "1", "--json").json()
     assert [f["status"] for f in history] == ["superseded", "active"]
-    assert "superseded by 2" in run("fact", "history", "2").out
+    assert "superseded by #2" in run("fact", "history", "2").out
     assert run("fact", "rm", "2").out.strip() == "fact 2 removed"
     assert run("search", "spaces", "--json").json() == []
 

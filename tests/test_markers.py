@@ -812,7 +812,7 @@ def block(*items):
 def run(output, **where):
     try:
         result = ingest_output(output, agent=f"agent-{idx}", **where)
-        return {"applied": [list(a) for a in result.applied], "warnings": result.warnings,
+        return {"applied": [list(a)[:3] for a in result.applied], "warnings": result.warnings,
                 "output": result.output}
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -827,7 +827,8 @@ with open(log, "w") as out:
                                                  block(note) + block(shared))
         if i % 5 == 0:
             output += block({"scope": "global", "name": f"entry-w{idx}-i{i}",
-                             "description": f"distinct {idx} {i}", "content": "body"})
+                             "description": f"distinct {idx} {i}",
+                             "content": f"body of w{idx} i{i}"})
         output += "done\\n"
         record = run(output, task="race-task", workflow="wf", step=f"s{i}")
         record.update(kind="notes", i=i, expected=f"worker {idx} step {i}\\ndone\\n")

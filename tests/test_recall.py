@@ -173,7 +173,7 @@ def test_recall_cli(run, state_dir: Path) -> None:  # R1, R2, R3
     mem = Memory()
     mem.hot_set("Name: Ada\n")
     for i in range(50):
-        mem.write_entry(f"entry-{i:02d}", f"description number {i}", "x")
+        mem.write_entry(f"entry-{i:02d}", f"description number {i}", f"x{i}")
     mem.add_note("t", "a task note")
     out = run("recall", "--task", "t", "--max-chars", "600").out
     assert out.startswith("Name: Ada\n\n[Long-term Memory]") and "more entries)" in out

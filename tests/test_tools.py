@@ -17,9 +17,9 @@ def test_tools_have_json_schemas_with_the_documented_arguments() -> None:  # A1
                             "procedure_write", "daily_append", "memorize"}
     props = {name: set(s["input_schema"]["properties"]) for name, s in schemas.items()}
     assert props["memory_search"] == {"query", "category", "limit", "since", "min_score",
-                                      "kinds", "mode"}
+                                      "kinds", "mode", "as_of"}
     assert props["memory_update"] == {"target", "action", "category", "content", "supersedes",
-                                      "id"}
+                                      "id", "valid_from"}
     assert props["procedure_write"] == {"name", "content"}
     assert props["memorize"] == {"output", "task", "workflow", "step"}
     assert props["memory_recall"] == {"task", "tiers", "max_chars"}

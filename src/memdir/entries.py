@@ -13,12 +13,14 @@ import os
 import stat
 
 from .errors import MemdirError, NotFoundError, ValidationError
-from .models import Entry
+from .models import Entry, Similar
 from .paths import Layout, is_inside, is_name
 from .storage import files, frontmatter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .storage.base import CachedEntry, Store
 
 DESCRIPTION_MAX = 300
@@ -46,11 +48,19 @@ def write(
     content: str,
     now: str,
     provenance: dict[str, str | None],
+    twins: Callable[[], tuple[str | None, tuple[Similar, ...]]] | None = None,
 ) -> tuple[Entry, bool]:
-    """G2 upsert: (the entry, True if it was created). Rewriting keeps `created`."""
+    """G2 upsert: (the entry, True if it was created). Rewriting keeps `created`.
+    `twins` (the duplicate guard) runs under the lock, so two processes writing the same
+    body under two names at once store it once: a twin's entry comes back `duplicate`."""
     path = layout.entry(name)
     description = check_description(description)
+    similar: tuple[Similar, ...] = ()
     with files.locked(layout.locks_dir, LOCK):
+        if twins is not None:
+            same, similar = twins()
+            if same is not None:
+                return read(layout, same)._replace(duplicate=True), False
         previous = _meta_of(files.read_text(path), path, layout)
         created = now if previous is None else str(previous.get("created") or now)
         meta: dict[str, object] = {"name": name, "description": description}
@@ -70,6 +80,7 @@ def write(
         created,
         now,
         body,
+        similar=similar,
     )
     return entry, previous is None
 

@@ -62,3 +62,14 @@ def normalize_since(since: str | None) -> str | None:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def normalize_as_of(as_of: str | None) -> str | None:
+    """A moment to search the past at: a date alone means its end (what held that day)."""
+    if as_of is None or as_of == "":
+        return None
+    moment = normalize_since(as_of)
+    assert moment is not None
+    if len(as_of.strip()) == 10:  # YYYY-MM-DD
+        return moment[:10] + "T23:59:59Z"
+    return moment

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 
 from . import (
+    duplicates,
     facts,
     index,
     procedures,
@@ -34,6 +35,7 @@ from .models import (
     Ingested,
     Procedure,
     Session,
+    Similar,
 )
 from .paths import (
     PROJECT_DIR,
@@ -54,6 +56,9 @@ else:
     hot = lazy("memdir.hot")
     markers = lazy("memdir.markers")
     secret_scan = lazy("memdir.secret_scan")
+
+
+HITS_EVERY = 60.0  # seconds between two writes of the facts searches found
 
 
 class Memory(WorkflowMemory, WorkspaceMemory):
@@ -90,11 +95,32 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         self._count("hot")
         return result
 
-    def add_fact(self, content: str, category: str) -> Fact:
+    def add_fact(self, content: str, category: str, *, valid_from: str | None = None) -> Fact:
+        """A new fact. An exact duplicate of an active fact is not stored: the answer is
+        that fact, `duplicate` set, with a hint to supersede it; near duplicates are
+        stored and named in `similar` (issue 7). `valid_from`: when it began to hold."""
         facts.check_category(category)
         content = facts.check_content(content, self.settings.max_entry_bytes)
+        start = facts.normalize_since(valid_from)
         self._writable("facts")
-        return self.store.add_fact(category, content, self._now(), self._provenance())
+        fact = self.store.add_fact(category, content, self._now(), self._provenance(), start)
+        if fact.duplicate:
+            return fact._replace(hint=duplicates.fact_hint(fact))
+        return self._with_similar(fact)
+
+    def _with_similar(self, fact: Fact, exclude: int | None = None) -> Fact:
+        """The near duplicates of a fact just written (a report: never fails the write)."""
+        semantic = None
+        if self._embedder is not None:  # only when loaded: never 0.4 s for one write
+            semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
+        try:
+            similar = duplicates.similar_facts(
+                self.store, fact, self.settings.duplicate_lexical, semantic
+            )
+        except MemdirError:
+            return fact
+        similar = tuple(s for s in similar if s.ref != exclude)
+        return fact._replace(similar=similar, hint=duplicates.similar_hint(similar))
 
     def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
         """Bulk import: (content, category) pairs in one transaction."""
@@ -108,21 +134,37 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         self._writable("facts")
         return self.store.add_facts(checked, self._now(), self._provenance())
 
-    def supersede_fact(self, fact_id: int | str, content: str, category: str | None = None) -> Fact:
+    def supersede_fact(
+        self,
+        fact_id: int | str,
+        content: str,
+        category: str | None = None,
+        *,
+        valid_from: str | None = None,
+    ) -> Fact:
+        """F3: the new version; the old one's validity ends when the new one's begins
+        (`valid_from`, default now). Text another active fact holds is refused."""
         fact_id = facts.check_id(fact_id)
         if category is not None:
             facts.check_category(category)
         content = facts.check_content(content, self.settings.max_entry_bytes)
+        start = facts.normalize_since(valid_from)
         self._writable("facts")
         _old, new = self.store.supersede_fact(
-            fact_id, category, content, self._now(), self._provenance()
+            fact_id, category, content, self._now(), self._provenance(), start
         )
-        return new
+        if new.duplicate:
+            return new._replace(hint=f"fact {fact_id} says this already; nothing changed")
+        return self._with_similar(new, exclude=fact_id)
 
     def remove_fact(self, fact_id: int | str) -> Fact:
         fact_id = facts.check_id(fact_id)
         self._writable("facts")
         return self.store.remove_fact(fact_id, self._now())
+
+    def fact_saying(self, content: str) -> Fact | None:
+        """The active fact that says `content` (case, punctuation and spacing aside)."""
+        return self.store.fact_saying(content)
 
     def import_facts(
         self, rows: list[dict[str, object]], *, keep_ids: bool = False
@@ -175,17 +217,40 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         kinds: str | list[str] | tuple[str, ...] | None = None,
         mode: str | None = None,
         min_score: float | None = None,
+        as_of: str | None = None,
     ) -> list[Hit]:
         """Q1-Q3: every tier (or `kinds` of them), best first. `mode` lexical, semantic or
         hybrid (default: [search] mode, hybrid when the embeddings extra is installed);
-        `min_score` drops semantic candidates below that cosine (default 0.5)."""
+        `min_score` drops semantic candidates below that cosine (default 0.5). `as_of`
+        (a date means its end): the facts that held then, superseded ones included; only
+        facts keep a history, so only facts are searched, lexically."""
         if category is not None:
             facts.check_category(category)
+        when = facts.normalize_as_of(as_of)
         if min_score is not None and (
             isinstance(min_score, bool) or not isinstance(min_score, int | float)
         ):
             raise ValidationError(f"bad min_score {min_score!r}: a number such as 0.5")
         wanted_kinds = search.check_kinds(kinds)
+        if when is not None:
+            hits = search.search(
+                self.store,
+                self.layout,
+                query,
+                category=category,
+                since=facts.normalize_since(since),
+                limit=search.check_limit(limit),
+                kinds=("fact",),
+                mode="lexical",
+                min_score=0.0,
+                embedder=None,
+                cache=self._vectors,
+                weights=(1.0, 1.0),
+                rrf_k=self.settings.search_rrf_k,
+                as_of=when,
+            )
+            self._note_hits(hits)
+            return hits
         run_mode = self.search_mode(mode)
         # Keeping the index current writes, and a search must not fail because another
         # process holds the write lock: then it answers from the index as it stands.
@@ -201,7 +266,7 @@ class Memory(WorkflowMemory, WorkspaceMemory):
             except StorageError:
                 self.unembedded = self.store.count_unembedded(embedder.name)
         settings = self.settings
-        return search.search(
+        hits = search.search(
             self.store,
             self.layout,
             query,
@@ -216,6 +281,36 @@ class Memory(WorkflowMemory, WorkspaceMemory):
             weights=(settings.search_lexical_weight, settings.search_semantic_weight),
             rrf_k=settings.search_rrf_k,
         )
+        self._note_hits(hits)
+        return hits
+
+    def _note_hits(self, hits: list[Hit]) -> None:
+        """Remember which facts a search found (doctor: facts never recalled). Written at
+        once when nothing was written for a minute, else with a later search or on close:
+        a warm server pays one small write a minute, not one per search. A subagent's
+        searches and a store that cannot be written are left out: bookkeeping never fails
+        a search."""
+        if not self.settings.enabled:
+            return
+        now = self._now()
+        for hit in hits:
+            if hit.kind == "fact" and hit.id is not None:
+                self._hits[hit.id] = now
+        if self._hits and self.clock() - self._hits_flushed >= HITS_EVERY:
+            self.flush_hits()
+
+    def flush_hits(self) -> None:
+        hits, self._hits = self._hits, {}
+        self._hits_flushed = self.clock()
+        if not hits or not os.path.exists(self.layout.db):
+            return
+        with contextlib.suppress(MemdirError):
+            if not self.read_only:
+                self.store.record_hits(hits)
+
+    def close(self) -> None:
+        self.flush_hits()
+        super().close()
 
     def search_mode(self, mode: str | None = None) -> str:
         """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
@@ -256,12 +351,24 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         return f"search is lexical only; {embeddings.INSTALL}"
 
     def write_procedure(self, name: str, content: str) -> Procedure:
+        """P1: create or overwrite. A body another procedure holds already is not written
+        (the answer is that one, `duplicate` set); near duplicates are named (issue 7)."""
         self.layout.procedure(name)  # validates the name before anything else
         facts.check_content(content, self.settings.max_entry_bytes, "procedure")
         self._writable("procedures")
-        result = procedures.write(self.layout, name, content)
+
+        def twins() -> tuple[str | None, tuple[Similar, ...]]:
+            others = [(p.name, duplicates.body_of(p.content)) for p in self.procedures()]
+            body = duplicates.body_of(content)
+            return duplicates.among(
+                "procedure", name, body, others, self.settings.duplicate_lexical
+            )
+
+        result = procedures.write(self.layout, name, content, twins)
+        if result.duplicate:
+            return result._replace(hint=duplicates.named_hint("procedure", result.name))
         self._count("procedures")
-        return result
+        return result._replace(hint=duplicates.similar_hint(result.similar))
 
     def procedure(self, name: str) -> Procedure:
         return procedures.read(self.layout, name)

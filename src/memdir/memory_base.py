@@ -67,6 +67,8 @@ class MemoryBase:
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vectors = search.VectorCache()
         self.unembedded = 0  # facts and chunks the last search left without a vector
+        self._hits: dict[int, str] = {}  # fact id -> when a search last found it (unsaved)
+        self._hits_flushed = float("-inf")
         self.session_id: str | None = None
         self._session: Session | None = None
         self.bind_session(session if session is not None else env.get(SESSION_ENV) or None)

@@ -93,6 +93,7 @@ class Hit(Record):
     category: str | None = None
     date: str | None = None  # a fact's creation; a chunk's note, day or file date
     lines: tuple[int, int] | None = None
+    valid_to: str | None = None  # a search --as-of: when this (since superseded) fact ended
 
     def to_dict(self) -> dict[str, Any]:
         data = self._asdict()
@@ -191,11 +192,12 @@ class Applied(Record):
     duplicate note."""
 
     scope: str  # global | task
-    target: str  # entry name or task id
+    target: str  # entry name or task id (a duplicate entry: the one that says it already)
     action: str  # created | updated | noted | duplicate
+    hint: str | None = None  # what the duplicate guard found, and what to do
 
     def to_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        return {k: v for k, v in self._asdict().items() if v is not None}
 
 
 class Ingested(Record):

@@ -8,22 +8,39 @@ import time
 
 from . import query
 from .errors import NotFoundError, ValidationError
-from .models import Procedure
+from .models import Procedure, Similar
 from .paths import Layout, is_name
 from .storage import files, frontmatter
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 SNIPPET_LINES = 3
+LOCK = "procedures"
 
 
-def write(layout: Layout, name: str, content: str) -> Procedure:
-    """Create or overwrite (P1). Frontmatter, if any, must parse: a broken one is refused."""
+def write(
+    layout: Layout,
+    name: str,
+    content: str,
+    twins: Callable[[], tuple[str | None, tuple[Similar, ...]]] | None = None,
+) -> Procedure:
+    """Create or overwrite (P1). Frontmatter, if any, must parse: a broken one is refused.
+    `twins` (the duplicate guard) runs under the lock that every procedure write takes, so
+    one body written under two names at once is stored once."""
     path = layout.procedure(name)
     text = content if content.endswith("\n") else content + "\n"
     frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))
-    with files.locked(layout.locks_dir, f"procedure-{name}"):
+    similar: tuple[Similar, ...] = ()
+    with files.locked(layout.locks_dir, LOCK):
+        if twins is not None:
+            same, similar = twins()
+            if same is not None:
+                return read(layout, same)._replace(duplicate=True)
         files.sweep_temps(path)
         files.atomic_write(path, text)
-    return _load(layout, name, path, text)
+    return _load(layout, name, path, text)._replace(similar=similar)
 
 
 def read(layout: Layout, name: str) -> Procedure:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from . import procedures, query
 from .errors import MissingExtraError, ValidationError
 from .index import CHUNK_KINDS
-from .models import Hit
+from .models import Fact, Hit
 from .paths import Layout
 from .storage import embeddings
 
@@ -124,13 +124,20 @@ def search(
     cache: VectorCache,
     weights: tuple[float, float],
     rrf_k: int,
+    as_of: str | None = None,
 ) -> list[Hit]:
+    """`as_of`: the facts that held at that time (issue 7), lexically: files keep no
+    history, and superseded facts keep no vector."""
     node = query.parse_search(text)
     if node is None:
         return []  # nothing to look for: an empty list, not an error (Q2)
     if mode == "hybrid" and query.is_structured(text):
         mode = "lexical"  # F4: AND, NOT, "phrases" mean exactly that; similarity would not
     depth = max(3 * limit, 30)
+    if as_of is not None:
+        match = query.to_fts5(node)
+        found = store.search_facts(match, category, since, limit, as_of)
+        return [_fact_hit(f, score) for f, score in found]
     lexical: list[list[tuple[Key, Hit]]] = []
     if mode != "semantic":
         lexical = _lexical_lists(store, layout, node, category, since, kinds, depth)
@@ -160,10 +167,7 @@ def _lexical_lists(
     if "fact" in kinds:
         lists.append(
             [
-                (
-                    ("fact", f.id),
-                    Hit("fact", f.content, score, id=f.id, category=f.category, date=f.created),
-                )
+                (("fact", f.id), _fact_hit(f, score))
                 for f, score in store.search_facts(match, category, since, depth)
             ]
         )
@@ -239,12 +243,7 @@ def _semantic(
                 and (category in (None, f.category))
                 and (since is None or f.created >= since)
             ):
-                out.append(
-                    (
-                        ("fact", f.id),
-                        Hit("fact", f.content, score, id=f.id, category=f.category, date=f.created),
-                    )
-                )
+                out.append((("fact", f.id), _fact_hit(f, score)))
         elif owner == "chunk" and owner_id in chunks and category is None:
             row = chunks[owner_id]
             if row[2] in kinds and (since is None or (row[5] or "") >= since):
@@ -252,6 +251,18 @@ def _semantic(
         if len(out) >= depth:
             break
     return out, similarity
+
+
+def _fact_hit(fact: Fact, score: float) -> Hit:
+    return Hit(
+        "fact",
+        fact.content,
+        score,
+        id=fact.id,
+        category=fact.category,
+        date=fact.created,
+        valid_to=fact.valid_to,
+    )
 
 
 def _chunk_hit(row: ChunkRow, score: float) -> Hit:

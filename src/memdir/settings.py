@@ -56,6 +56,10 @@ class Settings(Record):
     search_lexical_weight: float = 1.0
     search_semantic_weight: float = 1.0
     search_rrf_k: int = 60
+    # [duplicates] (issue 7): a write that resembles an active item this much is reported:
+    # Jaccard of content words, and cosine when the embedding model is loaded.
+    duplicate_lexical: float = 0.7
+    duplicate_semantic: float = 0.9
 
 
 DEFAULTS = Settings()
@@ -98,7 +102,7 @@ def load_settings(config_path: str) -> Settings:
     return _settings_from(data, text, config_path)
 
 
-TABLES = ("memory", "boot", "heartbeat", "distill", "search")
+TABLES = ("memory", "boot", "heartbeat", "distill", "search", "duplicates")
 SEARCH_KEYS = {
     "mode": "one of auto, lexical, semantic, hybrid",
     "min_score": "a number from -1 to 1 (cosine similarity)",
@@ -140,6 +144,17 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
             )
         values["distill_max_chars"] = value
     values.update(_search_values(data.get("search", {}), text, path))
+    for key, value in data.get("duplicates", {}).items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key not in ("lexical", "semantic") or not (number and 0 < value <= 1):
+            raise _bad(
+                f"duplicates.{key}",
+                value,
+                "lexical or semantic, a similarity above 0 and at most 1",
+                text,
+                path,
+            )
+        values["duplicate_" + key] = float(value)
     return DEFAULTS._replace(**values)
 
 
@@ -302,4 +317,8 @@ def config_template() -> str:
         "# lexical_weight = 1.0      # hybrid: weight x bm25/best + weight x cosine\n"
         "# semantic_weight = 1.0\n"
         "# rrf_k = 60                # merges the lexical lists by reciprocal rank\n"
+        "\n[duplicates]\n"
+        "# a write this similar to an active fact, entry or procedure is reported\n"
+        "# lexical = 0.7             # Jaccard of content words\n"
+        "# semantic = 0.9            # cosine, when the embedding model is loaded\n"
     )

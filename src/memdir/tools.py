@@ -43,6 +43,7 @@ def memory_search(
     min_score: float | None = None,
     kinds: list[str] | None = None,
     mode: str | None = None,
+    as_of: str | None = None,
 ) -> dict[str, Any]:
     hits = memory.search(
         query,
@@ -52,6 +53,7 @@ def memory_search(
         kinds=kinds,
         mode=mode,
         min_score=min_score,
+        as_of=as_of,
     )
     # R4: what an agent is handed from memory is inert, whatever it echoes back
     result: dict[str, Any] = {
@@ -71,16 +73,20 @@ def memory_update(
     content: str | None = None,
     supersedes: int | None = None,
     id: int | None = None,
+    valid_from: str | None = None,
 ) -> dict[str, Any]:
     if target == "hot":
         return _hot_update(memory, action, content)
     if action == "set":
         fact = memory.add_fact(
-            _required(content, "content", "set"), _required(category, "category", "set")
+            _required(content, "content", "set"),
+            _required(category, "category", "set"),
+            valid_from=valid_from,
         )
     elif action == "supersede":
         old = _required(supersedes, "supersedes", "supersede")
-        fact = memory.supersede_fact(old, _required(content, "content", "supersede"), category)
+        text = _required(content, "content", "supersede")
+        fact = memory.supersede_fact(old, text, category, valid_from=valid_from)
     elif action == "remove":
         fact = memory.remove_fact(_required(id, "id", "remove"))
     else:
@@ -186,6 +192,13 @@ _SEARCH = Tool(
                 "enum": ["lexical", "semantic", "hybrid"],
                 "description": "Default: hybrid when local embeddings are installed.",
             },
+            "as_of": {
+                "type": "string",
+                "description": (
+                    "ISO date or time: the facts that were true then, superseded ones "
+                    "included (facts only; a date means its end)."
+                ),
+            },
         },
         "required": ["query"],
         "additionalProperties": False,
@@ -206,7 +219,9 @@ _UPDATE = Tool(
         "call with a category: preference (how the user likes things), convention (how things "
         "are done here), decision (what was decided and why), learning (what you found out). "
         "Actions: set (a new fact), supersede (replace fact `supersedes` by `content` when it "
-        "changed; the old one stays in history), remove (fact `id`, when it was wrong).\n"
+        "changed; the old one stays in history), remove (fact `id`, when it was wrong). A fact "
+        "the archive holds already is not stored twice: the answer names it (duplicate: true) "
+        "and a similar one is named in `similar`; supersede it when it changed.\n"
         "Never store secrets, passwords or tokens."
     ),
     input_schema={
@@ -226,6 +241,10 @@ _UPDATE = Tool(
             "content": {"type": "string", "description": "The fact, or the hot-memory text."},
             "supersedes": {"type": "integer", "description": "Id of the fact being replaced."},
             "id": {"type": "integer", "description": "Id of the fact to remove."},
+            "valid_from": {
+                "type": "string",
+                "description": "ISO date: when the fact began to hold (default now).",
+            },
         },
         "additionalProperties": False,
     },

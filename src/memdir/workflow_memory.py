@@ -3,9 +3,11 @@ their registry, memorize markers and recall. Mixed into Memory."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from . import (
+    duplicates,
     facts,
     search,
 )
@@ -19,10 +21,11 @@ from .models import (
     Note,
     Pruned,
     Recalled,
+    Similar,
     Task,
 )
 from .records import Record
-from .storage import embeddings
+from .storage import embeddings, files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,12 +59,26 @@ class WorkflowMemory(MemoryBase):
         task: str | None = None,
         workflow: str | None = None,
     ) -> Entry:
-        """G2: create or update global/<name>.md (keeps `created`); MEMORY.md follows."""
+        """G2: create or update global/<name>.md (keeps `created`); MEMORY.md follows.
+        A body another entry holds already is not written: the answer is that entry,
+        `duplicate` set; near duplicates are named in `similar` (issue 7)."""
         self.layout.entry(name)
         facts.check_content(content, self.settings.max_entry_bytes, "entry")
         self._writable("global entries")
         entry, _created = self._write_entry(name, description, content, task, workflow)
         return entry
+
+    def _entry_twins(self, name: str, content: str) -> tuple[str | None, tuple[Similar, ...]]:
+        """The entry that says exactly this, or the ones that say nearly this."""
+        others = []
+        for other, _description, _updated in entries.index(self.layout, self.store):
+            if other != name:
+                with contextlib.suppress(MemdirError):
+                    text = files.read_text(self.layout.entry(other)) or ""
+                    others.append((other, duplicates.body_of(text)))
+        return duplicates.among(
+            "entry", name, content, others, self.settings.duplicate_lexical
+        )
 
     def _write_entry(
         self,
@@ -74,11 +91,20 @@ class WorkflowMemory(MemoryBase):
         # the content was checked (size, X2) by the caller; the description is checked here
         secret_scan.check(description, "entry's description")
         provenance = {"agent": self.agent, "task": task, "workflow": workflow}
-        result = entries.write(
-            self.layout, self.store, name, description, content, self._now(), provenance
+        entry, created = entries.write(
+            self.layout,
+            self.store,
+            name,
+            description,
+            content,
+            self._now(),
+            provenance,
+            twins=lambda: self._entry_twins(name, content),
         )
+        if entry.duplicate:
+            return entry._replace(hint=duplicates.named_hint("entry", entry.name)), False
         self._count("entries")
-        return result
+        return entry._replace(hint=duplicates.similar_hint(entry.similar)), created
 
     def entry(self, name: str) -> Entry:
         return entries.read(self.layout, name)
@@ -225,10 +251,12 @@ class WorkflowMemory(MemoryBase):
             assert request.name is not None and request.description is not None
             self._writable("global entries")
             facts.check_content(request.content, self.settings.max_entry_bytes, "entry")
-            _entry, created = self._write_entry(
+            entry, created = self._write_entry(
                 request.name, request.description, request.content, task, workflow
             )
-            return Applied("global", request.name, "created" if created else "updated")
+            if entry.duplicate:
+                return Applied("global", entry.name, "duplicate", entry.hint)
+            return Applied("global", request.name, "created" if created else "updated", entry.hint)
         if task is None:
             raise ValidationError("a task note needs the current task (--task ID)")
         added = self.add_note(task, request.content, workflow=workflow, step=step)

@@ -45,15 +45,25 @@ def add_fact(b: Builder) -> None:
     add = b.command(fact, "add", _fact_add, "store a new fact")
     add.add_argument("text", help="the fact, or - for stdin")
     add.add_argument("-c", "--category", required=True, choices=CATEGORIES)
+    add.add_argument(
+        "--valid-from", metavar="DATE", help="when it began to hold (default: now)"
+    )
     sup = b.command(
         fact, "supersede", _fact_supersede, "replace a fact, keeping the old in history"
     )
     sup.add_argument("id")
     sup.add_argument("text", help="the new fact, or - for stdin")
     sup.add_argument("-c", "--category", choices=CATEGORIES, help="default: the old fact's")
+    sup.add_argument(
+        "--valid-from",
+        metavar="DATE",
+        help="when the new one began to hold and the old one stopped (default: now)",
+    )
     b.command(fact, "rm", _fact_rm, "remove a fact").add_argument("id")
     b.command(fact, "show", _fact_show, "print one fact").add_argument("id")
-    b.command(fact, "history", _fact_history, "the supersede chain of a fact").add_argument("id")
+    b.command(
+        fact, "history", _fact_history, "the timeline of a fact: every version, when it held"
+    ).add_argument("id")
 
 
 def add_search(b: Builder) -> None:
@@ -77,6 +87,11 @@ def add_search(b: Builder) -> None:
     )
     search.add_argument(
         "--min-score", type=float, metavar="S", help="drop semantic hits below this cosine (0.5)"
+    )
+    search.add_argument(
+        "--as-of",
+        metavar="DATE",
+        help="the facts that held then, superseded ones included (a date means its end)",
     )
 
 
@@ -158,13 +173,32 @@ def _hot_result(args: argparse.Namespace, result: HotWrite) -> Any:
 
 
 def _fact_add(args: argparse.Namespace) -> Any:
-    fact = memory_for(args).add_fact(text_arg(args.text), args.category)
-    return fact.to_dict() if as_json(args) else f"fact {fact.id} stored ({fact.category})"
+    fact = memory_for(args).add_fact(
+        text_arg(args.text), args.category, valid_from=args.valid_from
+    )
+    if as_json(args):
+        return fact.to_dict()
+    if fact.duplicate:
+        return f"not stored: {fact.hint}"
+    _warn_similar(fact.hint)
+    return f"fact {fact.id} stored ({fact.category})"
 
 
 def _fact_supersede(args: argparse.Namespace) -> Any:
-    fact = memory_for(args).supersede_fact(args.id, text_arg(args.text), args.category)
-    return fact.to_dict() if as_json(args) else f"fact {fact.id} supersedes fact {fact.supersedes}"
+    fact = memory_for(args).supersede_fact(
+        args.id, text_arg(args.text), args.category, valid_from=args.valid_from
+    )
+    if as_json(args):
+        return fact.to_dict()
+    if fact.duplicate:
+        return f"unchanged: {fact.hint}"
+    _warn_similar(fact.hint)
+    return f"fact {fact.id} supersedes fact {fact.supersedes}"
+
+
+def _warn_similar(hint: str | None) -> None:
+    if hint:
+        warn(hint)
 
 
 def _fact_rm(args: argparse.Namespace) -> Any:
@@ -181,7 +215,7 @@ def _fact_history(args: argparse.Namespace) -> Any:
     chain = memory_for(args).fact_history(args.id)
     if as_json(args):
         return [fact.to_dict() for fact in chain]
-    return "\n".join(_render_fact(fact) for fact in chain)
+    return "\n".join(_render_version(fact) for fact in chain)
 
 
 def _search(args: argparse.Namespace) -> Any:
@@ -194,6 +228,7 @@ def _search(args: argparse.Namespace) -> Any:
         kinds=args.kind,
         mode=args.mode,
         min_score=args.min_score,
+        as_of=args.as_of,
     )
     notice = memory.search_notice()
     if notice:
@@ -206,9 +241,12 @@ def _search(args: argparse.Namespace) -> Any:
 def _procedure_write(args: argparse.Namespace) -> Any:
     content = text_arg(args.file) if args.file == "-" else read_file(args.file)
     proc = memory_for(args).write_procedure(args.name, content)
-    return (
-        _procedure_dict(proc) if as_json(args) else f"procedure {proc.name} written ({proc.path})"
-    )
+    if as_json(args):
+        return _procedure_dict(proc)
+    if proc.duplicate:
+        return f"not written: {proc.hint}"
+    _warn_similar(proc.hint)
+    return f"procedure {proc.name} written ({proc.path})"
 
 
 def _procedure_show(args: argparse.Namespace) -> Any:
@@ -269,9 +307,19 @@ def _render_fact(fact: Fact) -> str:
     return f"#{fact.id} [{fact.category}] {fact.created}{state}\n  {fact.content}"
 
 
+def _render_version(fact: Fact) -> str:
+    """One version in a fact's timeline: when it held, and how it ended."""
+    ended = {
+        "superseded": f"{fact.valid_to}, superseded by #{fact.superseded_by}",
+        "removed": f"{fact.valid_to}, removed",
+    }.get(fact.status, "now")
+    return f"#{fact.id} [{fact.category}] {fact.valid_from} -> {ended}\n  {fact.content}"
+
+
 def _render_hit(hit: Hit) -> str:
     if hit.kind == "fact":
-        head = f"fact #{hit.id} [{hit.category}] {hit.date}"
+        until = f" (held until {hit.valid_to})" if hit.valid_to else ""
+        head = f"fact #{hit.id} [{hit.category}] {hit.date}{until}"
     else:
         start, end = hit.lines or (1, 1)
         head = f"{hit.kind} {hit.name} ({hit.path}:{start}-{end})"

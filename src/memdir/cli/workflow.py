@@ -165,6 +165,9 @@ def _memorize(args: argparse.Namespace) -> Any:
     )
     for warning in result.warnings:
         warn(warning)
+    for applied in result.applied:
+        if applied.hint:
+            warn(applied.hint)
     return result.to_dict() if as_json(args) else Raw(result.output, exact=True)
 
 

@@ -24,12 +24,22 @@ NewChunk = tuple[int, int, str | None, str, str]
 
 
 class Store(Protocol):
-    def add_fact(self, category: str, content: str, now: str, by: Provenance) -> Fact: ...
+    def add_fact(
+        self, category: str, content: str, now: str, by: Provenance, valid_from: str | None = None
+    ) -> Fact:
+        """A new active fact, or the active fact that says the same, marked `duplicate`."""
+        ...
 
     def add_facts(self, rows: list[tuple[str, str]], now: str, by: Provenance) -> list[int]: ...
 
     def supersede_fact(
-        self, old_id: int, category: str | None, content: str, now: str, by: Provenance
+        self,
+        old_id: int,
+        category: str | None,
+        content: str,
+        now: str,
+        by: Provenance,
+        valid_from: str | None = None,
     ) -> tuple[Fact, Fact]:
         """(the old fact, now superseded; the new active one), in one transaction."""
         ...
@@ -43,10 +53,34 @@ class Store(Protocol):
         ...
 
     def search_facts(
-        self, match: str, category: str | None, since: str | None, limit: int
+        self,
+        match: str,
+        category: str | None,
+        since: str | None,
+        limit: int,
+        as_of: str | None = None,
     ) -> list[tuple[Fact, float]]:
-        """Active facts matching the FTS5 expression, best first, with a score (higher = better)."""
+        """Active facts matching the FTS5 expression, best first, with a score (higher = better);
+        with `as_of`, the facts that held at that time, superseded ones included."""
         ...
+
+    def similar_facts(
+        self, content: str, exclude: int | None, threshold: float, limit: int
+    ) -> list[tuple[Fact, float]]: ...
+
+    def fact_saying(self, content: str) -> Fact | None: ...
+
+    def exact_duplicate_facts(self) -> list[list[Fact]]: ...
+
+    def sketch_pairs(self) -> list[tuple[Fact, Fact]]: ...
+
+    def insert_fact_rows(
+        self, rows: list[dict[str, object]], keep_ids: bool
+    ) -> dict[int, int]: ...
+
+    def record_hits(self, hits: dict[int, str]) -> None: ...
+
+    def stale_facts(self, before: str) -> list[Fact]: ...
 
     def count_facts(self) -> dict[str, int]: ...
 

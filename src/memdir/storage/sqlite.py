@@ -271,7 +271,9 @@ class SQLiteStore(IndexRows, ArchiveRows):
         archive: a restore), else new ones are given and the links follow them."""
         texts = [str(row["content"]) for row in rows]
         sketches = similarity.sketches(texts)
-        fields = [f for f in FACT_FIELDS if f != "id" or keep_ids]
+        # the links are set once every row has its id: a link may point forward
+        links = ("supersedes", "superseded_by")
+        fields = [f for f in FACT_FIELDS if (f != "id" or keep_ids) and f not in links]
         mapping: dict[int, int] = {}
         with self._write() as db:
             for row, text, sketch in zip(rows, texts, sketches, strict=True):
@@ -285,13 +287,94 @@ class SQLiteStore(IndexRows, ArchiveRows):
                 mapping[int(str(row["id"]))] = cursor.lastrowid
                 self._sketch(db, cursor.lastrowid, sketch)
             for row in rows:
-                links = [mapping.get(int(str(row[k]))) if row.get(k) is not None else None
-                         for k in ("supersedes", "superseded_by")]
+                linked = [
+                    mapping.get(int(str(row[k]))) if row.get(k) is not None else None
+                    for k in links
+                ]
                 db.execute(
                     "UPDATE facts SET supersedes = ?, superseded_by = ? WHERE id = ?",
-                    (*links, mapping[int(str(row["id"]))]),
+                    (*linked, mapping[int(str(row["id"]))]),
                 )
         return mapping
+
+    def fact_saying(self, content: str) -> Fact | None:
+        """The active fact whose normalised text is content's, if any."""
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            return self._active_by_key(db, similarity.text_key(content), content)
+
+    def exact_duplicate_facts(self) -> list[list[Fact]]:
+        """Groups of active facts with the same normalised text, oldest first."""
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE status = 'active' AND norm IN "
+                "(SELECT norm FROM facts WHERE status = 'active' GROUP BY norm "
+                "HAVING count(*) > 1) ORDER BY norm, id"
+            ).fetchall()
+        groups: dict[str, list[Fact]] = {}
+        for row in rows:
+            groups.setdefault(similarity.normalize(row[2]), []).append(Fact(*row))
+        return [group for group in groups.values() if len(group) > 1]
+
+    def sketch_pairs(self) -> list[tuple[Fact, Fact]]:
+        """Pairs of active facts that share an LSH band key: near-duplicate candidates."""
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            pairs = db.execute(
+                "SELECT DISTINCT a.fact_id, b.fact_id FROM fact_sketch a JOIN fact_sketch b "
+                "ON b.key = a.key AND b.fact_id > a.fact_id"
+            ).fetchall()
+            ids = sorted({i for pair in pairs for i in pair})
+            found: dict[int, Fact] = {}
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                for row in db.execute(
+                    f"SELECT {FACT_COLUMNS} FROM facts WHERE status = 'active' AND id IN "
+                    f"({', '.join('?' * len(part))})",
+                    part,
+                ):
+                    found[row[0]] = Fact(*row)
+        return [(found[a], found[b]) for a, b in pairs if a in found and b in found]
+
+    def record_hits(self, hits: dict[int, str]) -> None:
+        """Facts a search returned, and when (doctor: facts never recalled). Bookkeeping,
+        not memory: written without waiting for the disk (synchronous = NORMAL)."""
+        if not hits:
+            return
+        db = self._require()
+        with self._translated("write to"):
+            db.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with self._write() as tx:
+                    tx.executemany(
+                        "INSERT INTO fact_usage (fact_id, hits, last_hit) VALUES (?, 1, ?) "
+                        "ON CONFLICT (fact_id) DO UPDATE SET hits = hits + 1, "
+                        "last_hit = max(last_hit, excluded.last_hit)",
+                        sorted(hits.items()),
+                    )
+            finally:
+                db.execute("PRAGMA synchronous = FULL")
+
+    def stale_facts(self, before: str) -> list[Fact]:
+        """Active facts no search has returned since `before` (nor created since)."""
+        db = self._conn()
+        if db is None:
+            return []
+        cols = ", ".join("f." + c for c in FACT_FIELDS)
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {cols} FROM facts f LEFT JOIN fact_usage u ON u.fact_id = f.id "
+                "WHERE f.status = 'active' AND coalesce(u.last_hit, f.created) < ? ORDER BY f.id",
+                (before,),
+            ).fetchall()
+        return [Fact(*row) for row in rows]
 
     def get_fact(self, fact_id: int) -> Fact | None:
         db = self._conn()

@@ -1,0 +1,510 @@
+"""A whole store in one portable file, and back (issue 7): `memdir export`, `memdir import`.
+
+The archive is JSON Lines, UTF-8. Line 1 is the header:
+
+    {"memdir_export": 1, "created": "2026-06-10T14:02:11Z", "schema": 6, "memdir": "0.1.0",
+     "counts": {"file": 9, "fact": 120, ...}, "left_out": [...], "note": "..."}
+
+then one record a line, each with its `kind`:
+
+    fact           every column of the facts table (storage.sqlite.FACT_FIELDS), by id
+    fact_usage     fact_id, hits, last_hit
+    task           id, parent_id, state, started, ended
+    session        id, surface, parent_id, started, ended
+    session_write  session_id, what, n (what a session wrote, counted)
+    kv             key, value (the distillation watermark...)
+    file           root ("memory" or "state"), path (relative, "/"-separated), mtime_ns,
+                   and `text`, or `base64` for bytes that are not UTF-8
+
+Files: every regular file under the memory root (HOT.md and its .bak, global/, procedures/,
+tasks/, daily/, heartbeat-state.json, and anything else put there) but the database,
+MEMORY.md (derived), hidden folders such as .locks/ and writers' temp files; and the
+markdown files of the state dir (the identity files). config.toml stays behind: it is
+this machine's settings. The search index is derived, so it is rebuilt, not carried.
+
+An import checks the whole archive before it writes anything (archive_check.py: paths
+stay inside their root, X1; no secrets, X2; facts F2/X3; the header's counts, so a
+truncated archive is refused). Into an empty store it restores everything, facts with
+their own ids. A store that holds memory is refused unless forced, and then merged into:
+facts get new ids (their links follow), files are overwritten, and what the store holds
+already is skipped — tasks, sessions and values with the same id or key (the store's are
+kept), files with the same bytes, facts with the same category, text and creation time
+(imported before). So importing an archive twice doubles nothing, and an import cut off
+by a full disk is finished by running it again with --force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+
+from .clock import iso
+from .errors import ConflictError, StorageError, ValidationError
+from .models import ImportItem, ImportReport
+from .paths import TASK_ID_RE, Layout, is_name, safe_path
+from .records import Record
+from .storage import files
+from .storage.sqlite_archive import TABLES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import IO, Any
+
+    from .archive_check import Plan
+    from .memory import Memory
+
+    Row = dict[str, Any]
+    Link = tuple[int | None, int | None, int]  # (supersedes, superseded_by, id)
+
+FORMAT = 1  # the archive format this module writes and reads
+ROW_KINDS = tuple(TABLES)  # fact, fact_usage, task, session, session_write, kv
+KINDS = ("file", *ROW_KINDS)
+ROOTS = ("memory", "state")
+DB_FILES = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal")
+DERIVED = "MEMORY.md"
+NOTE = (
+    "config.toml (this machine's settings) is left out; MEMORY.md and the search index "
+    "are derived and rebuilt on import"
+)
+
+
+class Exported(Record):
+    """What an export wrote: records of each kind, and the files it left out and why."""
+
+    path: str | None  # None: the archive went to a stream (stdout)
+    counts: dict[str, int]
+    left_out: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "counts": self.counts, "left_out": self.left_out}
+
+
+class StoredFile(Record):
+    root: str  # memory | state
+    rel: str  # relative to the root, "/"-separated
+    path: str
+
+
+# -- export --------------------------------------------------------------------------------
+
+
+def export(memory: Memory, out: IO[bytes]) -> Exported:
+    """Write the whole store to `out` as an archive, streamed: rows come straight from the
+    database cursor (one read transaction, so they are consistent) and files one by one."""
+    import json
+
+    from . import __version__
+
+    def emit(record: dict[str, Any]) -> None:
+        out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+
+    layout, store = memory.layout, memory.store
+    found, left_out = listing(layout)
+    has_db = os.path.exists(layout.db)  # else there are no rows, and nothing is created
+    with store.snapshot() if has_db else contextlib.nullcontext():
+        counts = store.archive_counts() if has_db else dict.fromkeys(ROW_KINDS, 0)
+        counts = {"file": len(found), **counts}
+        emit(
+            {
+                "memdir_export": FORMAT,
+                "created": iso(memory.clock()),
+                "schema": store.schema_version() if has_db else latest_schema(),
+                "memdir": __version__,
+                "counts": counts,
+                "left_out": left_out,
+                "note": NOTE,
+            }
+        )
+        if has_db:
+            for kind in ROW_KINDS:
+                for row in store.archive_rows(kind):
+                    emit({"kind": kind, **row})
+    for item in found:
+        emit(_file_record(item))
+    return Exported(None, counts, left_out)
+
+
+def export_to(memory: Memory, path: str) -> Exported:
+    """export() into the file `path`, atomically: a failed export leaves no half archive."""
+    with _atomic_output(path) as out:
+        done = export(memory, out)
+    return done._replace(path=path)
+
+
+def listing(layout: Layout) -> tuple[list[StoredFile], list[str]]:
+    """The files an archive carries, and those it leaves out with why ("x (a symlink)")."""
+    memory_root, state_root = os.path.realpath(layout.memory_dir), layout.state_dir
+    same_root = memory_root == os.path.realpath(state_root)
+    found, left_out = [], []
+    for folder, dirs, names in os.walk(layout.memory_dir):
+        here = os.path.relpath(folder, layout.memory_dir)
+        prefix = "" if here == "." else here.replace(os.sep, "/") + "/"
+        for name in sorted(dirs):
+            link = os.path.islink(os.path.join(folder, name))
+            if name.startswith(".") or link:
+                dirs.remove(name)
+                if name != ".locks":
+                    left_out.append(f"{prefix}{name}/ ({'a symlink' if link else 'hidden'})")
+        dirs.sort()
+        for name in sorted(names):
+            if name.startswith(files.TEMP_PREFIX):
+                continue  # a killed writer's temp file
+            if not prefix and (name in DB_FILES or name == DERIVED):
+                continue
+            if same_root and not prefix and name == "config.toml":
+                continue
+            kind = _file_type(os.path.join(folder, name))
+            if kind is None:
+                found.append(StoredFile("memory", prefix + name, os.path.join(folder, name)))
+            else:
+                left_out.append(f"{prefix}{name} ({kind})")
+    if not same_root:
+        for rel, path in _state_files(state_root):
+            kind = _file_type(path)
+            if kind is None:
+                found.append(StoredFile("state", rel, path))
+            else:
+                left_out.append(f"{rel} in the state dir ({kind})")
+    return found, left_out
+
+
+def _state_files(state_root: str) -> list[tuple[str, str]]:
+    try:
+        names = sorted(os.listdir(state_root))
+    except OSError:
+        return []
+    return [(n, os.path.join(state_root, n)) for n in names if n.endswith(".md")]
+
+
+def _file_type(path: str) -> str | None:
+    """None for a regular file, else what it is instead (it is left out)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "unreadable"
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _file_record(item: StoredFile) -> dict[str, Any]:
+    import base64
+
+    try:
+        with open(item.path, "rb") as handle:
+            data = handle.read()
+            mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
+    except FileNotFoundError:
+        raise ConflictError(
+            f"{item.path} was deleted while the export ran: run the export again"
+        ) from None
+    except OSError as exc:
+        raise StorageError(f"cannot read {item.path}: {exc.strerror}") from exc
+    record: dict[str, Any] = {"kind": "file", "root": item.root, "path": item.rel}
+    record["mtime_ns"] = mtime_ns
+    try:
+        record["text"] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        record["base64"] = base64.b64encode(data).decode("ascii")
+    return record
+
+
+@contextlib.contextmanager
+def _atomic_output(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `path` complete or not at all: a unique temp file in
+    the same folder, fsynced and renamed over it (as storage.files.atomic_write, which
+    takes text only)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    temp = os.path.join(
+        folder, f"{files.TEMP_PREFIX}{os.path.basename(path)}.{os.getpid()}.{os.urandom(6).hex()}"
+    )
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror}; nothing was changed") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(exc, OSError):
+            raise StorageError(f"cannot write {path}: {exc.strerror}; nothing was changed") from exc
+        raise
+    files.fsync_dir(folder)
+
+
+def latest_schema() -> int:
+    from .storage.migrations import MIGRATIONS
+
+    return MIGRATIONS[-1][0]
+
+
+def root_dir(layout: Layout, root: str) -> str:
+    return layout.memory_dir if root == "memory" else layout.state_dir
+
+
+# -- import: decide and write --------------------------------------------------------------
+
+
+def import_archive(
+    memory: Memory, path: str, *, dry_run: bool = False, force: bool = False
+) -> ImportReport:
+    """Restore an archive (`path`, or "-" for stdin) into this store; see the module doc.
+    Nothing is written before the whole archive has been read and checked."""
+    if not dry_run:
+        memory._writable("imported memory")  # U2, S: refused before reading anything
+    holds = holdings(memory)
+    if holds and not force:
+        shown = ", ".join(holds[:3]) + (", ..." if len(holds) > 3 else "")
+        raise ConflictError(
+            f"the store {memory.state.path} is not empty (it holds {shown}): import into an "
+            "empty state dir (--state-dir DIR), or merge into this one with --force"
+        )
+    from .archive_check import read_plan
+
+    with _opened(path) as (source, name):
+        plan = read_plan(memory, source, name)
+        report = ImportReport("memdir", name, dry_run, [], [])
+        if not holds:
+            rows, links = _restore_facts(memory, plan, report, dry_run)
+        else:
+            rows, links = _merge_facts(memory, plan, report, dry_run)
+        rows.update(_other_rows(memory, plan, report, merge=bool(holds)))
+        if not dry_run:
+            memory.store.restore_rows(links, rows)
+        _write_files(memory, plan, source, report, dry_run)
+    if not dry_run:
+        _rebuild(memory)
+    return report
+
+
+def holdings(memory: Memory) -> list[str]:
+    """What makes the store not empty: facts, tasks, sessions, and any file an archive
+    would carry (memory files, identity files)."""
+    held = []
+    if os.path.exists(memory.layout.db):
+        counts = memory.store.archive_counts()
+        held += [
+            f"{counts[kind]} {kind}(s)" for kind in ("fact", "task", "session") if counts[kind]
+        ]
+    found, _ = listing(memory.layout)
+    held += [item.rel for item in found]
+    return held
+
+
+@contextlib.contextmanager
+def _opened(path: str) -> Iterator[tuple[IO[bytes], str]]:
+    """The archive, seekable (stdin is copied to a temp file first), and its name."""
+    if path == "-":
+        stdin = sys.stdin
+        if stdin is None or stdin.isatty():
+            raise ValidationError("'-' means the archive comes on stdin, but nothing was piped in")
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryFile() as spool:
+            shutil.copyfileobj(stdin.buffer, spool)
+            spool.seek(0)
+            yield spool, "stdin"
+        return
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc.strerror}") from None
+    with handle:
+        yield handle, path
+
+
+def _restore_facts(
+    memory: Memory, plan: Plan, report: ImportReport, dry_run: bool
+) -> tuple[dict[str, list[Row]], list[Link]]:
+    """An empty store: every fact with its own id."""
+    facts = [row for _, row in plan.rows["fact"]]
+    for number, row in plan.rows["fact"]:
+        report.imported.append(ImportItem("fact", str(row["id"]), f"line {number}"))
+    mapping = {int(row["id"]): int(row["id"]) for row in facts}
+    if not dry_run and facts:
+        memory.import_facts([_unlinked(row) for row in facts], keep_ids=True)
+    usage = [row for _, row in plan.rows["fact_usage"]]
+    return {"fact_usage": usage}, _links(facts, mapping)
+
+
+def _merge_facts(
+    memory: Memory, plan: Plan, report: ImportReport, dry_run: bool
+) -> tuple[dict[str, list[Row]], list[Link]]:
+    """A store that holds memory: new ids; a fact the store holds already (same category,
+    text and creation time: imported before) is skipped, and links to it lead to it."""
+    known = memory.store.fact_identities() if os.path.exists(memory.layout.db) else {}
+    mapping: dict[int, int] = {}
+    new: list[tuple[int, Row]] = []
+    for number, row in plan.rows["fact"]:
+        same = known.get((row["category"], row["content"], row["created"]))
+        if same is not None:
+            mapping[row["id"]] = same
+            report.skipped.append(
+                ImportItem(
+                    "fact", str(same), f"line {number}", f"the store holds it as fact {same}"
+                )
+            )
+        else:
+            new.append((number, row))
+    if dry_run:
+        report.imported.extend(ImportItem("fact", "new", f"line {n}") for n, _ in new)
+        return {}, []
+    stored = memory.import_facts([_unlinked(row) for _, row in new]) if new else {}
+    mapping.update(stored)
+    report.imported.extend(
+        ImportItem("fact", str(stored[row["id"]]), f"line {n}") for n, row in new
+    )
+    usage = [
+        {**row, "fact_id": stored[row["fact_id"]]}
+        for _, row in plan.rows["fact_usage"]
+        if row["fact_id"] in stored
+    ]
+    return {"fact_usage": usage}, _links([row for _, row in new], mapping)
+
+
+def _unlinked(row: Row) -> Row:
+    """A fact without its links: they are set once every fact of the archive is stored
+    (a link to a fact not yet inserted would break the foreign key)."""
+    return {**row, "supersedes": None, "superseded_by": None}
+
+
+def _links(facts: list[Row], mapping: dict[int, int]) -> list[Link]:
+    """(supersedes, superseded_by, id) of each linked fact, in the store's ids."""
+    return [
+        (
+            None if row["supersedes"] is None else mapping[row["supersedes"]],
+            None if row["superseded_by"] is None else mapping[row["superseded_by"]],
+            mapping[row["id"]],
+        )
+        for row in facts
+        if row["supersedes"] is not None or row["superseded_by"] is not None
+    ]
+
+
+def _other_rows(
+    memory: Memory, plan: Plan, report: ImportReport, merge: bool
+) -> dict[str, list[Row]]:
+    """Tasks, sessions (with what they wrote) and values; in a merge, those whose id or
+    key the store holds already are skipped, and the store's own are kept."""
+    rows: dict[str, list[Row]] = {}
+    has_db = os.path.exists(memory.layout.db)
+    for kind, key in (("task", "id"), ("session", "id"), ("kv", "key")):
+        found = plan.rows[kind]
+        held = (
+            memory.store.existing_keys(kind, [row[key] for _, row in found])
+            if merge and has_db
+            else set()
+        )
+        rows[kind] = []
+        for number, row in found:
+            if row[key] in held:
+                reason = f"the store has a {kind} {row[key]} already; it was kept"
+                report.skipped.append(ImportItem(kind, row[key], f"line {number}", reason))
+            else:
+                rows[kind].append(row)
+                report.imported.append(ImportItem(kind, row[key], f"line {number}"))
+    imported_sessions = {row["id"] for row in rows["session"]}
+    rows["session_write"] = [
+        row for _, row in plan.rows["session_write"] if row["session_id"] in imported_sessions
+    ]
+    return rows
+
+
+def _write_files(
+    memory: Memory, plan: Plan, source: IO[bytes], report: ImportReport, dry_run: bool
+) -> None:
+    import base64
+    import json
+
+    layout = memory.layout
+    for number, offset, root, rel in plan.files:
+        source.seek(offset)
+        record = json.loads(source.readline().decode("utf-8"))
+        text = record.get("text")
+        data = text if text is not None else base64.b64decode(record["base64"])
+        target = safe_path(root_dir(layout, root), rel)  # X1, again: now, as it is written
+        item = ImportItem(file_kind(root, rel), rel, f"line {number}")
+        if _holds_already(target, data):
+            report.skipped.append(item._replace(reason="the store's file is the same"))
+            continue
+        report.imported.append(item)
+        if dry_run:
+            continue
+        lock = lock_name(rel) if root == "memory" else None
+        with files.locked(layout.locks_dir, lock) if lock else contextlib.nullcontext():
+            if lock:
+                files.sweep_temps(target)
+            if isinstance(data, str):
+                files.atomic_write(target, data)
+            else:
+                files.ensure_dir(os.path.dirname(target))
+                with _atomic_output(target) as out:
+                    out.write(data)
+            mtime = record.get("mtime_ns")
+            if mtime is not None:
+                try:
+                    os.utime(target, ns=(mtime, mtime))
+                except OSError as exc:
+                    raise StorageError(f"cannot set the time of {target}: {exc.strerror}") from exc
+
+
+def _holds_already(target: str, data: str | bytes) -> bool:
+    try:
+        with open(target, "rb") as handle:
+            held = handle.read()
+    except OSError:
+        return False
+    return held == (data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def _rebuild(memory: Memory) -> None:
+    """What is derived from the files: MEMORY.md, the entry cache, the search index
+    (reindex's first two steps; embeddings are left to the next search or reindex)."""
+    from . import entries, index
+
+    entries.reindex(memory.layout, memory.store)
+    index.sync(memory.layout, memory.store, full=True)
+
+
+FILE_KINDS = {"global": "entry", "procedures": "procedure", "tasks": "note", "daily": "daily"}
+TOP_FILES = {"HOT.md": "hot", "HOT.md.bak": "hot", "heartbeat-state.json": "heartbeat"}
+
+
+def file_kind(root: str, rel: str) -> str:
+    """What a file is, as an import reports it: hot, entry, procedure, note, daily..."""
+    if root == "state":
+        return "identity"
+    folder, _, name = rel.rpartition("/")
+    if not folder:
+        return TOP_FILES.get(name, "file")
+    return FILE_KINDS.get(folder, "file")
+
+
+def lock_name(rel: str) -> str | None:
+    """The lock the module that owns this file takes to write it, if any."""
+    from . import daily, entries
+
+    if rel in ("HOT.md", "HOT.md.bak"):
+        return "HOT.md"
+    if rel == "heartbeat-state.json":
+        return "heartbeat"
+    folder, _, name = rel.rpartition("/")
+    stem = name[:-3] if name.endswith(".md") else ""
+    if folder == "global":
+        return entries.LOCK
+    if folder == "procedures" and is_name(stem):
+        return f"procedure-{stem}"
+    if folder == "tasks" and TASK_ID_RE.match(stem) and ".." not in stem:
+        return f"task-{stem}"
+    if folder == "daily" and daily.DATE_RE.match(stem):
+        return f"daily-{stem}"
+    return None

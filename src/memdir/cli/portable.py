@@ -1,0 +1,141 @@
+"""Commands that carry memory between stores: export (one archive of everything) and
+import (an archive, or another tool's memory)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import ValidationError
+from .common import Builder, as_json, memory_for
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..archive import Exported
+    from ..models import ImportReport
+
+NATIVE = "memdir"
+# how a count of each kind of item reads: kind -> (one, several)
+LABELS = {
+    "fact_usage": ("fact usage row", "fact usage rows"),
+    "session_write": ("session write count", "session write counts"),
+    "kv": ("stored value", "stored values"),
+    "entry": ("global entry", "global entries"),
+    "note": ("task note file", "task note files"),
+    "daily": ("daily log", "daily logs"),
+    "hot": ("hot memory file", "hot memory files"),
+    "identity": ("identity file", "identity files"),
+    "heartbeat": ("heartbeat state", "heartbeat states"),
+}
+
+
+def counted(n: int, kind: str) -> str:
+    one, several = LABELS.get(kind, (kind, kind + "s"))
+    return f"{n:,} {one if n == 1 else several}"
+
+
+def add_export(b: Builder) -> None:
+    export = b.command(
+        b.commands,
+        "export",
+        _export,
+        "write the whole store to one archive that `memdir import` restores",
+    )
+    export.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the archive here, atomically (default: stdout, the summary to stderr)",
+    )
+
+
+def add_import(b: Builder) -> None:
+    imp = b.command(
+        b.commands,
+        "import",
+        _import,
+        "bring memory in: a `memdir export` archive, or another tool's memory",
+    )
+    imp.add_argument("path", metavar="PATH", help="what to import, or - for stdin")
+    imp.add_argument(
+        "--from",
+        dest="fmt",
+        default=NATIVE,
+        metavar="FORMAT",
+        help=f"what PATH holds (default: {NATIVE}, an archive of `memdir export`)",
+    )
+    imp.add_argument(
+        "--dry-run", action="store_true", help="report what would be imported; write nothing"
+    )
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="merge into a store that is not empty (an archive restores into an empty one)",
+    )
+
+
+def _export(args: argparse.Namespace) -> Any:
+    from .. import archive
+
+    memory = memory_for(args)
+    if args.out is not None:
+        done = archive.export_to(memory, args.out)
+        return done.to_dict() if as_json(args) else _summary(done)
+    if sys.stdout.isatty():
+        raise ValidationError(
+            "the archive would go to the terminal: give --out FILE, or pipe it somewhere"
+        )
+    done = archive.export(memory, sys.stdout.buffer)
+    sys.stdout.flush()
+    if as_json(args):
+        import json
+
+        print(json.dumps(done.to_dict(), ensure_ascii=False, indent=2), file=sys.stderr)
+    else:
+        print(_summary(done), file=sys.stderr)
+    return None
+
+
+def _summary(done: Exported) -> str:
+    counts = ", ".join(counted(n, kind) for kind, n in done.counts.items() if n)
+    lines = [f"exported {counts or 'an empty store'} to {done.path or 'stdout'}"]
+    lines += [f"left out: {item}" for item in done.left_out]
+    return "\n".join(lines)
+
+
+def _import(args: argparse.Namespace) -> Any:
+    memory = memory_for(args)
+    if args.fmt == NATIVE:
+        from .. import archive
+
+        report = archive.import_archive(memory, args.path, dry_run=args.dry_run, force=args.force)
+    else:
+        from .. import importers
+
+        if args.fmt not in importers.FORMATS:
+            known = ", ".join((NATIVE, *importers.FORMATS))
+            raise ValidationError(f"unknown import format {args.fmt!r}: one of {known}")
+        report = importers.run(memory, args.fmt, args.path, dry_run=args.dry_run, force=args.force)
+    return report.to_dict() if as_json(args) else _report(report)
+
+
+def _report(report: ImportReport) -> str:
+    """One line per kind imported or skipped, with counts, then each skipped item and why."""
+    done, skip = ("would import", "would skip") if report.dry_run else ("imported", "skipped")
+    lines = [f"{report.source} ({report.format}{', dry run' if report.dry_run else ''}):"]
+    for verb, items in ((done, report.imported), (skip, report.skipped)):
+        counts: dict[str, int] = {}
+        for item in items:
+            counts[item.kind] = counts.get(item.kind, 0) + 1
+        lines += [f"  {verb} {counted(n, kind)}" for kind, n in counts.items()]
+    if not report.imported and not report.skipped:
+        lines.append("  nothing to import")
+    lines += [
+        f"  {skip} {item.kind} {item.target} ({item.source}): {item.reason}"
+        for item in report.skipped
+    ]
+    return "\n".join(lines)
+
+
+COMMANDS = {"export": add_export, "import": add_import}

@@ -1,0 +1,348 @@
+"""Doctor's checks of what memory holds: hot memory, the heartbeat state, global entries
+against MEMORY.md and the indexes, procedures, task notes, duplicates and stale facts.
+Each reads through the library, as the `view` Memory given (see diagnosis.py) sees it."""
+
+from __future__ import annotations
+
+import os
+
+from .. import entries, heartbeat, hot, index
+from ..clock import epoch, iso
+from ..errors import StorageError
+from ..paths import Layout
+from ..storage import files, frontmatter
+from .disk import ReadOnlyStore, Scan
+from .report import SHOWN, Finding, duration, few
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+
+def check_hot(memory: Memory, found: list[Finding]) -> None:
+    text = hot.read(memory.layout)
+    cap, chars = memory.settings.hot_cap_chars, len(text)
+    move = (
+        "move details to the fact archive (`memdir fact add TEXT -c CATEGORY`), then drop "
+        "them from HOT.md (`memdir hot rm LINE`, or edit the file)"
+    )
+    if chars > cap:
+        found.append(
+            Finding(
+                "hot.cap",
+                "error",
+                ["HOT.md"],
+                f"HOT.md holds {chars:,} chars, over its cap of {cap:,} (edited by hand?): the "
+                f"next write cuts ~{chars - cap:,} chars from its end (H3)",
+                move,
+            )
+        )
+    elif chars >= hot.WARN_RATIO * cap:
+        found.append(
+            Finding(
+                "hot.cap",
+                "warning",
+                ["HOT.md"],
+                f"HOT.md is {100 * chars // cap}% full ({chars:,}/{cap:,} chars)",
+                move,
+            )
+        )
+    cut = hot.cut_so_far(text)
+    if cut:
+        found.append(
+            Finding(
+                "hot.truncated",
+                "info",
+                ["HOT.md"],
+                f"HOT.md was cut at its cap earlier: {cut:,} chars were lost (its last line "
+                "says so)",
+                "check that what every turn needs is still there; `memdir hot set` with the "
+                "whole text clears the marker",
+            )
+        )
+
+
+def check_heartbeat(memory: Memory, found: list[Finding]) -> None:
+    try:
+        memory.heartbeat_due()
+    except StorageError as exc:
+        rel = os.path.relpath(heartbeat.state_path(memory.layout), memory.layout.memory_dir)
+        found.append(
+            Finding(
+                "heartbeat.state",
+                "error",
+                [rel],
+                str(exc),
+                f"fix the JSON by hand, or delete {rel}: every check is then due once",
+            )
+        )
+
+
+def check_entries(view: Memory, usable: bool, found: list[Finding]) -> None:
+    layout = view.layout
+    listed = view.entries()
+    for entry in listed:
+        if entry.error is not None:
+            found.append(
+                Finding(
+                    "entries.frontmatter",
+                    "error",
+                    [entry.path],
+                    f"{entry.path}: {entry.error.removeprefix(entry.path + ': ')}; the entry is "
+                    "left out of MEMORY.md and recall",
+                    f"edit {os.path.join(layout.memory_dir, entry.path)} (frontmatter: "
+                    "`---`, `name:`, `description:`, `---`), or `memdir rm "
+                    f"{entry.name}`",
+                )
+            )
+    expected = "".join(
+        entries.index_line(name, description) + "\n"
+        for name, description, _ in entries.index(layout, view.store)
+    )
+    actual = files.read_text(layout.index_file)
+    if (actual or "") != expected:
+        want = set(_index_names(expected))
+        have = set(_index_names(actual or ""))
+        parts = []
+        if actual is None:
+            parts.append("it is missing")
+        if have - want:
+            gone = sorted(have - want)
+            parts.append(f"it lists {len(gone)} that do(es) not exist: {few(gone)}")
+        if want - have and actual is not None:
+            missed = sorted(want - have)
+            parts.append(f"it misses {len(missed)}: {few(missed)}")
+        if not parts:
+            parts.append("its lines differ from the entries' descriptions (edited by hand?)")
+        found.append(
+            Finding(
+                "entries.index",
+                "warning",
+                ["MEMORY.md", *sorted(have ^ want)],
+                f"MEMORY.md does not match global/: {'; '.join(parts)} (G3)",
+                "`memdir doctor --fix` (or `memdir reindex`) rebuilds it from the files; "
+                "MEMORY.md is derived, so text written into it by hand is not kept",
+                fixable=True,
+            )
+        )
+    if not usable:
+        return
+    cache = view.store.entry_cache(with_meta=False)
+    on_disk = {name: (mtime, size) for name, _, mtime, size in entries._files(layout)}
+    behind = sorted(
+        [name for name, state in on_disk.items() if cache.get(name, (-1, -1))[:2] != state]
+        + [name for name in cache if name not in on_disk]
+    )
+    if behind:
+        found.append(
+            Finding(
+                "entries.cache",
+                "info",
+                behind,
+                f"the entry cache in memory.db is behind {len(behind)} entry file(s) changed "
+                f"by hand: {few(behind)} (the next list or recall catches up, G4)",
+                "nothing to do; `memdir doctor --fix` refreshes it now",
+                fixable=True,
+            )
+        )
+
+
+def _index_names(text: str) -> list[str]:
+    names = []
+    for line in text.splitlines():
+        name, sep, _ = line.removeprefix("- ").partition(" — ")
+        names.append(name.strip() if sep and line.startswith("- ") else line.strip())
+    return [n for n in names if n]
+
+
+def check_index(
+    layout: Layout, store: ReadOnlyStore, unreadable: set[str], found: list[Finding]
+) -> None:
+    indexed = store.indexed_files()
+    # index._scan is the index's own view of which files it covers; not-text files never
+    # get chunks (files.encoding says so), so they are not "behind"
+    on_disk = {rel: state for rel, state in index._scan(layout).items() if rel not in unreadable}
+    new = sorted(rel for rel in on_disk if rel not in indexed)
+    changed = sorted(
+        rel
+        for rel, (_kind, _path, mtime, size) in on_disk.items()
+        if rel in indexed and indexed[rel][1:3] != (mtime, size)
+    )
+    gone = sorted(rel for rel in indexed if rel not in on_disk and rel not in unreadable)
+    if new or changed or gone:
+        counts = ", ".join(
+            f"{len(items)} {what}"
+            for items, what in ((new, "new"), (changed, "changed"), (gone, "deleted"))
+            if items
+        )
+        paths = new + changed + gone
+        found.append(
+            Finding(
+                "index.search",
+                "info",
+                list(paths),
+                f"the search index is behind the files ({counts}): {few(paths)} (the next "
+                "search catches up, G4)",
+                "nothing to do; `memdir doctor --fix` re-indexes now",
+                fixable=True,
+            )
+        )
+
+
+def check_procedures(view: Memory, found: list[Finding]) -> None:
+    for proc in view.procedures():
+        full = os.path.join(view.layout.memory_dir, proc.path)
+        if proc.error is not None:
+            found.append(
+                Finding(
+                    "procedures.frontmatter",
+                    "error",
+                    [proc.path],
+                    f"{proc.path}: {proc.error.removeprefix(proc.path + ': ')}",
+                    f"edit {full}: fix or remove the block between the `---` lines",
+                )
+            )
+            continue
+        _meta, body = frontmatter.parse(proc.content, proc.path)
+        if not body.strip():
+            found.append(
+                Finding(
+                    "procedures.empty",
+                    "warning",
+                    [proc.path],
+                    f"procedure {proc.name} is empty: no steps after its frontmatter (P1)",
+                    f"write it (`memdir procedure write {proc.name} FILE`) or delete {full}",
+                )
+            )
+
+
+def check_tasks(view: Memory, scan: Scan, stale_days: int, found: list[Finding]) -> None:
+    """T4: notes of ids the registry does not know (orphans), notes due to be swept, and
+    tasks left running with nothing written for `stale_days`."""
+    registry = {t.id: t for t in view.store.all_tasks()}
+    due = {p.task: p for p in view.prune(dry_run=True)}
+    notes = {rel[6:-3]: mtime for rel, _path, mtime in scan.memory["tasks"]}
+    orphans = sorted(tid for tid in notes if tid not in registry)
+    old = [f"tasks/{tid}.md" for tid in orphans if tid in due]
+    young = [f"tasks/{tid}.md" for tid in orphans if tid not in due]
+    expired = sorted(f"tasks/{tid}.md" for tid in due if tid in registry)
+    retention = duration(view.settings.task_retention)
+    if old:
+        found.append(
+            Finding(
+                "tasks.orphan",
+                "warning",
+                old,
+                f"{len(old)} notes file(s) of tasks the registry does not know, untouched for "
+                f"longer than task_retention ({retention}): {few(old)} (T4)",
+                "`memdir doctor --fix` (or `memdir prune`) removes them; if the retention sweep "
+                "should have, check that it runs (the server runs it every 6 hours)",
+                fixable=True,
+            )
+        )
+    if young:
+        found.append(
+            Finding(
+                "tasks.orphan",
+                "info",
+                young,
+                f"{len(young)} notes file(s) of tasks the registry does not know: "
+                f"{few(young)}; they are kept until untouched for {retention} (T4)",
+                "register a task still in use (`memdir task start ID`), or leave them: the "
+                "sweep removes them in time",
+            )
+        )
+    if expired:
+        found.append(
+            Finding(
+                "tasks.expired",
+                "info",
+                expired,
+                f"{len(expired)} notes file(s) of tasks that ended more than {retention} ago: "
+                f"{few(expired)} (T4)",
+                "`memdir doctor --fix` (or `memdir prune`) removes them",
+                fixable=True,
+            )
+        )
+    since = view.clock() - stale_days * 86400
+    idle = sorted(
+        t.id
+        for t in registry.values()
+        if t.state == "running" and _epoch(t.started) < since and notes.get(t.id, 0.0) < since
+    )
+    if idle:
+        found.append(
+            Finding(
+                "tasks.idle",
+                "info",
+                list(idle),
+                f"{len(idle)} task(s) still running with no note for {stale_days} days: "
+                f"{few(idle)}; a running task's notes are never swept (T4)",
+                "end the ones that are over: `memdir task end ID --state cancelled`",
+            )
+        )
+
+
+def check_duplicates(view: Memory, found: list[Finding]) -> None:
+    from .. import duplicates
+
+    for group in duplicates.find_all(view):
+        first, rest = group.members[0], group.members[1:]
+        kind = {"fact": "facts", "entry": "global entries", "procedure": "procedures"}
+        shown = ", ".join(str(m) for m in group.members[:SHOWN])
+        if len(group.members) > SHOWN:
+            shown += f" (+{len(group.members) - SHOWN} more)"
+        if group.kind == "fact":
+            steps = "; ".join(f"`memdir fact rm {m}`" for m in rest[:SHOWN])
+            keep = f"keep fact {first}, remove the repeats: {steps}"
+            near = f"if they say the same, keep one: `memdir fact supersede {first} TEXT`, " + (
+                "then `memdir fact rm` the others"
+            )
+        elif group.kind == "entry":
+            keep = f"keep {first}, `memdir rm NAME` the others"
+            near = "if they say the same, merge them into one and `memdir rm NAME` the others"
+        else:
+            keep = f"keep {first}, delete procedures/NAME.md of the others"
+            near = "if they say the same, merge them into one and delete the others' files"
+        if group.exact:
+            message = f"{len(group.members)} {kind[group.kind]} say exactly the same: {shown}"
+        else:
+            message = (
+                f"{len(group.members)} {kind[group.kind]} are nearly the same ({group.how} "
+                f"similarity {group.score:.2f}): {shown}"
+            )
+        found.append(
+            Finding(
+                "duplicates.exact" if group.exact else "duplicates.near",
+                "warning" if group.exact else "info",
+                list(group.members),
+                message,
+                keep if group.exact else near,
+            )
+        )
+
+
+def check_stale(view: Memory, stale_days: int, found: list[Finding]) -> None:
+    before = iso(view.clock() - stale_days * 86400)
+    stale = view.store.stale_facts(before)
+    if stale:
+        ids: list[str | int] = [f.id for f in stale]
+        found.append(
+            Finding(
+                "facts.stale",
+                "info",
+                ids,
+                f"{len(ids):,} active fact(s) no search has found in {stale_days} days (nor "
+                f"written since): {few(ids)}",
+                "review them (`memdir fact show ID`); supersede what changed (`memdir fact "
+                "supersede ID TEXT`) and remove what no longer holds (`memdir fact rm ID`); "
+                "--stale-days N sets the window",
+            )
+        )
+
+
+def _epoch(stamp: str) -> float:
+    try:
+        return epoch(stamp)
+    except ValueError:
+        return 0.0

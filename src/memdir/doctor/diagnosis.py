@@ -1,0 +1,103 @@
+"""Running doctor: every check read-only (`diagnose`), the safe repairs (`repair`), and
+both in turn (`run`)."""
+
+from __future__ import annotations
+
+import time
+
+from .. import entries, index
+from ..memory import Memory
+from .checks import (
+    check_duplicates,
+    check_entries,
+    check_heartbeat,
+    check_hot,
+    check_index,
+    check_procedures,
+    check_stale,
+    check_tasks,
+)
+from .disk import ReadOnlyStore, check_database, check_layout, check_text, remove_temps, scan_root
+from .report import SEVERITIES, Finding, Report, checked
+
+STALE_DAYS = 90
+# checks whose findings one index rebuild repairs, and the ones the T4 sweep does
+REBUILT = {"entries.index", "entries.cache", "index.search", "db.schema"}
+SWEPT = {"tasks.orphan", "tasks.expired"}
+
+
+def run(memory: Memory, *, fix: bool = False, stale_days: int = STALE_DAYS) -> Report:
+    """Diagnose; with `fix`, repair what is safe, then diagnose again: the report holds
+    what remains and what was done."""
+    started = time.perf_counter()
+    if fix:
+        memory._writable("memory (doctor --fix)")  # before anything: a subagent cannot fix
+    report = diagnose(memory, stale_days=stale_days)
+    done: list[str] = []
+    if fix and any(f.fixable for f in report.findings):
+        done = repair(memory, report)
+        report = diagnose(memory, stale_days=stale_days)
+    elapsed = round((time.perf_counter() - started) * 1000, 1)
+    return report._replace(fixed=done, elapsed_ms=elapsed)
+
+
+def diagnose(memory: Memory, *, stale_days: int = STALE_DAYS) -> Report:
+    """Every check, read-only (see the module docstring)."""
+    started = time.perf_counter()
+    layout = memory.layout
+    found: list[Finding] = []
+    store = ReadOnlyStore(layout.db, busy_timeout_ms=memory.settings.busy_timeout_ms)
+    view = _view(memory, store)
+    try:
+        database = check_database(layout, store, found)
+        usable = database.get("usable", False)
+        scan = scan_root(layout)
+        check_layout(layout, scan, found)
+        unreadable = check_text(layout, scan, found)
+        checked("hot memory", found, lambda: check_hot(memory, found))
+        checked("heartbeat state", found, lambda: check_heartbeat(memory, found))
+        checked("global entries", found, lambda: check_entries(view, usable, found))
+        if usable:
+            checked("search index", found, lambda: check_index(layout, store, unreadable, found))
+        checked("procedures", found, lambda: check_procedures(view, found))
+        if usable:
+            checked("task notes", found, lambda: check_tasks(view, scan, stale_days, found))
+            checked("duplicates", found, lambda: check_duplicates(view, found))
+            checked("stale facts", found, lambda: check_stale(view, stale_days, found))
+    finally:
+        store.close()
+    found.sort(key=lambda f: SEVERITIES.index(f.severity))
+    database.pop("usable", None)
+    elapsed = round((time.perf_counter() - started) * 1000, 1)
+    return Report(layout.memory_dir, found, [], database, elapsed)
+
+
+def repair(memory: Memory, report: Report) -> list[str]:
+    """The safe repairs for the report's fixable findings; returns what was done."""
+    memory._writable("memory (doctor --fix)")
+    layout, checks = memory.layout, {f.check for f in report.findings if f.fixable}
+    done = []
+    for finding in report.findings:
+        if finding.check == "layout.temp":
+            done += remove_temps(layout, [str(rel) for rel in finding.where])
+    pruned = memory.prune() if checks & SWEPT else []
+    done += [f"removed {p.path} ({p.reason}): the retention sweep (T4)" for p in pruned]
+    if checks & REBUILT or pruned:
+        # entries.reindex + index.sync rather than Memory.reindex: that one embeds every
+        # missing vector too, which takes minutes on a big store and repairs nothing
+        rebuilt = entries.reindex(layout, memory.store)
+        chunked = index.sync(layout, memory.store, full=True)
+        done.append(
+            f"rebuilt MEMORY.md and the entry cache from {len(rebuilt):,} entry file(s) and "
+            f"re-indexed {chunked:,} file(s) for search"
+        )
+    return done
+
+
+def _view(memory: Memory, store: ReadOnlyStore) -> Memory:
+    """The same Memory (layout, settings, clock, session) reading through `store`."""
+    import copy
+
+    view = copy.copy(memory)
+    view.store = store
+    return view

@@ -1,0 +1,285 @@
+"""The duplicate guard (issue 7): what an active fact, entry or procedure already says.
+
+On a write: an exact duplicate (similarity.normalize equal) of another active item is not
+stored; the caller gets the existing one and a hint to supersede or update it instead. A
+near duplicate (content-word Jaccard >= [duplicates] lexical, default 0.7; or, when the
+embedding model is already loaded in the process, cosine >= [duplicates] semantic, default
+0.9) is stored and reported with what it resembles. The model is never loaded for a write
+alone: that would add ~0.4 s to every `memdir fact add`; the MCP server has it loaded.
+
+For doctor: `find_all` groups every exact and near duplicate of the store.
+"""
+
+from __future__ import annotations
+
+from . import similarity
+from .models import Fact, Similar
+from .records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .memory import Memory
+    from .storage.base import Store
+    from .storage.embeddings import Embedder
+
+MAX_REPORTED = 3  # near duplicates named in a write's answer
+BLOCK = 1024  # rows of the cosine matrix computed at once
+
+
+class DuplicateGroup(Record):
+    kind: str  # fact | entry | procedure
+    exact: bool
+    members: list[int | str]  # fact ids or names, oldest (lowest id, first name) first
+    score: float  # 1.0 when exact; else the highest similarity inside the group
+    how: str  # exact | lexical | semantic
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+# -- hints -------------------------------------------------------------------------------
+
+
+def fact_hint(fact: Fact) -> str:
+    return (
+        f"fact {fact.id} already says this; nothing was stored. To change it: "
+        f"`memdir fact supersede {fact.id} TEXT` (memory_update action=supersede id={fact.id})"
+    )
+
+
+def similar_hint(similar: tuple[Similar, ...]) -> str | None:
+    if not similar:
+        return None
+    first = similar[0]
+    shown = f"fact {first.ref}" if first.kind == "fact" else f"{first.kind} {first.ref}"
+    more = f" (and {len(similar) - 1} more)" if len(similar) > 1 else ""
+    action = (
+        f"if it replaces it, supersede {first.ref} instead"
+        if first.kind == "fact"
+        else f"if it says the same, keep one: update {first.ref} instead"
+    )
+    return f"stored; it resembles {shown}{more} ({first.how} {first.score:.2f}): {action}"
+
+
+def named_hint(kind: str, name: str) -> str:
+    command = "memdir procedure write" if kind == "procedure" else "the memorize block / write"
+    return (
+        f"{kind} {name!r} already says this; nothing was stored. Update {name!r} instead "
+        f"({command} with its name)"
+    )
+
+
+# -- facts -------------------------------------------------------------------------------
+
+
+def similar_facts(
+    store: Store,
+    fact: Fact,
+    threshold: float,
+    semantic: tuple[Embedder, float, Any] | None,
+) -> tuple[Similar, ...]:
+    """Near duplicates of a fact just written, most alike first."""
+    found = {
+        other.id: Similar("fact", other.id, round(score, 3), "lexical", other.content)
+        for other, score in store.similar_facts(fact.content, fact.id, threshold, MAX_REPORTED)
+    }
+    if semantic is not None:
+        embedder, minimum, cache = semantic
+        for other_id, score in _semantic_facts(store, fact, embedder, minimum, cache):
+            if other_id not in found:
+                other = store.get_fact(other_id)
+                if other is not None and other.status == "active":
+                    found[other_id] = Similar("fact", other_id, round(score, 3), "semantic",
+                                              other.content)
+    ranked = sorted(found.values(), key=lambda s: (-s.score, str(s.ref)))
+    return tuple(ranked[:MAX_REPORTED])
+
+
+def _semantic_facts(
+    store: Store, fact: Fact, embedder: Embedder, minimum: float, cache: Any
+) -> list[tuple[int, float]]:
+    """Cosine of the new fact against every embedded active fact (the warm vector cache)."""
+    import numpy as np
+
+    from .storage import embeddings
+    from .storage.hashing import text_hash
+
+    vector = embedder.embed([fact.content])[0]
+    # kept, so the next search need not embed this fact again
+    store.put_vectors(
+        embedder.name, [("fact", fact.id, text_hash(fact.content), embeddings.to_blob(vector))]
+    )
+    keys, matrix = cache.load(store, embedder)
+    if not keys:
+        return []
+    scores = matrix @ vector
+    top = np.argsort(-scores)[: MAX_REPORTED * 2]
+    return [
+        (int(keys[i][1]), float(scores[i]))
+        for i in top
+        if keys[i][0] == "fact" and keys[i][1] != fact.id and scores[i] >= minimum
+    ]
+
+
+# -- entries and procedures ------------------------------------------------------------------
+
+
+def among(
+    kind: str, name: str, content: str, others: list[tuple[str, str]], threshold: float
+) -> tuple[str | None, tuple[Similar, ...]]:
+    """(the name of another item saying exactly this, near duplicates) for an entry or
+    procedure about to be written as `name`; `others` are (name, body) of the rest."""
+    wanted = similarity.normalize(content)
+    bag = similarity.words(content)
+    near = []
+    for other, body in others:
+        if other == name:
+            continue
+        if similarity.normalize(body) == wanted:
+            return other, ()
+        score = similarity.jaccard(bag, similarity.words(body))
+        if score >= threshold:
+            near.append(Similar(kind, other, round(score, 3), "lexical", body[:200]))
+    near.sort(key=lambda s: (-s.score, str(s.ref)))
+    return None, tuple(near[:MAX_REPORTED])
+
+
+def body_of(text: str) -> str:
+    """A markdown file's body without its YAML frontmatter (no YAML parse: comparison only)."""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end != -1:
+            return text[end + 5 :]
+    return text
+
+
+# -- doctor ----------------------------------------------------------------------------------
+
+
+def find_all(memory: Memory, threshold: float | None = None) -> list[DuplicateGroup]:
+    """Every group of exact and near duplicates among active facts, entries and procedures."""
+    threshold = memory.settings.duplicate_lexical if threshold is None else threshold
+    groups = _fact_groups(memory.store, threshold)
+    groups += _semantic_fact_groups(memory, {m for g in groups for m in g.members})
+    entries = [(e.name, memory.entry(e.name).content or "") for e in memory.entries()
+               if e.error is None]
+    groups += _named_groups("entry", entries, threshold)
+    procedures = [(p.name, body_of(p.content)) for p in memory.procedures() if p.error is None]
+    groups += _named_groups("procedure", procedures, threshold)
+    return groups
+
+
+def _fact_groups(store: Store, threshold: float) -> list[DuplicateGroup]:
+    groups = [
+        DuplicateGroup("fact", True, [f.id for f in group], 1.0, "exact")
+        for group in store.exact_duplicate_facts()
+    ]
+    exact = {m for g in groups for m in g.members}
+    scored = []
+    for a, b in store.sketch_pairs():
+        if a.id in exact and b.id in exact:
+            continue
+        score = similarity.jaccard(similarity.words(a.content), similarity.words(b.content))
+        if score >= threshold and similarity.normalize(a.content) != similarity.normalize(
+            b.content
+        ):
+            scored.append((a.id, b.id, score))
+    return groups + _join("fact", scored, "lexical")
+
+
+def _semantic_fact_groups(memory: Memory, known: set[int | str]) -> list[DuplicateGroup]:
+    """Pairs of embedded active facts with cosine >= [duplicates] semantic, from the
+    vectors already stored (doctor never embeds: that is `memdir reindex`)."""
+    from .storage import embeddings
+
+    if not embeddings.available():
+        return []
+    import numpy as np
+
+    from .search import VectorCache
+
+    keys, matrix = VectorCache().load(memory.store, _NameOnly())
+    rows = [i for i, key in enumerate(keys) if key[0] == "fact"]
+    if len(rows) < 2:
+        return []
+    ids = [int(keys[i][1]) for i in rows]
+    vectors = matrix[rows]
+    minimum = memory.settings.duplicate_semantic
+    scored = []
+    for start in range(0, len(ids), BLOCK):
+        block = vectors[start : start + BLOCK] @ vectors.T
+        for i, j in zip(*np.nonzero(block >= minimum), strict=True):
+            a, b = ids[start + int(i)], ids[int(j)]
+            if a < b and not (a in known and b in known):
+                scored.append((a, b, float(block[i, j])))
+    return _join("fact", scored, "semantic")
+
+
+class _NameOnly:
+    """What VectorCache needs of an embedder to read stored vectors: no model loaded."""
+
+    from .storage.embeddings import MiniLM
+
+    name = MiniLM.name
+    dim = MiniLM.dim
+    del MiniLM
+
+    def embed(self, texts: list[str]) -> Any:
+        raise AssertionError("doctor reads stored vectors only")
+
+
+def _named_groups(
+    kind: str, items: list[tuple[str, str]], threshold: float
+) -> list[DuplicateGroup]:
+    by_text: dict[str, list[str]] = {}
+    for name, body in items:
+        by_text.setdefault(similarity.normalize(body), []).append(name)
+    groups = [
+        DuplicateGroup(kind, True, list(sorted(names)), 1.0, "exact")
+        for text, names in by_text.items()
+        if text and len(names) > 1
+    ]
+    firsts = {names[0]: text for text, names in by_text.items() if text}
+    bags = {name: similarity.words(text) for name, text in firsts.items()}
+    buckets: dict[int, list[str]] = {}
+    for name, bag in bags.items():
+        for key in similarity.band_keys(bag):
+            buckets.setdefault(key, []).append(name)
+    pairs = {(a, b) for names in buckets.values() for a in names for b in names if a < b}
+    scored = [
+        (a, b, score)
+        for a, b in sorted(pairs)
+        if (score := similarity.jaccard(bags[a], bags[b])) >= threshold
+    ]
+    return groups + _join(kind, scored, "lexical")
+
+
+def _join(
+    kind: str, pairs: list[tuple[Any, Any, float]], how: str
+) -> list[DuplicateGroup]:
+    """Connected components of the similar pairs (union-find), each with its best score."""
+    parent: dict[Any, Any] = {}
+
+    def root(x: Any) -> Any:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b, _ in pairs:
+        parent[root(a)] = root(b)
+    members: dict[Any, list[Any]] = {}
+    best: dict[Any, float] = {}
+    for a, _b, score in pairs:
+        top = root(a)
+        best[top] = max(best.get(top, 0.0), score)
+    for x in list(parent):
+        members.setdefault(root(x), []).append(x)
+    return [
+        DuplicateGroup(kind, False, sorted(group), round(best[top], 3), how)
+        for top, group in sorted(members.items(), key=lambda item: sorted(item[1])[0])
+        if len(group) > 1
+    ]
+

@@ -1,0 +1,452 @@
+"""`memdir export` / `memdir import` (issue 7, part 4): one archive restores a whole store
+with nothing lost — every fact row, supersede chains and provenance, usage, tasks,
+sessions, values, every file byte for byte with its mtime. Real files, real SQLite, the
+real CLI; refusals (non-empty store, truncated or garbled archive, paths out of the root,
+X1; secrets, X2) write nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import ConflictError, Memory, ReadOnlyError, ValidationError, archive, archive_check
+from memdir.storage.sqlite import FACT_FIELDS
+from memdir.storage.sqlite_archive import fields
+from memdir.testing import FixedClock
+
+T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z
+DAY = 86_400.0
+TABLES = ("facts", "fact_usage", "tasks", "sessions", "session_writes", "kv")
+NOT_UTF8 = b"\xff\xfe raw \x00 bytes \xc3\x28"
+PROCEDURE_WITH_FRONTMATTER = (
+    "---\ndescription: how a release is cut\ntags: [release]\n---\n# Release\n1. tag\n2. push\n"
+)
+
+
+def build_store(state: Path) -> dict[str, Any]:
+    """A store holding every kind of record, written through the public API."""
+    clock = FixedClock(T0)
+    with Memory(str(state), clock=clock) as mem:
+        top = mem.start_session(surface="repl")
+        sub = mem.start_session(surface="repl", parent=top.id)  # a subagent session (U2)
+        with Memory(str(state), clock=clock, session=top.id, agent="coder") as agent:
+            first = agent.add_fact("Deploys go through staging", "convention")  # F5
+            clock.advance(60)
+            second = agent.supersede_fact(first.id, "Deploys go through staging, then canary")
+            clock.advance(60)
+            third = agent.supersede_fact(second.id, "Deploys go staging, canary, then prod")
+            agent.hot_set("Name: Ada Lovelace, timezone Europe/London")
+            agent.hot_append("Prefers short answers")  # HOT.md.bak holds the first version
+        gone = mem.add_fact("The office is in Leeds", "learning")
+        clock.advance(60)
+        mem.remove_fact(gone.id)
+        mem.add_fact("Ada prefers tea to coffee", "preference")
+        mem.write_procedure("deploy", "# Deploy\n1. make test\n2. push the tag\n")
+        mem.write_procedure("release", PROCEDURE_WITH_FRONTMATTER)
+        mem.write_entry("ci-duration", "CI takes ~12 min", "Main's CI runs 12 minutes.")
+        mem.write_entry("release-day", "Releases on Tuesdays", "Cut from main on Tuesday.")
+        mem.start_task("sprint-12")
+        mem.start_task("fix-login", parent="sprint-12")
+        mem.add_note("sprint-12", "Goal: login and billing")
+        mem.add_note("fix-login", "Root cause: the session cookie is not renewed",
+                     workflow="bugfix", step="analyze")
+        mem.end_task("fix-login", "done")
+        mem.daily_append("Met Bob about the launch")
+        clock.advance(DAY)
+        mem.daily_append("Learned to check the calendar first", section="Evolution Log")
+        mem.heartbeat_mark("email")
+        mem.distill()
+        mem.distill_done()  # the watermark (kv)
+        mem.end_session(top.id)
+    db = sqlite3.connect(state / "memory" / "memory.db")
+    with db:  # a search would record this; written directly so the test needs no search
+        db.execute("INSERT OR REPLACE INTO fact_usage VALUES (?, 3, ?)",
+                   (third.id, "2026-05-29T10:00:00Z"))
+    db.close()
+    (state / "SOUL.md").write_text("You are a careful release engineer.\n", encoding="utf-8")
+    stray = state / "memory" / "attachments" / "blob.bin"
+    stray.parent.mkdir()
+    stray.write_bytes(NOT_UTF8)
+    os.utime(stray, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
+    return {"top": top.id, "sub": sub.id, "chain": [first.id, second.id, third.id],
+            "removed": gone.id}
+
+
+def rows(state: Path) -> dict[str, list[tuple[Any, ...]]]:
+    db = sqlite3.connect(state / "memory" / "memory.db")
+    try:
+        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES}
+    finally:
+        db.close()
+
+
+def stored_files(state: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file the archive carries: path -> (bytes, mtime_ns)."""
+    found = {}
+    for root in (state, state / "memory"):
+        for path in root.rglob("*"):
+            rel = path.relative_to(state).as_posix()
+            skip = (rel.startswith("memory/memory.db") or "/.locks/" in f"/{rel}"
+                    or rel in ("memory/MEMORY.md", "config.toml") or not path.is_file())
+            if not skip and (root != state or path.parent == state):
+                found[rel] = (path.read_bytes(), path.stat().st_mtime_ns)
+    return found
+
+
+def export_file(state: Path, out: Path) -> archive.Exported:
+    with Memory(str(state)) as mem:
+        return archive.export_to(mem, str(out))
+
+
+def import_file(state: Path, path: Path | str, **options: Any) -> Any:
+    with Memory(str(state)) as mem:
+        return archive.import_archive(mem, str(path), **options)
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def write_lines(path: Path, records: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+
+def nothing_written(state: Path) -> bool:
+    return not (state / "memory" / "memory.db").exists() and not stored_files(state)
+
+
+# -- the round trip ------------------------------------------------------------------------
+
+
+def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # issue 7, F3, F5, T3, U1
+    source, target, out = tmp_path / "a", tmp_path / "b", tmp_path / "backup.jsonl"
+    made = build_store(source)
+    before_rows, before_files = rows(source), stored_files(source)
+    index_before = (source / "memory" / "MEMORY.md").read_text(encoding="utf-8")
+
+    exported = export_file(source, out)
+    assert exported.counts == {"file": 13, "fact": 5, "fact_usage": 1, "task": 2,
+                               "session": 2, "session_write": 1, "kv": 2}
+    assert exported.left_out == []
+    report = import_file(target, out)
+
+    assert report.skipped == [] and not report.dry_run and report.format == "memdir"
+    assert rows(target) == before_rows  # every column of every fact, usage, task, session...
+    assert stored_files(target) == before_files  # byte for byte, mtime to the nanosecond
+    assert (target / "memory" / "MEMORY.md").read_text(encoding="utf-8") == index_before  # G3
+    with Memory(str(target)) as mem:
+        chain = mem.fact_history(made["chain"][-1])  # F3: the whole chain, same ids
+        assert [f.id for f in chain] == made["chain"]
+        assert [f.status for f in chain] == ["superseded", "superseded", "active"]
+        assert {(f.session_id, f.agent) for f in chain} == {(made["top"], "coder")}  # F5
+        assert mem.get_fact(made["removed"]).status == "removed"
+        sessions = {s.id: s for s in mem.sessions()}
+        assert sessions[made["top"]].ended is not None
+        assert sessions[made["top"]].counts == {"hot": 2, "facts": 3}
+        assert mem.store.get_session(made["sub"]).parent_id == made["top"]  # type: ignore[union-attr]
+        assert [t.id for t in mem.store.all_tasks() if t.parent_id == "sprint-12"] == ["fix-login"]
+        assert [n.content for n in mem.notes("fix-login")] == [
+            "Root cause: the session cookie is not renewed"]
+        assert mem.procedure("release").description == "how a release is cut"
+        assert [e.name for e in mem.entries()] == ["ci-duration", "release-day"]
+        assert not mem.distill().items  # the watermark came along: nothing to distill again
+        assert [c.last for c in mem.heartbeat_due() if c.name == "email"] == [T0 + 180 + DAY]
+        # the search index was rebuilt: facts, entries, procedures and logs are found
+        kinds = {hit.kind for hit in mem.search("canary OR CI OR calendar OR tag",
+                                                mode="lexical", limit=20)}
+        assert {"fact", "global", "procedure", "daily"} <= kinds
+        assert [h.id for h in mem.search("canary", kinds="fact", mode="lexical")] == [
+            made["chain"][-1]]
+
+
+def test_archive_format(tmp_path: Path) -> None:  # issue 7: header, kinds, base64
+    build_store(tmp_path / "a")
+    out = tmp_path / "backup.jsonl"
+    export_file(tmp_path / "a", out)
+    header, *records = lines_of(out)
+    assert header["memdir_export"] == 1 and header["schema"] >= 6
+    assert "config.toml" in header["note"]
+    assert [r["id"] for r in records if r["kind"] == "fact"] == [1, 2, 3, 4, 5]  # by id
+    assert set(records[0]) == {"kind", *FACT_FIELDS}
+    blob = next(r for r in records if r.get("path") == "attachments/blob.bin")
+    assert "text" not in blob and blob["mtime_ns"] == 1_700_000_000_123_456_789
+    soul = next(r for r in records if r.get("root") == "state")
+    assert soul["path"] == "SOUL.md" and soul["text"].startswith("You are")
+    paths = {r["path"] for r in records if r["kind"] == "file"}
+    assert {"HOT.md", "HOT.md.bak", "heartbeat-state.json", "procedures/release.md",
+            "global/ci-duration.md", "tasks/fix-login.md"} <= paths
+    assert not paths & {"MEMORY.md", "memory.db", "config.toml"}
+    assert not any(p.startswith(".locks") for p in paths)
+
+
+def test_export_leaves_out_links_and_hidden_folders(tmp_path: Path) -> None:  # X1, L6
+    state = tmp_path / "a"
+    with Memory(str(state)) as mem:
+        mem.hot_set("Name: Ada")
+    memory = state / "memory"
+    (tmp_path / "outside.md").write_text("not memory\n", encoding="utf-8")
+    (memory / "linked.md").symlink_to(tmp_path / "outside.md")
+    (memory / ".git").mkdir()
+    (memory / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (memory / ".tmp-HOT.md.123.abc").write_text("a killed writer's\n", encoding="utf-8")
+    out = tmp_path / "backup.jsonl"
+    exported = export_file(state, out)
+    assert exported.left_out == [".git/ (hidden)", "linked.md (a symlink)"]
+    assert [r["path"] for r in lines_of(out)[1:]] == ["HOT.md"]
+
+
+def test_archive_fields_are_the_tables_columns() -> None:  # issue 7: nothing left behind
+    assert set(archive_check.SPEC["fact"]) == set(FACT_FIELDS)
+    for kind in archive.ROW_KINDS:
+        assert set(archive_check.SPEC[kind]) == set(fields(kind))
+
+
+def test_export_of_an_empty_store(tmp_path: Path) -> None:  # issue 7
+    out = tmp_path / "empty.jsonl"
+    exported = export_file(tmp_path / "a", out)
+    assert set(exported.counts.values()) == {0}
+    assert not (tmp_path / "a" / "memory" / "memory.db").exists()  # reading creates nothing
+    assert len(lines_of(out)) == 1
+    report = import_file(tmp_path / "b", out)
+    assert report.imported == [] and report.skipped == []
+
+
+# -- a store that is not empty ---------------------------------------------------------------
+
+
+def test_import_refuses_a_store_that_holds_memory(tmp_path: Path) -> None:  # issue 7, Z
+    build_store(tmp_path / "a")
+    out = tmp_path / "backup.jsonl"
+    export_file(tmp_path / "a", out)
+    target = tmp_path / "b"
+    with Memory(str(target)) as mem:
+        mem.add_fact("The target's own fact", "learning")
+    before_rows, before_files = rows(target), stored_files(target)
+    with pytest.raises(ConflictError, match="not empty .*--force"):
+        import_file(target, out)
+    with pytest.raises(ConflictError, match="not empty"):
+        import_file(target, out, dry_run=True)
+    assert rows(target) == before_rows and stored_files(target) == before_files
+
+
+def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
+    made = build_store(tmp_path / "a")
+    out = tmp_path / "backup.jsonl"
+    export_file(tmp_path / "a", out)
+    target = tmp_path / "b"
+    with Memory(str(target)) as mem:
+        own = [mem.add_fact(f"The target's own fact number {i}", "learning").id for i in (1, 2)]
+        mem.start_task("sprint-12")
+        mem.hot_set("The target's hot memory")
+
+    report = import_file(target, out, force=True)
+
+    skipped = {(i.kind, i.target) for i in report.skipped}
+    assert skipped == {("task", "sprint-12")}
+    assert "already" in report.skipped[0].reason
+    with Memory(str(target)) as mem:
+        new_ids = {int(i.target) for i in report.imported if i.kind == "fact"}
+        assert len(new_ids) == 5 and min(new_ids) > max(own)
+        assert [f.content for f in mem.store.facts_by_id(own).values()] == [
+            "The target's own fact number 1", "The target's own fact number 2"]
+        active = mem.search("canary", kinds="fact", mode="lexical")[0]
+        chain = mem.fact_history(active.id)  # the links follow the new ids
+        assert [f.content for f in chain] == [
+            "Deploys go through staging", "Deploys go through staging, then canary",
+            "Deploys go staging, canary, then prod"]
+        assert all(f.id in new_ids for f in chain) and chain[0].id != made["chain"][0]
+        assert mem.store.get_task("sprint-12").parent_id is None  # type: ignore[union-attr]
+        assert mem.store.get_task("fix-login").parent_id == "sprint-12"  # type: ignore[union-attr]
+        assert mem.hot().startswith("Name: Ada")  # a file is overwritten
+    # the same archive again: every fact and file is recognised, nothing is doubled
+    again = import_file(target, out, force=True)
+    assert [(i.kind, i.target) for i in again.imported] == []
+    assert len([i for i in again.skipped if i.kind == "fact"]) == 5
+    with Memory(str(target)) as mem:
+        assert sum(mem.store.count_facts().values()) == 7
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:  # issue 7
+    build_store(tmp_path / "a")
+    out = tmp_path / "backup.jsonl"
+    export_file(tmp_path / "a", out)
+    target = tmp_path / "b"
+    report = import_file(target, out, dry_run=True)
+    assert report.dry_run and len(report.imported) == 5 + 2 + 2 + 2 + 13
+    assert {i.kind for i in report.imported} >= {
+        "fact", "task", "session", "kv", "hot", "entry", "procedure", "note", "daily",
+        "heartbeat", "identity", "file"}
+    assert nothing_written(target)
+
+
+# -- bad archives: a clear error, nothing written ---------------------------------------------
+
+
+@pytest.fixture
+def backup(tmp_path: Path) -> Path:
+    build_store(tmp_path / "a")
+    out = tmp_path / "backup.jsonl"
+    export_file(tmp_path / "a", out)
+    return out
+
+
+def test_truncated_archive_is_refused(tmp_path: Path, backup: Path) -> None:  # issue 7, Z
+    data = backup.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: len(data) - 40])  # mid-line
+    with pytest.raises(ValidationError, match=r"line \d+ of .*cut short.*truncated"):
+        import_file(tmp_path / "b", cut)
+    lines = data.splitlines(keepends=True)
+    cut.write_bytes(b"".join(lines[:-2]))  # at a line break: the header's counts tell
+    with pytest.raises(ValidationError, match="holds 11 file record.*header says 13"):
+        import_file(tmp_path / "b", cut)
+    assert nothing_written(tmp_path / "b")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: "this is not json", r"line 4 of .*: not JSON"),
+        (lambda r: {**r, "kind": "mystery"}, r"line 4 .*unknown record kind 'mystery'"),
+        (lambda r: {**r, "category": "gossip"}, r"line 4 .*category"),
+        (lambda r: {**r, "id": "seven"}, r"line 4 .*not a number"),
+        (lambda r: {**r, "extra": 1}, r"line 4 .*unknown field\(s\) extra"),
+        (lambda r: {**r, "content": "key AKIAABCDEFGHIJKLMNOP"}, r"line 4 .*AWS access key"),
+    ],
+)
+def test_garbled_line_is_refused(tmp_path: Path, backup: Path, change: Callable[..., Any],
+                                 message: str) -> None:  # issue 7, Z, F2, X2
+    records = lines_of(backup)
+    records[3] = change(records[3])  # a fact
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
+                           for r in records), encoding="utf-8")
+    with pytest.raises(ValidationError, match=message):
+        import_file(tmp_path / "b", bad)
+    assert nothing_written(tmp_path / "b")
+
+
+@pytest.mark.parametrize(
+    ("root", "path", "message"),
+    [
+        ("memory", "../evil.md", "unsafe path"),
+        ("memory", "daily/../../evil.md", "unsafe path"),
+        ("memory", "/tmp/evil.md", "unsafe path"),
+        ("state", "../evil.md", "unsafe path"),
+        ("state", "config.toml", "only markdown"),
+        ("memory", "memory.db", "memdir's own"),
+        ("memory", ".locks/global.lock", "memdir's own"),
+        ("other", "evil.md", "bad root"),
+    ],
+)
+def test_paths_outside_the_root_are_refused(tmp_path: Path, backup: Path, root: str, path: str,
+                                            message: str) -> None:  # X1
+    records = lines_of(backup)
+    records[-1] = {"kind": "file", "root": root, "path": path, "text": "pwned\n"}
+    bad = tmp_path / "bad.jsonl"
+    write_lines(bad, records)
+    with pytest.raises(ValidationError, match=rf"line {len(records)} of .*{message}"):
+        import_file(tmp_path / "b", bad)
+    assert nothing_written(tmp_path / "b")
+    assert not (tmp_path / "evil.md").exists() and not (tmp_path / "b" / "config.toml").exists()
+
+
+def test_a_symlink_out_of_the_root_is_refused(tmp_path: Path, backup: Path) -> None:  # X1
+    target, outside = tmp_path / "b", tmp_path / "outside"
+    outside.mkdir()
+    (target / "memory").mkdir(parents=True)
+    (target / "memory" / "daily").symlink_to(outside)
+    with pytest.raises(ValidationError, match="outside the memory root"):
+        import_file(target, backup)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_secret_in_a_file_is_refused(tmp_path: Path, backup: Path) -> None:  # X2
+    records = lines_of(backup)
+    hot = next(i for i, r in enumerate(records) if r.get("path") == "HOT.md")
+    records[hot]["text"] += "token = ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"
+    write_lines(backup, records)
+    with pytest.raises(ValidationError, match=rf"line {hot + 1} .*file HOT.md .*GitHub token"):
+        import_file(tmp_path / "b", backup)
+    assert nothing_written(tmp_path / "b")
+
+
+def test_not_an_archive(tmp_path: Path) -> None:  # Z
+    notes = tmp_path / "notes.md"
+    notes.write_text("# My notes\n", encoding="utf-8")
+    with pytest.raises(ValidationError, match="not a memdir export.*--from"):
+        import_file(tmp_path / "b", notes)
+    newer = tmp_path / "newer.jsonl"
+    write_lines(newer, [{"memdir_export": 2, "counts": {}}])
+    with pytest.raises(ValidationError, match="newer memdir.*upgrade"):
+        import_file(tmp_path / "b", newer)
+    with pytest.raises(ValidationError, match="cannot read"):
+        import_file(tmp_path / "b", tmp_path / "missing.jsonl")
+
+
+def test_a_subagent_session_cannot_import(tmp_path: Path, backup: Path) -> None:  # U2
+    target = tmp_path / "b"
+    with Memory(str(target)) as mem:
+        child = mem.start_session(parent=mem.start_session().id)
+    with Memory(str(target), session=child.id) as sub, pytest.raises(ReadOnlyError):
+        archive.import_archive(sub, str(backup))
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def test_cli_round_trip_through_a_pipe(tmp_path: Path, state_dir: Path,
+                                       run: Callable[..., Any]) -> None:  # issue 7, C
+    build_store(state_dir)
+    exported = run("export")
+    assert exported.code == 0, exported.err
+    assert exported.err.startswith("exported 13 files, 5 facts, 1 fact usage row, 2 tasks")
+    target = tmp_path / "restored"
+    imported = run("import", "-", "--state-dir", str(target), input=exported.out)
+    assert imported.code == 0, imported.err
+    assert "imported 5 facts\n" in imported.out and "imported 2 global entries" in imported.out
+    assert rows(target) == rows(state_dir) and stored_files(target) == stored_files(state_dir)
+
+    again = run("import", "-", "--state-dir", str(target), input=exported.out)
+    assert again.code == 1 and again.out == ""
+    assert again.err.count("\n") == 1 and "not empty" in again.err
+    merged = run("import", "-", "--state-dir", str(target), "--force", "--dry-run", "--json",
+                 input=exported.out)
+    assert merged.code == 0, merged.err
+    report = merged.json()
+    assert report["dry_run"] and report["format"] == "memdir" and report["source"] == "stdin"
+    assert {i["kind"] for i in report["skipped"]} >= {"fact", "task", "session", "kv", "hot"}
+    assert report["imported"] == []  # every record and file is in the store already
+
+
+def test_cli_export_to_a_file(tmp_path: Path, state_dir: Path,
+                              run: Callable[..., Any]) -> None:  # issue 7, C
+    build_store(state_dir)
+    out = tmp_path / "backup.jsonl"
+    done = run("export", "--out", str(out), "--json")
+    assert done.code == 0, done.err
+    assert done.json()["counts"]["fact"] == 5 and done.json()["path"] == str(out)
+    assert lines_of(out)[0]["counts"]["fact"] == 5
+    failed = run("export", "--out", str(tmp_path / "no-such-dir" / "x.jsonl"))
+    assert failed.code == 1 and "cannot write" in failed.err and "Traceback" not in failed.err
+    assert not (tmp_path / "no-such-dir").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+
+
+def test_cli_import_errors_are_one_line(tmp_path: Path, backup: Path,
+                                        run: Callable[..., Any]) -> None:  # issue 7, C, Z
+    data = backup.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[:-40])
+    for args in (("import", str(cut)), ("import", str(tmp_path / "missing")),
+                 ("import", str(backup), "--from", "no-such-format")):
+        result = run(*args, "--state-dir", str(tmp_path / "b"))
+        assert result.code == 1, result.err
+        assert result.err.startswith("memdir: error:") and result.err.count("\n") == 1
+    assert nothing_written(tmp_path / "b")
