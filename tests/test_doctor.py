@@ -39,7 +39,7 @@ def healthy(state_dir: Path, clock: FixedClock) -> Iterator[Memory]:
         memory.add_note("fix-login", "Root cause: the session cookie is not renewed")
         memory.daily_append("Looked at the login bug")
         memory.heartbeat_mark("email")
-        memory.search("deploys")  # catches the search index up with the files
+        memory.search("deploys", mode="lexical")  # catches the search index up with the files
         yield memory
 
 
@@ -231,7 +231,7 @@ def test_empty_procedure_is_a_warning(healthy: Memory) -> None:
     (Path(healthy.path) / "procedures" / "todo.md").write_text(
         "---\ndescription: later\n---\n\n", encoding="utf-8"
     )
-    healthy.search("deploy")
+    healthy.search("deploy", mode="lexical")
     [finding] = doctor.run(healthy).findings
     assert (finding.check, finding.severity) == ("procedures.empty", "warning")
     assert "memdir procedure write todo" in finding.action
@@ -244,7 +244,7 @@ def test_orphaned_task_notes_old_are_swept_young_are_kept(healthy: Memory) -> No
     tasks = Path(healthy.path) / "tasks"
     (tasks / "old-orphan.md").write_text("- an old note\n", encoding="utf-8")
     (tasks / "new-orphan.md").write_text("- a new note\n", encoding="utf-8")
-    healthy.search("note")
+    healthy.search("note", mode="lexical")
     age(tasks / "old-orphan.md", 40)  # past task_retention (30 days) of file age
     report = doctor.run(healthy)
     old = [f for f in find(report, "tasks.orphan") if f.fixable]
@@ -264,7 +264,7 @@ def test_notes_of_long_ended_tasks_are_swept(healthy: Memory, clock: FixedClock)
     healthy.end_task("old-task")
     clock.advance(31 * DAY)
     healthy.add_note("fix-login", "still on it")  # the running task stays fresh
-    healthy.search("long ago")
+    healthy.search("long ago", mode="lexical")
     report = doctor.run(healthy)
     assert checks(report) == {"tasks.expired"}
     assert find(report, "tasks.expired")[0].where == ["tasks/old-task.md"]
@@ -289,7 +289,6 @@ def test_duplicates_exact_and_near(healthy: Memory) -> None:
     (root / "global" / "ci-time.md").write_text(copy.replace("ci-duration", "ci-time"), "utf-8")
     healthy.add_fact("The user prefers dark mode in the editor and terminal", "preference")
     healthy.add_fact("User prefers dark mode in editor and the terminal too", "preference")
-    healthy.reindex()
     report = doctor.run(healthy)
     [exact] = find(report, "duplicates.exact")
     assert exact.where == ["ci-duration", "ci-time"] and exact.severity == "warning"
@@ -300,7 +299,7 @@ def test_duplicates_exact_and_near(healthy: Memory) -> None:
 
 def test_facts_no_search_found_in_n_days(healthy: Memory, clock: FixedClock) -> None:
     clock.advance(100 * DAY)
-    healthy.search("deploys staging")  # finds fact 1: it is recalled, so not stale
+    healthy.search("deploys staging", mode="lexical")  # finds fact 1: it is recalled, so not stale
     healthy.flush_hits()
     os.utime(Path(healthy.path) / "tasks" / "fix-login.md", (clock.now,) * 2)
     report = doctor.run(healthy, stale_days=90)
@@ -319,12 +318,15 @@ def test_garbage_memory_db_is_an_error_and_the_files_are_still_checked(
     db = Path(healthy.path) / "memory.db"
     db.write_bytes(b"this is not a database at all" * 100)
     (Path(healthy.path) / "procedures" / "todo.md").write_text("", encoding="utf-8")
+    (Path(healthy.path) / "MEMORY.md").write_text("stale\n", encoding="utf-8")
     with Memory() as memory:
         report = doctor.run(memory, fix=True)
     [finding] = find(report, "db.integrity")
     assert finding.severity == "error" and "not a database" in finding.message
     assert ".recover" in finding.action
     assert "procedures.empty" in checks(report)
+    assert "entries.index" not in checks(report)  # MEMORY.md needs only the files (G3)
+    assert report.fixed == ["rebuilt MEMORY.md and the entry cache from 2 entry file(s)"]
     assert db.read_bytes() == b"this is not a database at all" * 100
     result = run("doctor", "--json")
     assert result.code == 1 and result.json()["summary"]["errors"] == 1
@@ -369,6 +371,16 @@ def test_stray_files_are_warned_about_and_never_removed(healthy: Memory) -> None
     assert all(f.severity == "warning" and not f.fixable for f in strays)
     assert "memdir never reads it" in strays[0].message
     assert (root / "notes.txt").exists() and (root / "global" / "Not_Kebab.md").exists()
+
+
+def test_symlinks_out_of_the_memory_root_are_named_once(healthy: Memory, tmp_path: Path) -> None:
+    # X1: memdir never reads through a link that leads outside the memory root
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("---\nname: link\ndescription: outside\n---\nsecret\n", "utf-8")
+    (Path(healthy.path) / "global" / "link.md").symlink_to(outside)
+    report = doctor.run(healthy, fix=True)
+    assert [(f.check, f.where) for f in report.findings] == [("layout.symlink", ["global/link.md"])]
+    assert (Path(healthy.path) / "global" / "link.md").is_symlink()
 
 
 def test_temp_files_of_killed_writes_are_removed_by_fix(healthy: Memory, run: Callable) -> None:

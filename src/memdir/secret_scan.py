@@ -31,6 +31,22 @@ PATTERNS = (
     ("a JSON Web Token", r"\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
     ("a password in a URL", r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s/:@]+:([^\s/@]+)@[^\s/]"),
 )
+# What each pattern cannot match without (in the lower-cased text): a substring test per
+# pattern is ~50x cheaper than running it, and most text holds none of them.
+NEEDLES: dict[str, tuple[str, ...]] = {
+    "a private key": ("private key",),
+    "an AWS access key id": ("akia", "asia", "abia", "acca"),
+    "an AWS secret access key": ("aws",),
+    "a GitHub token": ("gho_", "ghp_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "a Slack token": ("xox",),
+    "a Slack webhook": ("hooks.slack.com",),
+    "an Anthropic API key": ("sk-ant-",),
+    "an OpenAI API key": ("sk-",),
+    "a Google API key": ("aiza",),
+    "a Stripe secret key": ("_live_",),
+    "a JSON Web Token": ("eyj",),
+    "a password in a URL": ("://",),
+}
 ASSIGNMENT = re.compile(
     r"(?i)\b(password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|"
     r"access[_-]?key|auth[_-]?token|access[_-]?token|token|private[_-]?key)\b"
@@ -62,12 +78,17 @@ def find(text: str) -> tuple[str, int, str] | None:
     """(kind, line, masked excerpt) of the first secret in `text`, or None."""
     if not text:
         return None
+    lowered = text.lower()
     for kind, pattern in _compiled():
+        if not any(needle in lowered for needle in NEEDLES[kind]):
+            continue
         for match in pattern.finditer(text):
             value = match.group(1) if pattern.groups else match.group(0)
             if kind == "a password in a URL" and _placeholder(value):
                 continue
             return kind, _line(text, match.start()), _mask(value)
+    if ":" not in text and "=" not in text:
+        return None
     for match in ASSIGNMENT.finditer(text):
         name, value = match.group(1).lower(), match.group(2)
         if _looks_like_credential(name, value):

@@ -55,17 +55,24 @@ def normalize(text: str) -> str:
 
 def text_key(text: str) -> int:
     """A signed 64-bit key of the normalised text (SQLite's INTEGER)."""
+    return key_of_normal(normalize(text))
+
+
+def key_of_normal(normal: str) -> int:
     import hashlib
 
-    digest = hashlib.blake2b(normalize(text).encode("utf-8", "surrogatepass"), digest_size=8)
+    digest = hashlib.blake2b(normal.encode("utf-8", "surrogatepass"), digest_size=8)
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
 def words(text: str) -> frozenset[str]:
     """The content words near duplicates are measured on (all words if all are stopwords)."""
-    found = _WORD.findall(text.casefold())
-    kept = frozenset(w for w in found if w not in STOPWORDS)
-    return kept or frozenset(found)
+    return words_of_normal(normalize(text))
+
+
+def words_of_normal(normal: str) -> frozenset[str]:
+    found = frozenset(normal.split())
+    return (found - STOPWORDS) or found
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -103,16 +110,23 @@ def band_keys_many(bags: list[frozenset[str]]) -> list[list[int]]:
         hashed = (mult * values[None, :] + add) >> np.uint64(32)
     starts = np.cumsum([0, *lengths[:-1]])
     nonempty = [i for i, n in enumerate(lengths) if n]
-    mins = np.minimum.reduceat(hashed, starts[nonempty], axis=1).T.tolist()
+    mins = np.minimum.reduceat(hashed, starts[nonempty], axis=1).T  # (texts, hashes)
+    bands = mins.reshape(len(nonempty), BANDS, ROWS)
+    keys = np.broadcast_to(np.arange(BANDS, dtype=np.uint64), bands.shape[:2]).copy()
+    with np.errstate(over="ignore"):
+        for row in range(ROWS):
+            keys = (keys * np.uint64(_MIX)) ^ bands[:, :, row]
+    signed = keys.view(np.int64).tolist()
     out: list[list[int]] = [[] for _ in bags]
-    for i, row in zip(nonempty, mins, strict=True):
-        out[i] = [_band_key(band, row[band * ROWS : (band + 1) * ROWS]) for band in range(BANDS)]
+    for i, row_keys in zip(nonempty, signed, strict=True):
+        out[i] = row_keys
     return out
 
 
-def sketches(texts: list[str]) -> list[list[int]]:
-    """band_keys of many texts: vectorised when numpy is installed (the embeddings extra)."""
-    bags = [words(text) for text in texts]
+def sketches(texts: list[str], normal: bool = False) -> list[list[int]]:
+    """band_keys of many texts (`normal`: already normalised): vectorised when numpy is
+    installed (the embeddings extra)."""
+    bags = [words_of_normal(t if normal else normalize(t)) for t in texts]
     if len(bags) > 16:
         try:
             return band_keys_many(bags)
@@ -121,8 +135,11 @@ def sketches(texts: list[str]) -> list[list[int]]:
     return [band_keys(bag) for bag in bags]
 
 
+_MIX = 0x100000001B3  # the FNV-1 prime: mixes a band's minima into one key
+
+
 def _band_key(band: int, mins: list[int]) -> int:
     key = band
     for value in mins:
-        key = (key * 0x100000001B3 ^ value) & MASK64  # FNV-style mixing of the band's minima
+        key = (key * _MIX ^ value) & MASK64
     return key - (1 << 64) if key >= 1 << 63 else key

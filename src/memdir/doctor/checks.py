@@ -78,18 +78,19 @@ def check_heartbeat(memory: Memory, found: list[Finding]) -> None:
         )
 
 
-def check_entries(view: Memory, usable: bool, found: list[Finding]) -> None:
+def check_entries(view: Memory, usable: bool, skip: set[str], found: list[Finding]) -> None:
+    """G1/G3/G4: broken frontmatter; MEMORY.md against the files; the entry cache. `skip`:
+    files reported already (not text, or a symlink out of the root)."""
     layout = view.layout
-    listed = view.entries()
-    for entry in listed:
-        if entry.error is not None:
+    for entry in view.entries():
+        if entry.error is not None and entry.path not in skip:
             found.append(
                 Finding(
                     "entries.frontmatter",
                     "error",
                     [entry.path],
-                    f"{entry.path}: {entry.error.removeprefix(entry.path + ': ')}; the entry is "
-                    "left out of MEMORY.md and recall",
+                    f"{_named(entry.path, entry.error)}; the entry is left out of MEMORY.md "
+                    "and recall",
                     f"edit {os.path.join(layout.memory_dir, entry.path)} (frontmatter: "
                     "`---`, `name:`, `description:`, `---`), or `memdir rm "
                     f"{entry.name}`",
@@ -101,34 +102,15 @@ def check_entries(view: Memory, usable: bool, found: list[Finding]) -> None:
     )
     actual = files.read_text(layout.index_file)
     if (actual or "") != expected:
-        want = set(_index_names(expected))
-        have = set(_index_names(actual or ""))
-        parts = []
-        if actual is None:
-            parts.append("it is missing")
-        if have - want:
-            gone = sorted(have - want)
-            parts.append(f"it lists {len(gone)} that do(es) not exist: {few(gone)}")
-        if want - have and actual is not None:
-            missed = sorted(want - have)
-            parts.append(f"it misses {len(missed)}: {few(missed)}")
-        if not parts:
-            parts.append("its lines differ from the entries' descriptions (edited by hand?)")
-        found.append(
-            Finding(
-                "entries.index",
-                "warning",
-                ["MEMORY.md", *sorted(have ^ want)],
-                f"MEMORY.md does not match global/: {'; '.join(parts)} (G3)",
-                "`memdir doctor --fix` (or `memdir reindex`) rebuilds it from the files; "
-                "MEMORY.md is derived, so text written into it by hand is not kept",
-                fixable=True,
-            )
-        )
+        found.append(_index_finding(expected, actual))
     if not usable:
         return
     cache = view.store.entry_cache(with_meta=False)
-    on_disk = {name: (mtime, size) for name, _, mtime, size in entries._files(layout)}
+    on_disk = {
+        name: (mtime, size)
+        for name, _, mtime, size in entries._files(layout)
+        if f"global/{name}.md" not in skip
+    }
     behind = sorted(
         [name for name, state in on_disk.items() if cache.get(name, (-1, -1))[:2] != state]
         + [name for name in cache if name not in on_disk]
@@ -147,28 +129,62 @@ def check_entries(view: Memory, usable: bool, found: list[Finding]) -> None:
         )
 
 
-def _index_names(text: str) -> list[str]:
-    names = []
+def _index_finding(expected: str, actual: str | None) -> Finding:
+    """entries.index: how MEMORY.md differs from what the files say it should be (G3)."""
+    want = _index_lines(expected)
+    have = _index_lines(actual or "")
+    extra = sorted(name for name in have if name not in want and not name.startswith("\n"))
+    missed = sorted(name for name in want if name not in have)
+    by_hand = [line[1:] for line in have if line.startswith("\n")]
+    changed = sorted(name for name in want if name in have and have[name] != want[name])
+    parts = ["it is missing"] if actual is None else []
+    if extra:
+        parts.append(f"it lists entries no longer in global/ ({len(extra)}): {few(extra)}")
+    if missed and actual is not None:
+        parts.append(f"it misses entries ({len(missed)}): {few(missed)}")
+    if changed:
+        parts.append(f"its descriptions differ from the files' ({len(changed)}): {few(changed)}")
+    if by_hand:
+        parts.append(f"it holds lines written by hand ({len(by_hand)}): {few(by_hand)}")
+    if not parts:
+        parts.append("its lines are out of order or spaced differently")
+    return Finding(
+        "entries.index",
+        "warning",
+        ["MEMORY.md", *sorted(set(extra) | set(missed) | set(changed))],
+        f"MEMORY.md does not match global/: {'; '.join(parts)} (G3)",
+        "`memdir doctor --fix` (or `memdir reindex`) rebuilds it from the files; MEMORY.md is "
+        "derived, so text written into it by hand is not kept",
+        fixable=True,
+    )
+
+
+def _index_lines(text: str) -> dict[str, str]:
+    """name -> description of each `- name — description` line; any other non-blank line
+    is kept under "\n" + the line itself."""
+    lines = {}
     for line in text.splitlines():
-        name, sep, _ = line.removeprefix("- ").partition(" — ")
-        names.append(name.strip() if sep and line.startswith("- ") else line.strip())
-    return [n for n in names if n]
+        name, sep, description = line.removeprefix("- ").partition(" — ")
+        if line.startswith("- ") and sep and name.strip():
+            lines[name.strip()] = description.strip()
+        elif line.strip():
+            lines["\n" + line.strip()] = ""
+    return lines
 
 
-def check_index(
-    layout: Layout, store: ReadOnlyStore, unreadable: set[str], found: list[Finding]
-) -> None:
+def check_index(layout: Layout, store: ReadOnlyStore, skip: set[str], found: list[Finding]) -> None:
+    """Q3/G4: the search index's files against the markdown files on disk."""
     indexed = store.indexed_files()
-    # index._scan is the index's own view of which files it covers; not-text files never
-    # get chunks (files.encoding says so), so they are not "behind"
-    on_disk = {rel: state for rel, state in index._scan(layout).items() if rel not in unreadable}
+    # index._scan is the index's own view of which files it covers; files that are not text
+    # or lead out of the root never get chunks (reported already), so they are not "behind"
+    on_disk = {rel: state for rel, state in index._scan(layout).items() if rel not in skip}
     new = sorted(rel for rel in on_disk if rel not in indexed)
     changed = sorted(
         rel
         for rel, (_kind, _path, mtime, size) in on_disk.items()
         if rel in indexed and indexed[rel][1:3] != (mtime, size)
     )
-    gone = sorted(rel for rel in indexed if rel not in on_disk and rel not in unreadable)
+    gone = sorted(rel for rel in indexed if rel not in on_disk and rel not in skip)
     if new or changed or gone:
         counts = ", ".join(
             f"{len(items)} {what}"
@@ -198,7 +214,7 @@ def check_procedures(view: Memory, found: list[Finding]) -> None:
                     "procedures.frontmatter",
                     "error",
                     [proc.path],
-                    f"{proc.path}: {proc.error.removeprefix(proc.path + ': ')}",
+                    _named(proc.path, proc.error),
                     f"edit {full}: fix or remove the block between the `---` lines",
                 )
             )
@@ -283,41 +299,47 @@ def check_tasks(view: Memory, scan: Scan, stale_days: int, found: list[Finding])
         )
 
 
+PLURALS = {"fact": "facts", "entry": "global entries", "procedure": "procedures"}
+
+
 def check_duplicates(view: Memory, found: list[Finding]) -> None:
+    """Exact duplicates are warnings, near ones notes; neither is fixable: which one to
+    keep, or how to merge them, is the user's call."""
     from .. import duplicates
 
     for group in duplicates.find_all(view):
         first, rest = group.members[0], group.members[1:]
-        kind = {"fact": "facts", "entry": "global entries", "procedure": "procedures"}
-        shown = ", ".join(str(m) for m in group.members[:SHOWN])
-        if len(group.members) > SHOWN:
-            shown += f" (+{len(group.members) - SHOWN} more)"
         if group.kind == "fact":
-            steps = "; ".join(f"`memdir fact rm {m}`" for m in rest[:SHOWN])
-            keep = f"keep fact {first}, remove the repeats: {steps}"
-            near = f"if they say the same, keep one: `memdir fact supersede {first} TEXT`, " + (
-                "then `memdir fact rm` the others"
+            keep = f"keep fact {first}, remove the repeats: " + "; ".join(
+                f"`memdir fact rm {m}`" for m in rest[:SHOWN]
+            )
+            merge = (
+                f"if they say the same, keep one (`memdir fact supersede {first} TEXT`) and "
+                "`memdir fact rm` the others"
             )
         elif group.kind == "entry":
             keep = f"keep {first}, `memdir rm NAME` the others"
-            near = "if they say the same, merge them into one and `memdir rm NAME` the others"
+            merge = "if they say the same, merge them into one and `memdir rm NAME` the others"
         else:
             keep = f"keep {first}, delete procedures/NAME.md of the others"
-            near = "if they say the same, merge them into one and delete the others' files"
-        if group.exact:
-            message = f"{len(group.members)} {kind[group.kind]} say exactly the same: {shown}"
-        else:
-            message = (
-                f"{len(group.members)} {kind[group.kind]} are nearly the same ({group.how} "
-                f"similarity {group.score:.2f}): {shown}"
-            )
+            merge = "if they say the same, merge them into one and delete the others' files"
+        what = f"{len(group.members)} {PLURALS[group.kind]}"
         found.append(
             Finding(
-                "duplicates.exact" if group.exact else "duplicates.near",
-                "warning" if group.exact else "info",
+                "duplicates.exact",
+                "warning",
                 list(group.members),
-                message,
-                keep if group.exact else near,
+                f"{what} say exactly the same: {few(group.members)}",
+                keep,
+            )
+            if group.exact
+            else Finding(
+                "duplicates.near",
+                "info",
+                list(group.members),
+                f"{what} are nearly the same ({group.how} similarity {group.score:.2f}): "
+                f"{few(group.members)}",
+                merge,
             )
         )
 
@@ -339,6 +361,11 @@ def check_stale(view: Memory, stale_days: int, found: list[Finding]) -> None:
                 "--stale-days N sets the window",
             )
         )
+
+
+def _named(path: str, error: str) -> str:
+    """The parser's message, which names the file (and line) itself, or else with the file."""
+    return error if error.startswith(path) else f"{path}: {error}"
 
 
 def _epoch(stamp: str) -> float:

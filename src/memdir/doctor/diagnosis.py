@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 from .. import entries, index
-from ..memory import Memory
 from .checks import (
     check_duplicates,
     check_entries,
@@ -20,9 +19,15 @@ from .checks import (
 from .disk import ReadOnlyStore, check_database, check_layout, check_text, remove_temps, scan_root
 from .report import SEVERITIES, Finding, Report, checked
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..memory import Memory
+
 STALE_DAYS = 90
-# checks whose findings one index rebuild repairs, and the ones the T4 sweep does
-REBUILT = {"entries.index", "entries.cache", "index.search", "db.schema"}
+# checks that rebuilding MEMORY.md (with the entry cache) repairs, those that need the
+# search index synced too (only reported when memory.db can be read), and the T4 sweep's
+REBUILT = {"entries.index", "entries.cache"}
+REINDEXED = {"entries.cache", "index.search", "db.schema"}
 SWEPT = {"tasks.orphan", "tasks.expired"}
 
 
@@ -53,12 +58,12 @@ def diagnose(memory: Memory, *, stale_days: int = STALE_DAYS) -> Report:
         usable = database.get("usable", False)
         scan = scan_root(layout)
         check_layout(layout, scan, found)
-        unreadable = check_text(layout, scan, found)
+        skip = check_text(layout, scan, found) | {rel.rstrip("/") for rel in scan.outside}
         checked("hot memory", found, lambda: check_hot(memory, found))
         checked("heartbeat state", found, lambda: check_heartbeat(memory, found))
-        checked("global entries", found, lambda: check_entries(view, usable, found))
+        checked("global entries", found, lambda: check_entries(view, usable, skip, found))
         if usable:
-            checked("search index", found, lambda: check_index(layout, store, unreadable, found))
+            checked("search index", found, lambda: check_index(layout, store, skip, found))
         checked("procedures", found, lambda: check_procedures(view, found))
         if usable:
             checked("task notes", found, lambda: check_tasks(view, scan, stale_days, found))
@@ -82,15 +87,14 @@ def repair(memory: Memory, report: Report) -> list[str]:
             done += remove_temps(layout, [str(rel) for rel in finding.where])
     pruned = memory.prune() if checks & SWEPT else []
     done += [f"removed {p.path} ({p.reason}): the retention sweep (T4)" for p in pruned]
-    if checks & REBUILT or pruned:
-        # entries.reindex + index.sync rather than Memory.reindex: that one embeds every
-        # missing vector too, which takes minutes on a big store and repairs nothing
+    if checks & (REBUILT | REINDEXED) or pruned:
         rebuilt = entries.reindex(layout, memory.store)
+        done.append(f"rebuilt MEMORY.md and the entry cache from {len(rebuilt):,} entry file(s)")
+    if checks & REINDEXED or pruned:
+        # index.sync rather than Memory.reindex: that one also embeds every missing vector,
+        # which takes minutes on a big store and repairs nothing
         chunked = index.sync(layout, memory.store, full=True)
-        done.append(
-            f"rebuilt MEMORY.md and the entry cache from {len(rebuilt):,} entry file(s) and "
-            f"re-indexed {chunked:,} file(s) for search"
-        )
+        done.append(f"re-indexed {chunked:,} file(s) for search")
     return done
 
 

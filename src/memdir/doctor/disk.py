@@ -103,23 +103,26 @@ def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -
     rel = info["path"]
     if not os.path.exists(layout.db):
         info.update(exists=False, usable=False)
-        used = _has_files(layout.global_dir) or _has_files(layout.tasks_dir)
-        found.append(
-            Finding(
+        if _has_files(layout.global_dir) or _has_files(layout.tasks_dir):
+            # writing an entry or a task's notes makes memory.db: it was there, and is gone
+            finding = Finding(
                 "db.missing",
-                "error" if used else "info",
+                "error",
                 [rel],
                 "memory.db does not exist although global entries or task notes do: it was "
-                "deleted or moved, and with it the facts, the task registry and the index"
-                if used
-                else "memory.db does not exist yet: the first fact, task, entry or search "
-                "creates it",
+                "deleted or moved, and with it the facts, the task registry and the index",
                 "put it back from a backup if it was moved; otherwise nothing to do: the next "
-                "memdir command that needs it starts an empty one"
-                if used
-                else "nothing to do",
+                "memdir command that needs it starts an empty one",
             )
-        )
+        else:  # hot memory and daily logs alone never need it
+            finding = Finding(
+                "db.missing",
+                "info",
+                [rel],
+                "memory.db does not exist yet: the first fact, task, entry or search makes it",
+                "nothing to do",
+            )
+        found.append(finding)
         return info
     info["exists"] = True
     try:
@@ -131,7 +134,7 @@ def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -
                 "db.integrity",
                 "error",
                 [rel],
-                f"memory.db cannot be read: {str(exc)}",
+                f"memory.db cannot be read: {exc.__cause__ or exc}",
                 "move it aside (the files keep working without it), then recover what it "
                 f"holds: `sqlite3 {layout.db} .recover | sqlite3 recovered.db`, and move "
                 "recovered.db into its place",
@@ -229,8 +232,11 @@ def scan_root(layout: Layout) -> Scan:
         name = item.name
         if TEMP_RE.match(name):
             scan.temps.append((name, _mtime(item)))
-        elif name in TIERS and item.is_dir(follow_symlinks=False):
-            _scan_tier(layout, name, scan)
+        elif name in TIERS and item.is_dir():
+            if item.is_symlink() and not is_inside(root, item.path):
+                scan.outside.append(name + "/")  # memdir refuses every file in it (X1)
+            else:
+                _scan_tier(layout, name, scan)
         elif name == ".locks" or name in NOISE or name in ROOT_FILES:
             continue
         elif at_state_dir and (name == "config.toml" or name.endswith(".md")):

@@ -32,6 +32,10 @@ FACT_COLUMNS = (
 FACT_FIELDS = tuple(FACT_COLUMNS.split(", "))
 
 
+def _first(row: tuple[int, int]) -> int:
+    return row[0]
+
+
 class SQLiteStore(IndexRows, ArchiveRows):
     def __init__(self, path: str, *, busy_timeout_ms: int = 10_000, create: bool = True) -> None:
         self.path = path
@@ -173,25 +177,51 @@ class SQLiteStore(IndexRows, ArchiveRows):
 
     def add_facts(self, rows: list[tuple[str, str]], now: str, by: Provenance) -> list[int]:
         """Bulk import: the id of each row, an exact duplicate's being the fact it repeats."""
-        texts = [text for _, text in rows]
-        keys = [similarity.text_key(text) for text in texts]
-        sketches = similarity.sketches(texts)
+        normals = [similarity.normalize(text) for _, text in rows]
+        keys = [similarity.key_of_normal(normal) for normal in normals]
+        sketches = similarity.sketches(normals, normal=True)
         ids: list[int] = []
+        new_rows: list[tuple[object, ...]] = []
+        sketch_rows: list[tuple[int, int]] = []
         with self._write() as db:
-            seen: dict[int, int] = {}
-            for (category, text), key, sketch in zip(rows, keys, sketches, strict=True):
-                known = seen.get(key)
-                if known is None:
-                    existing = self._active_by_key(db, key, text)
-                    if existing is not None:
-                        known = existing.id
-                    else:
-                        known = self._insert_fact(
-                            db, category, text, now, by, None, now, key, sketch
-                        )
-                    seen[key] = known
-                ids.append(known)
+            known = self._active_keys(db, keys)
+            # under the write lock, the next ids are known: one executemany, not 10k executes
+            (next_id,) = db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()
+            for (category, text), wanted, key, sketch in zip(
+                rows, normals, keys, sketches, strict=True
+            ):
+                fact_id = known.get((key, wanted))
+                if fact_id is None:
+                    fact_id = known[(key, wanted)] = next_id
+                    next_id += 1
+                    new_rows.append((fact_id, category, text, now, now, by.session_id,
+                                     by.surface, by.agent, now, key))
+                    sketch_rows += [(k, fact_id) for k in sketch]
+                ids.append(fact_id)
+            db.executemany(
+                "INSERT INTO facts (id, category, content, created, updated, session_id, "
+                "surface, agent, valid_from, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                new_rows,
+            )
+            sketch_rows.sort(key=_first)  # in key order: the b-tree fills page by page
+            db.executemany(
+                "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", sketch_rows
+            )
         return ids
+
+    def _active_keys(self, db: sqlite3.Connection, keys: list[int]) -> dict[tuple[int, str], int]:
+        """(key, normalised text) -> id of the active facts holding any of these keys."""
+        found: dict[tuple[int, str], int] = {}
+        unique = sorted(set(keys))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            for fact_id, key, content in db.execute(
+                "SELECT id, norm, content FROM facts WHERE status = 'active' AND norm IN "
+                f"({', '.join('?' * len(part))}) ORDER BY id DESC",
+                part,
+            ):
+                found[(key, similarity.normalize(content))] = fact_id  # the oldest wins
+        return found
 
     def supersede_fact(
         self,
@@ -506,10 +536,11 @@ class SQLiteStore(IndexRows, ArchiveRows):
         return cursor.lastrowid
 
     def _sketch(self, db: sqlite3.Connection, fact_id: int, keys: list[int]) -> None:
-        db.executemany(
-            "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)",
-            [(key, fact_id) for key in keys],
-        )
+        if keys:
+            db.executemany(
+                "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)",
+                [(key, fact_id) for key in keys],
+            )
 
     def _active_by_key(self, db: sqlite3.Connection, key: int, content: str) -> Fact | None:
         """The active fact whose normalised text is content's (the key narrows, the text

@@ -1,0 +1,198 @@
+"""The duplicate guard (issue 7.1): how many injected duplicates it catches, how many
+distinct facts it wrongly flags, and what it costs a write.
+
+A store of N synthetic facts (common.make_facts) is built with Memory.add_facts. Then, one
+Memory.add_fact call each, in a shuffled order:
+
+- exact duplicates: a stored fact re-cased, re-punctuated and re-spaced. Caught when the
+  answer is `duplicate` naming the fact it repeats.
+- near duplicates: a stored fact with k of its words replaced, dropped or added (k = 1, 2,
+  4, 8; ~30 words a fact), so their true Jaccard ranges from ~0.95 down to ~0.6. The
+  ground truth is the measured Jaccard of the pair against the threshold (0.7): a pair at
+  or above it should be reported, with the source among `similar`; one below should not.
+  Reported by edit level too, so the LSH's misses near the threshold show.
+- distinct facts: new facts from another seed (the negatives). Any duplicate flag or
+  `similar` entry on them is a false positive.
+
+Precision = true reports / all reports; recall = true reports / pairs that should be
+reported. Cost: add_fact p50/p95 with the guard, against the same insert into a store
+without the guard's queries (raw SQLite insert of the same row, one transaction each).
+
+    python bench/duplicates.py [--facts 10000] [--exact 500] [--near 800] [--distinct 500]
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from typing import Any
+
+import common
+from memdir import similarity
+
+NAME = "duplicates"
+EDIT_LEVELS = (1, 2, 4, 8)
+
+
+def exact_variant(text: str, rng: random.Random) -> str:
+    """Same words, other case, punctuation and spacing."""
+    words = text.split()
+    out = []
+    for word in words:
+        word = word.upper() if rng.random() < 0.3 else word.lower()
+        if rng.random() < 0.2:
+            word += rng.choice([",", ";", "!", "."])
+        out.append(word)
+    return "  ".join(out) + rng.choice(["", ".", "!", " "])
+
+
+def near_variant(text: str, edits: int, vocab: list[str], rng: random.Random) -> str:
+    words = text.split()
+    for _ in range(edits):
+        op = rng.choice(("replace", "drop", "add"))
+        i = rng.randrange(len(words))
+        if op == "replace":
+            words[i] = rng.choice(vocab)
+        elif op == "drop" and len(words) > 3:
+            del words[i]
+        else:
+            words.insert(i, rng.choice(vocab))
+    return " ".join(words)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = common.parser(__doc__ or NAME)
+    p.add_argument("--facts", type=int, default=10_000)
+    p.add_argument("--exact", type=int, default=500)
+    p.add_argument("--near", type=int, default=800)
+    p.add_argument("--distinct", type=int, default=500)
+    args = p.parse_args(argv)
+    rng = random.Random(args.seed)
+    vocab = common.vocabulary()
+    base = common.make_facts(args.facts, args.seed)
+    distinct = common.make_facts(args.distinct, args.seed + 1)
+    threshold = 0.7
+
+    scratch = tempfile.mkdtemp(prefix="memdir-bench-dups-")
+    try:
+        state = os.path.join(scratch, "store")
+        with common.open_memory(state) as memory:
+            started = time.perf_counter()
+            common.add_all(memory, base)
+            build_s = time.perf_counter() - started
+            ids = memory.store._require().execute(
+                "SELECT id FROM facts ORDER BY id"
+            ).fetchall()
+            id_of = [row[0] for row in ids]
+            probes: list[dict[str, Any]] = []
+            for _ in range(args.exact):
+                i = rng.randrange(len(base))
+                probes.append({"kind": "exact", "source": id_of[i],
+                               "text": exact_variant(base[i][0], rng), "category": base[i][1]})
+            for n in range(args.near):
+                i = rng.randrange(len(base))
+                edits = EDIT_LEVELS[n % len(EDIT_LEVELS)]
+                text = near_variant(base[i][0], edits, vocab, rng)
+                score = similarity.jaccard(similarity.words(text), similarity.words(base[i][0]))
+                probes.append({"kind": f"near-{edits}", "source": id_of[i], "text": text,
+                               "category": base[i][1], "jaccard": score,
+                               "should": score >= threshold})
+            for text, category in distinct:
+                probes.append({"kind": "distinct", "source": None, "text": text,
+                               "category": category})
+            rng.shuffle(probes)
+            times = []
+            for probe in probes:
+                took, fact = common.timed(memory.add_fact, probe["text"], probe["category"])
+                times.append(took)
+                probe["duplicate_of"] = fact.id if fact.duplicate else None
+                probe["similar"] = [s.ref for s in fact.similar]
+            raw_times = raw_single(scratch, base, [p["text"] for p in probes[:500]])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    rows = []
+    tp = fp = fn = 0
+    for kind in ("exact", *(f"near-{k}" for k in EDIT_LEVELS), "distinct"):
+        group = [p for p in probes if p["kind"] == kind]
+        if not group:
+            continue
+        if kind == "exact":
+            hit = sum(p["duplicate_of"] == p["source"] for p in group)
+            wrong = sum(p["duplicate_of"] not in (None, p["source"]) for p in group)
+            should = len(group)
+        elif kind == "distinct":
+            hit, should = 0, 0
+            wrong = sum(bool(p["duplicate_of"] or p["similar"]) for p in group)
+        else:
+            hit = sum(p["should"] and p["source"] in p["similar"] for p in group)
+            # reported while below the threshold against its source (another fact it
+            # resembles is judged by the same measure, so it is not counted wrong)
+            wrong = sum((not p["should"]) and p["source"] in p["similar"] for p in group)
+            should = sum(p["should"] for p in group)
+        tp, fp, fn = tp + hit, fp + wrong, fn + (should - hit)
+        jaccards = [p["jaccard"] for p in group if "jaccard" in p]
+        rows.append({
+            "kind": kind, "probes": len(group), "should_report": should, "caught": hit,
+            "missed": should - hit, "false_reports": wrong,
+            "recall": hit / should if should else float("nan"),
+            "jaccard_median": common.median(jaccards) if jaccards else float("nan"),
+        })
+    precision = tp / (tp + fp) if tp + fp else float("nan")
+    recall = tp / (tp + fn) if tp + fn else float("nan")
+    cost = common.stats_ms(times)
+    raw = common.stats_ms(raw_times)
+    common.print_table(
+        f"Duplicate guard on {args.facts:,} facts (threshold {threshold})",
+        [("kind", "probe", ""), ("probes", "n", ","), ("should_report", "should flag", ","),
+         ("caught", "caught", ","), ("missed", "missed", ","),
+         ("false_reports", "false flags", ","), ("recall", "recall", ".3f"),
+         ("jaccard_median", "median Jaccard", ".2f")],
+        rows,
+    )
+    common.print_table(
+        "Cost of one add_fact with the guard",
+        [("side", "side", ""), ("p50", "p50 ms", ".2f"), ("p95", "p95 ms", ".2f")],
+        [{"side": "memdir add_fact (guarded)", **cost}, {"side": "raw one-row insert", **raw}],
+    )
+    print(f"precision {precision:.4f}  recall {recall:.4f}  (build {build_s:.1f} s)")
+    summary = {"facts": args.facts, "precision": precision, "recall": recall,
+               "true_reports": tp, "false_reports": fp, "missed": fn,
+               "add_fact_ms": cost, "raw_insert_ms": raw, "threshold": threshold}
+    common.write_result(NAME, args.out_dir, vars(args), rows, summary)
+    return 0
+
+
+def raw_single(scratch: str, base: list[tuple[str, str]], texts: list[str]) -> list[float]:
+    """The baseline: one-row transactions into a bare FTS5 table holding the same facts."""
+    db = sqlite3.connect(os.path.join(scratch, "raw.db"), isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.executescript(
+        "CREATE TABLE facts (id INTEGER PRIMARY KEY, category TEXT, content TEXT);"
+        "CREATE VIRTUAL TABLE facts_fts USING fts5(content, content='facts', "
+        "content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');"
+        "CREATE TRIGGER facts_ai AFTER INSERT ON facts BEGIN "
+        "INSERT INTO facts_fts(rowid, content) VALUES (new.id, new.content); END;"
+    )
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO facts (category, content) VALUES (?, ?)",
+                   [(c, t) for t, c in base])
+    db.execute("COMMIT")
+    times = []
+    for text in texts:
+        started = time.perf_counter()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO facts (category, content) VALUES ('learning', ?)", (text,))
+        db.execute("COMMIT")
+        times.append(time.perf_counter() - started)
+    db.close()
+    return times
+
+
+if __name__ == "__main__":
+    sys.exit(main())

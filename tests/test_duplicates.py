@@ -1,0 +1,218 @@
+"""Issue 7.1: the duplicate guard on every write path — facts, entries, procedures, markers,
+the agent tools and the CLI — and its measures (similarity.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import Memory, similarity
+from memdir.errors import ConfigError, ConflictError
+from memdir.testing import HashEmbedder, cli_env
+from memdir.tools import call_tool
+
+# -- the measures --------------------------------------------------------------------------
+
+
+def test_normalize_sets_case_punctuation_and_spacing_aside() -> None:
+    assert similarity.normalize("  The USER prefers: dark-mode!\n") == "the user prefers dark mode"
+    assert similarity.text_key("Uses tabs.") == similarity.text_key("uses   TABS")
+    assert similarity.text_key("uses tabs") != similarity.text_key("uses spaces")
+
+
+def test_jaccard_of_content_words() -> None:
+    a = similarity.words("The user prefers dark mode")
+    b = similarity.words("User prefers dark mode in editors")
+    assert a == {"user", "prefers", "dark", "mode"}
+    assert similarity.jaccard(a, b) == pytest.approx(0.8)
+    assert similarity.jaccard(a, frozenset()) == 0.0
+    assert similarity.words("the a of") == {"the", "a", "of"}  # all stopwords: keep them
+
+
+def test_band_keys_are_stable_and_the_vectorised_path_agrees() -> None:
+    texts = [f"fact number {i} about caching sockets and timeouts {i * 7}" for i in range(50)]
+    texts += ["", "the a"]
+    bags = [similarity.words(t) for t in texts]
+    one_by_one = [similarity.band_keys(bag) for bag in bags]
+    assert similarity.band_keys_many(bags) == one_by_one
+    assert one_by_one[-2] == [] and len(one_by_one[0]) == similarity.BANDS
+    # keys live in memory.db: they must never change between versions or processes
+    assert similarity.band_keys(frozenset({"alpha"}))[0] == similarity.band_keys(
+        frozenset({"alpha"})
+    )[0]
+    assert all(-(1 << 63) <= k < (1 << 63) for k in one_by_one[0])
+
+
+# -- facts -----------------------------------------------------------------------------------
+
+
+def test_an_exact_duplicate_fact_is_not_stored_twice(memory: Memory) -> None:  # 7.1 F3
+    first = memory.add_fact("The user prefers dark mode.", "preference")
+    again = memory.add_fact("  the USER prefers dark-mode ", "decision")
+    assert again.duplicate and again.id == first.id and again.content == first.content
+    assert again.hint is not None and f"supersede {first.id}" in again.hint
+    assert memory.stats().facts_active == 1
+
+
+def test_a_superseded_fact_does_not_block_its_text(memory: Memory) -> None:  # 7.1 F3
+    old = memory.add_fact("deploys on Fridays", "convention")
+    memory.supersede_fact(old.id, "no deploys on Fridays")
+    back = memory.add_fact("deploys on Fridays", "convention")  # only active facts count
+    assert not back.duplicate and back.id != old.id
+
+
+def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # 7.1
+    first = memory.add_fact("The user prefers dark mode", "preference")
+    memory.add_fact("Deploy staging with make deploy", "convention")
+    near = memory.add_fact("User prefers dark mode in editors", "preference")
+    assert not near.duplicate and near.id != first.id
+    assert [(s.kind, s.ref, s.how) for s in near.similar] == [("fact", first.id, "lexical")]
+    assert near.similar[0].score == pytest.approx(0.8)
+    assert near.hint is not None and f"fact {first.id}" in near.hint
+    unrelated = memory.add_fact("CI takes twelve minutes on main", "learning")
+    assert unrelated.similar == () and unrelated.hint is None
+
+
+def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # 7.1 S
+    state_dir.mkdir(parents=True)
+    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\n", "utf-8")
+    with Memory() as mem:
+        mem.add_fact("The user prefers dark mode", "preference")
+        assert mem.add_fact("User prefers dark mode in editors", "preference").similar == ()
+    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 2\n", "utf-8")
+    with pytest.raises(ConfigError, match="duplicates.lexical"):
+        Memory()
+
+
+def test_semantic_near_duplicates_when_the_model_is_loaded(state_dir: Path) -> None:  # 7.1 Q2
+    with Memory(embedder=HashEmbedder()) as mem:
+        first = mem.add_fact("kiwi " * 10 + "orchard", "learning")
+        # Jaccard 1/3: not lexical; the hash embedder's cosine (word counts) is high
+        near = mem.add_fact("kiwi " * 10 + "harvest", "learning")
+        assert [(s.ref, s.how) for s in near.similar] == [(first.id, "semantic")]
+        assert near.similar[0].score >= mem.settings.duplicate_semantic
+
+
+def test_supersede_with_the_same_text_changes_nothing(memory: Memory) -> None:  # 7.1 F3
+    fact = memory.add_fact("CI takes 12 minutes", "learning")
+    same = memory.supersede_fact(fact.id, "ci takes 12 minutes!")
+    assert same.duplicate and same.id == fact.id and same.status == "active"
+    assert len(memory.fact_history(fact.id)) == 1
+
+
+def test_supersede_with_another_facts_text_is_refused(memory: Memory) -> None:  # 7.1 F3
+    a = memory.add_fact("Python 3.11 everywhere", "decision")
+    b = memory.add_fact("Python 3.12 everywhere", "decision")
+    with pytest.raises(ConflictError, match=f"fact {b.id} already says this"):
+        memory.supersede_fact(a.id, "python 3.12 everywhere")
+    assert memory.get_fact(a.id).status == "active"  # nothing lost
+
+
+def test_bulk_import_maps_duplicates_to_the_fact_they_repeat(memory: Memory) -> None:  # 7.1
+    existing = memory.add_fact("uses tabs", "convention")
+    ids = memory.add_facts(
+        [("Uses tabs.", "convention"), ("new one", "learning"), ("NEW ONE", "learning")]
+    )
+    assert ids[0] == existing.id and ids[1] == ids[2] != existing.id
+    assert memory.stats().facts_active == 2
+
+
+def test_the_agent_tool_answers_with_the_existing_id(memory: Memory) -> None:  # 7.1 A1
+    first = call_tool(memory, "memory_update", {"content": "ships on Tuesdays",
+                                                "category": "decision"})
+    second = call_tool(memory, "memory_update", {"content": "Ships on Tuesdays.",
+                                                 "category": "decision"})
+    assert second["fact"]["duplicate"] is True
+    assert second["fact"]["id"] == first["fact"]["id"]
+    assert "supersede" in second["fact"]["hint"]
+
+
+def test_the_cli_says_not_stored_and_how_to_supersede(run: Any) -> None:  # 7.1 C
+    assert run("fact", "add", "Uses tabs for indentation in C", "-c", "convention").code == 0
+    again = run("fact", "add", "uses TABS for indentation in C.", "-c", "convention")
+    assert again.code == 0 and again.out.startswith("not stored: fact 1 already says this")
+    assert "memdir fact supersede 1" in again.out
+    near = run("fact", "add", "Uses tabs for indentation in C files", "-c", "convention")
+    assert near.code == 0 and near.out.strip() == "fact 2 stored (convention)"
+    assert "resembles fact 1" in near.err
+    listed = run("search", "tabs", "--mode", "lexical", "--json").json()
+    assert sorted(h["id"] for h in listed) == [1, 2]
+
+
+ADD_SAME = """
+import sys
+from memdir import Memory
+with Memory() as mem:
+    print(mem.add_fact("The build uses ninja", "learning").id)
+"""
+
+
+def test_processes_adding_one_fact_at_once_store_it_once(state_dir: Path) -> None:  # 7.1 L3
+    Memory().add_fact("warm-up", "learning")  # the db exists: the race is on the fact
+    env = cli_env(str(state_dir))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", ADD_SAME], env=env, stdout=subprocess.PIPE,
+                         text=True)
+        for _ in range(6)
+    ]
+    ids = {proc.communicate(timeout=60)[0].strip() for proc in procs}
+    assert all(proc.returncode == 0 for proc in procs)
+    assert len(ids) == 1
+    with Memory() as mem:
+        assert mem.stats().facts_active == 2
+
+
+# -- entries, procedures, markers ------------------------------------------------------------
+
+
+def test_an_entry_that_repeats_another_is_not_written(memory: Memory) -> None:  # 7.1 G2
+    memory.write_entry("ci-duration", "how long CI takes", "CI takes ~12 min on main.")
+    twin = memory.write_entry("ci-time", "CI time", "ci takes ~12 min on main")
+    assert twin.duplicate and twin.name == "ci-duration" and "ci-duration" in (twin.hint or "")
+    assert [e.name for e in memory.entries()] == ["ci-duration"]
+    assert not Path(memory.path, "global", "ci-time.md").exists()
+    # rewriting the same name is an upsert (G2), not a duplicate
+    again = memory.write_entry("ci-duration", "how long CI takes", "CI takes ~12 min on main.")
+    assert not again.duplicate
+
+
+def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  # 7.1 G2
+    memory.write_entry("deploy", "deploying", "Deploy staging with make deploy then smoke test")
+    near = memory.write_entry(
+        "deploy-staging", "staging", "deploy staging with make deploy then run the smoke test"
+    )
+    assert not near.duplicate and [s.ref for s in near.similar] == ["deploy"]
+    assert {e.name for e in memory.entries()} == {"deploy", "deploy-staging"}
+
+
+def test_a_memorized_duplicate_entry_is_reported(memory: Memory) -> None:  # 7.1 M4
+    memory.write_entry("tz", "timezone", "The user is in Europe/Paris")
+    block = json.dumps({"scope": "global", "name": "user-tz", "description": "tz",
+                        "content": "the user is in Europe/Paris."})
+    result = memory.ingest(f"ok\nMEMDIR_MEMORIZE_BEGIN\n{block}\nMEMDIR_MEMORIZE_END\n")
+    assert result.output == "ok\n" and result.warnings == []
+    [applied] = result.applied
+    assert (applied.scope, applied.target, applied.action) == ("global", "tz", "duplicate")
+    assert applied.hint is not None and "tz" in applied.hint
+    assert [e.name for e in memory.entries()] == ["tz"]
+
+
+def test_a_procedure_that_repeats_another_is_not_written(memory: Memory) -> None:  # 7.1 P1
+    memory.write_procedure("release", "---\ndescription: cut a release\n---\n1. tag\n2. push\n")
+    twin = memory.write_procedure("ship", "1. Tag\n2. Push\n")
+    assert twin.duplicate and twin.name == "release"
+    assert [p.name for p in memory.procedures()] == ["release"]
+    near = memory.write_procedure("ship", "1. tag the commit\n2. push\n")
+    assert not near.duplicate and [s.ref for s in near.similar] == ["release"]
+    assert sorted(p.name for p in memory.procedures()) == ["release", "ship"]
+
+
+def test_rewriting_a_procedure_under_its_own_name_is_not_a_duplicate(memory: Memory) -> None:
+    memory.write_procedure("release", "1. tag\n2. push\n")  # P1: write = create or overwrite
+    again = memory.write_procedure("release", "1. tag\n2. push\n")
+    assert not again.duplicate and again.similar == ()
