@@ -404,3 +404,29 @@ async def test_memorize_tool_and_recall_prompt(state_dir: Path) -> None:  # M1, 
         prompt = await client.get_prompt("recall", {"task": "t1"})
         text = prompt.messages[0].content.text  # type: ignore[union-attr]
         assert "[Long-term Memory]" in text and "- ci — CI takes 12 min" in text
+
+
+@pytest.mark.anyio
+async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -> None:
+    """Issue 7.1 and 7.2 through a real MCP client: an exact duplicate answers with the
+    fact it repeats; with the model loaded (the server warms it), a paraphrase is named as
+    a semantic near duplicate; memory_search(as_of=...) answers what held then."""
+    async with stdio_client(state_dir) as client:
+        await call(client, "memory_search", {"query": "warm up", "mode": "hybrid"})
+        react = (await call(client, "memory_update", {
+            "category": "decision", "content": "The team decided to use React",
+            "valid_from": "2024-01-01"}))["fact"]
+        again = (await call(client, "memory_update", {
+            "category": "decision", "content": "the team decided to use React."}))["fact"]
+        assert again["duplicate"] is True and again["id"] == react["id"]
+        assert f"supersede {react['id']}" in again["hint"]
+        near = (await call(client, "memory_update", {
+            "category": "decision", "content": "The team chose React for the frontend"}))["fact"]
+        assert near["duplicate"] is False
+        assert [(s["ref"], s["how"]) for s in near["similar"]] == [(react["id"], "semantic")]
+        await call(client, "memory_update", {
+            "action": "supersede", "supersedes": react["id"], "valid_from": "2025-06-01",
+            "content": "The team moved from React to Svelte"})
+        then = await call(client, "memory_search", {"query": "React", "as_of": "2024-12-31"})
+        assert [h["id"] for h in then["hits"]] == [react["id"]]
+        assert then["hits"][0]["valid_to"] == "2025-06-01T00:00:00Z"

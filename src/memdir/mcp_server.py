@@ -212,6 +212,7 @@ def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
         memory.bind_session(own.id)
     os.environ.update(memory.child_env())
     stop_sweeping = _start_sweeper(memory)
+    _warm_embedder(memory)
     restore = _exit_on_sigterm()
     try:
         if http is None:
@@ -221,8 +222,30 @@ def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
     finally:
         stop_sweeping()
         restore()
+        memory.flush_hits()
         if own is not None:
             memory.end_session(own.id)
+
+
+def _warm_embedder(memory: Memory) -> None:
+    """Load the embedding model in the background when searches will use it: the first
+    hybrid search does not wait ~0.4 s for it, and the duplicate guard compares meaning
+    (issue 7) from the first write on."""
+    import threading
+
+    try:
+        if memory.search_mode() == "lexical":
+            return
+    except MemdirError:
+        return  # semantic configured without the extra: the first search says so
+
+    def load() -> None:
+        try:
+            memory.embedder()
+        except MemdirError:
+            pass
+
+    threading.Thread(target=load, name="memdir-embedder", daemon=True).start()
 
 
 def _exit_on_sigterm() -> Callable[[], object]:

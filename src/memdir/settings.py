@@ -59,7 +59,7 @@ class Settings(Record):
     # [duplicates] (issue 7): a write that resembles an active item this much is reported:
     # Jaccard of content words, and cosine when the embedding model is loaded.
     duplicate_lexical: float = 0.7
-    duplicate_semantic: float = 0.9
+    duplicate_semantic: float = 0.8
 
 
 DEFAULTS = Settings()
@@ -320,5 +320,5 @@ def config_template() -> str:
         "\n[duplicates]\n"
         "# a write this similar to an active fact, entry or procedure is reported\n"
         "# lexical = 0.7             # Jaccard of content words\n"
-        "# semantic = 0.9            # cosine, when the embedding model is loaded\n"
+        "# semantic = 0.8            # cosine, when the embedding model is loaded\n"
     )
