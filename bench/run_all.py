@@ -39,6 +39,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "faults": ([], ["--kills", "10"]),
     "secrets_fp": ([], ["--code-lines", "2000", "--secrets", "100"]),
     "doctor": ([], ["--facts", "2000", "--entries", "20", "--notes", "10", "--runs", "3"]),
+    "duplicates": ([], ["--facts", "2000", "--exact", "50", "--near", "80", "--distinct", "50"]),
 }
 
 
@@ -110,6 +111,21 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
     if name == "secrets_fp":
         return [{"bench": name, "figure": "secret scanner false-positive rate (clean text)",
                  "value": summary["false_positive_rate"], "target": "", "ok": None}]
+    if name == "doctor":
+        return [{"bench": name, "figure": f"memdir doctor p50 ms, whole process "
+                 f"({summary['facts']:,} facts)", "value": summary["cli_p50_ms"],
+                 "target": "", "ok": None}]
+    if name == "duplicates":
+        size = f"{summary['facts']:,} facts"
+        return [
+            {"bench": name, "figure": f"duplicate guard precision ({size})",
+             "value": summary["precision"], "target": "", "ok": None},
+            {"bench": name, "figure": f"duplicate guard recall ({size})",
+             "value": summary["recall"], "target": "", "ok": None},
+            {"bench": name, "figure": "add_fact p95 ms with the guard",
+             "value": summary["add_fact_ms"]["p95"], "target": "≤ 5",
+             "ok": summary["add_fact_ms"]["p95"] <= 5},
+        ]
     if name == "search_scale":
         size = f"{summary['facts']:,} facts + {summary['chunks']:,} chunks"
         targets, met = summary["targets"], summary["met"]

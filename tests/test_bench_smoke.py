@@ -28,6 +28,9 @@ TINY = {
              "--profile-runs", "1"],
     "search_scale": ["--facts", "300", "--chunks", "60", "--index-chunks", "30", "--runs", "2",
                      "--hybrid-runs", "2", "--cli-runs", "1", "--profile", "always"],
+    "doctor": ["--facts", "300", "--entries", "5", "--notes", "5", "--procedures", "2",
+               "--runs", "1", "--no-vectors"],
+    "duplicates": ["--facts", "300", "--exact", "20", "--near", "40", "--distinct", "20"],
 }
 SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
@@ -44,6 +47,8 @@ SUMMARY_KEYS = {
                      "lexical_no_sync_worst_ratio_p95", "sync_p50_ms", "hybrid_worst_p95_ms",
                      "semantic_worst_p95_ms", "matmul_p50_ms", "cli_hybrid_p50_ms",
                      "cli_lexical_p50_ms", "ok"},
+    "doctor": {"facts", "cli_p50_ms", "inprocess_fresh_p50_ms", "findings", "ok"},
+    "duplicates": {"facts", "precision", "recall", "add_fact_ms", "raw_insert_ms", "ok"},
 }
 ROW_KEYS = {
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
@@ -56,6 +61,8 @@ ROW_KEYS = {
                "mb_per_s", "us_per_block"},
     "boot": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "chars", "tokens"},
     "search_scale": {"table"},
+    "doctor": {"side", "calls", "p50_ms", "p95_ms"},
+    "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
 }
 
 

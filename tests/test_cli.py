@@ -18,6 +18,7 @@ COMMANDS = [
     ["list"], ["show"], ["rm"], ["reindex"], ["prune"], ["memorize"], ["recall"],
     ["task", "start"], ["task", "end"], ["task", "show"], ["daily", "append"], ["daily", "show"],
     ["boot"], ["get"], ["heartbeat", "due"], ["heartbeat", "mark"], ["distill"], ["stats"],
+    ["doctor"], ["export"], ["import"],
 ]
 
 
@@ -41,6 +42,7 @@ def _required_args(command: list[str]) -> list[str]:
         ("procedure", "show"): ["n"], ("session", "end"): ["s"], ("show",): ["n"],
         ("rm",): ["n"], ("task", "start"): ["t"], ("task", "end"): ["t"], ("task", "show"): ["t"],
         ("daily", "append"): ["x"], ("get",): ["p"], ("heartbeat", "mark"): ["email"],
+        ("import",): ["backup.jsonl"],
     }.get(tuple(command), [])
 
 

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 MAX_REPORTED = 3  # near duplicates named in a write's answer
 BLOCK = 1024  # rows of the cosine matrix computed at once
+# doctor compares every embedded fact with every other (~1 s per 10k facts, growing with
+# the square): beyond this many, the newest ones only, and it says so
+SEMANTIC_MAX = 20_000
 
 
 class DuplicateGroup(Record):
@@ -163,7 +166,8 @@ def body_of(text: str) -> str:
 
 
 def find_all(memory: Memory, threshold: float | None = None) -> list[DuplicateGroup]:
-    """Every group of exact and near duplicates among active facts, entries and procedures."""
+    """Every group of exact and near duplicates among active facts, entries and procedures
+    (semantic ones among the SEMANTIC_MAX newest embedded facts)."""
     threshold = memory.settings.duplicate_lexical if threshold is None else threshold
     groups = _fact_groups(memory.store, threshold)
     groups += _semantic_fact_groups(memory, {m for g in groups for m in g.members})
@@ -180,15 +184,19 @@ def _fact_groups(store: Store, threshold: float) -> list[DuplicateGroup]:
         DuplicateGroup("fact", True, [f.id for f in group], 1.0, "exact")
         for group in store.exact_duplicate_facts()
     ]
-    exact = {m for g in groups for m in g.members}
+    bags: dict[int, frozenset[str]] = {}
+
+    def bag(fact: Fact) -> frozenset[str]:
+        if fact.id not in bags:
+            bags[fact.id] = similarity.words(fact.content)
+        return bags[fact.id]
+
     scored = []
     for a, b in store.sketch_pairs():
-        if a.id in exact and b.id in exact:
-            continue
-        score = similarity.jaccard(similarity.words(a.content), similarity.words(b.content))
+        score = similarity.jaccard(bag(a), bag(b))
         if score >= threshold and similarity.normalize(a.content) != similarity.normalize(
             b.content
-        ):
+        ):  # an exact pair is reported in its exact group
             scored.append((a.id, b.id, score))
     return groups + _join("fact", scored, "lexical")
 
@@ -198,14 +206,15 @@ def _semantic_fact_groups(memory: Memory, known: set[int | str]) -> list[Duplica
     vectors already stored (doctor never embeds: that is `memdir reindex`)."""
     from .storage import embeddings
 
-    if not embeddings.available():
-        return []
+    if not embeddings.available() or memory.store.vector_generation(_NameOnly.name)[0] < 2:
+        return []  # nothing to compare: numpy is not even imported
     import numpy as np
 
     from .search import VectorCache
 
     keys, matrix = VectorCache().load(memory.store, _NameOnly())
     rows = [i for i, key in enumerate(keys) if key[0] == "fact"]
+    rows = sorted(rows, key=lambda i: int(keys[i][1]))[-SEMANTIC_MAX:]
     if len(rows) < 2:
         return []
     ids = [int(keys[i][1]) for i in rows]
