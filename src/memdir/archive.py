@@ -129,7 +129,7 @@ def export(memory: Memory, out: IO[bytes]) -> Exported:
 
 def export_to(memory: Memory, path: str) -> Exported:
     """export() into the file `path`, atomically: a failed export leaves no half archive."""
-    with _atomic_output(path) as out:
+    with files.atomic_output(path) as out:
         done = export(memory, out)
     return done._replace(path=path)
 
@@ -210,34 +210,6 @@ def _file_record(item: StoredFile) -> dict[str, Any]:
     except UnicodeDecodeError:
         record["base64"] = base64.b64encode(data).decode("ascii")
     return record
-
-
-@contextlib.contextmanager
-def _atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """A binary file that appears at `path` complete or not at all: a unique temp file in
-    the same folder, fsynced and renamed over it (as storage.files.atomic_write, which
-    takes text only)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    temp = os.path.join(
-        folder, f"{files.TEMP_PREFIX}{os.path.basename(path)}.{os.getpid()}.{os.urandom(6).hex()}"
-    )
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError as exc:
-        raise StorageError(f"cannot write {path}: {exc.strerror}; nothing was changed") from exc
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise StorageError(f"cannot write {path}: {exc.strerror}; nothing was changed") from exc
-        raise
-    files.fsync_dir(folder)
 
 
 def latest_schema() -> int:
@@ -447,7 +419,7 @@ def _write_files(
                 files.atomic_write(target, data)
             else:
                 files.ensure_dir(os.path.dirname(target))
-                with _atomic_output(target) as out:
+                with files.atomic_output(target) as out:
                     out.write(data)
             mtime = record.get("mtime_ns")
             if mtime is not None:

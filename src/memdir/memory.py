@@ -232,31 +232,16 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         ):
             raise ValidationError(f"bad min_score {min_score!r}: a number such as 0.5")
         wanted_kinds = search.check_kinds(kinds)
-        if when is not None:
-            hits = search.search(
-                self.store,
-                self.layout,
-                query,
-                category=category,
-                since=facts.normalize_since(since),
-                limit=search.check_limit(limit),
-                kinds=("fact",),
-                mode="lexical",
-                min_score=0.0,
-                embedder=None,
-                cache=self._vectors,
-                weights=(1.0, 1.0),
-                rrf_k=self.settings.search_rrf_k,
-                as_of=when,
-            )
-            self._note_hits(hits)
-            return hits
-        run_mode = self.search_mode(mode)
-        # Keeping the index current writes, and a search must not fail because another
-        # process holds the write lock: then it answers from the index as it stands.
-        with contextlib.suppress(StorageError):
-            self.sync_index()
+        settings = self.settings
         embedder = None
+        if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
+            run_mode, wanted_kinds = "lexical", ("fact",)
+        else:
+            run_mode = self.search_mode(mode)
+            # Keeping the index current writes, and a search must not fail because another
+            # process holds the write lock: then it answers from the index as it stands.
+            with contextlib.suppress(StorageError):
+                self.sync_index()
         if run_mode != "lexical":
             embedder = self.embedder()
             try:
@@ -265,7 +250,6 @@ class Memory(WorkflowMemory, WorkspaceMemory):
                 )
             except StorageError:
                 self.unembedded = self.store.count_unembedded(embedder.name)
-        settings = self.settings
         hits = search.search(
             self.store,
             self.layout,
@@ -280,6 +264,7 @@ class Memory(WorkflowMemory, WorkspaceMemory):
             cache=self._vectors,
             weights=(settings.search_lexical_weight, settings.search_semantic_weight),
             rrf_k=settings.search_rrf_k,
+            as_of=when,
         )
         self._note_hits(hits)
         return hits

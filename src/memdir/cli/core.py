@@ -8,14 +8,14 @@ import sys
 
 from ..errors import ValidationError
 from ..memory import Memory, init_project
-from ..models import CATEGORIES
+from ..models import CATEGORIES, Procedure
 from .common import Builder, Raw, as_json, memory_for, read_file, text_arg, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..models import Fact, Hit, HotWrite, Procedure, Session
+    from ..models import Fact, Hit, HotWrite, Session
 
 
 def add_init(b: Builder) -> None:
@@ -176,29 +176,26 @@ def _fact_add(args: argparse.Namespace) -> Any:
     fact = memory_for(args).add_fact(
         text_arg(args.text), args.category, valid_from=args.valid_from
     )
-    if as_json(args):
-        return fact.to_dict()
-    if fact.duplicate:
-        return f"not stored: {fact.hint}"
-    _warn_similar(fact.hint)
-    return f"fact {fact.id} stored ({fact.category})"
+    return _written(args, fact, "not stored", f"fact {fact.id} stored ({fact.category})")
 
 
 def _fact_supersede(args: argparse.Namespace) -> Any:
     fact = memory_for(args).supersede_fact(
         args.id, text_arg(args.text), args.category, valid_from=args.valid_from
     )
+    return _written(args, fact, "unchanged", f"fact {fact.id} supersedes fact {fact.supersedes}")
+
+
+def _written(args: argparse.Namespace, item: Fact | Procedure, refused: str, done: str) -> Any:
+    """What a guarded write prints: JSON; why nothing was written (a duplicate); or what
+    was written, with a near duplicate named on stderr."""
     if as_json(args):
-        return fact.to_dict()
-    if fact.duplicate:
-        return f"unchanged: {fact.hint}"
-    _warn_similar(fact.hint)
-    return f"fact {fact.id} supersedes fact {fact.supersedes}"
-
-
-def _warn_similar(hint: str | None) -> None:
-    if hint:
-        warn(hint)
+        return _procedure_dict(item) if isinstance(item, Procedure) else item.to_dict()
+    if item.duplicate:
+        return f"{refused}: {item.hint}"
+    if item.hint:
+        warn(item.hint)
+    return done
 
 
 def _fact_rm(args: argparse.Namespace) -> Any:
@@ -241,12 +238,7 @@ def _search(args: argparse.Namespace) -> Any:
 def _procedure_write(args: argparse.Namespace) -> Any:
     content = text_arg(args.file) if args.file == "-" else read_file(args.file)
     proc = memory_for(args).write_procedure(args.name, content)
-    if as_json(args):
-        return _procedure_dict(proc)
-    if proc.duplicate:
-        return f"not written: {proc.hint}"
-    _warn_similar(proc.hint)
-    return f"procedure {proc.name} written ({proc.path})"
+    return _written(args, proc, "not written", f"procedure {proc.name} written ({proc.path})")
 
 
 def _procedure_show(args: argparse.Namespace) -> Any:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from .. import entries
 from ..daily import DATE_RE
@@ -55,33 +54,10 @@ TEMP_RE = re.compile(rf"^{re.escape(files.TEMP_PREFIX)}(.+)\.\d+\.[0-9a-f]{{12}}
 
 
 class ReadOnlyStore(SQLiteStore):
-    """SQLiteStore for looking only: it never creates, migrates or writes memory.db. Its
-    connection has `PRAGMA query_only`, so even a cache refresh deep in the library fails
-    inside SQLite (and the library treats a cache it cannot write as a cache)."""
+    """memory.db for looking only (SQLiteStore read_only), and what doctor asks of it."""
 
-    def _conn(self) -> sqlite3.Connection | None:
-        if self._db is None:
-            if not os.path.exists(self.path):
-                return None
-            with self._translated("open"):
-                db = sqlite3.connect(
-                    self.path,
-                    timeout=self.busy_timeout_ms / 1000,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-                try:
-                    db.execute("PRAGMA query_only = ON")
-                except BaseException:
-                    db.close()
-                    raise
-            self._db = db
-        return self._db
-
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        raise StorageError(f"{self.path} is open read-only (doctor without --fix)")
-        yield  # a generator, as the context manager it overrides  # pragma: no cover
+    def __init__(self, path: str, *, busy_timeout_ms: int = 10_000) -> None:
+        super().__init__(path, busy_timeout_ms=busy_timeout_ms, read_only=True)
 
     def inspect(self) -> tuple[list[str], int, int, int, int]:
         """(integrity_check's answer, at most 20 problems; the schema version; page size;

@@ -20,6 +20,10 @@ from collections.abc import Iterator
 
 from ..errors import StorageError, ValidationError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
+
 TEMP_PREFIX = ".tmp-"
 
 
@@ -73,7 +77,6 @@ def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int
 
 
 def atomic_write(path: str, text: str) -> None:
-    folder = os.path.dirname(path)
     try:
         data = text.encode("utf-8")  # before the temp file: a failure here leaves nothing
     except UnicodeEncodeError as exc:
@@ -81,18 +84,30 @@ def atomic_write(path: str, text: str) -> None:
             f"cannot write {path}: the text holds {text[exc.start]!r}, a lone surrogate "
             "that is not valid Unicode; nothing was changed"
         ) from None
-    ensure_dir(folder)
+    ensure_dir(os.path.dirname(os.path.abspath(path)))
+    with atomic_output(path) as handle:
+        handle.write(data)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at `path` complete or not at all (H4): a unique temp
+    file in the same folder, fsynced, renamed over `path`, the folder fsynced. An exception
+    inside leaves `path` as it was and no temp file. The folder must exist."""
+    folder = os.path.dirname(os.path.abspath(path))
     fd, temp = _temp_file(folder, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
-        raise _storage_error(f"cannot write {path}", exc) from exc
+        if isinstance(exc, OSError):
+            raise _storage_error(f"cannot write {path}", exc) from exc
+        raise
     fsync_dir(folder)
 
 

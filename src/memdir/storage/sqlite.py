@@ -37,10 +37,21 @@ def _first(row: tuple[int, int]) -> int:
 
 
 class SQLiteStore(IndexRows, ArchiveRows):
-    def __init__(self, path: str, *, busy_timeout_ms: int = 10_000, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout_ms: int = 10_000,
+        create: bool = True,
+        read_only: bool = False,
+    ) -> None:
+        """`read_only`: for looking only (doctor): never creates, migrates or writes the
+        file; `PRAGMA query_only` makes even a cache refresh deep in the library fail inside
+        SQLite, and the library treats a cache it cannot write as a cache."""
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
-        self.create = create
+        self.create = create and not read_only
+        self.read_only = read_only
         self._db: sqlite3.Connection | None = None
         # answers that hold until the database changes: (what, model) -> (change token, answer)
         self._memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]] = {}
@@ -65,6 +76,10 @@ class SQLiteStore(IndexRows, ArchiveRows):
             )
             try:
                 db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                if self.read_only:
+                    db.execute("PRAGMA query_only = ON")
+                    self._db = db
+                    return db
                 self._enable_wal(db)
                 # FULL: an acknowledged write survives power loss, not only a crash.
                 db.execute("PRAGMA synchronous = FULL")
@@ -101,6 +116,8 @@ class SQLiteStore(IndexRows, ArchiveRows):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise StorageError(f"{self.path} is open read-only: nothing was written")
         db = self._require()
         with self._translated("write to"):
             db.execute("BEGIN IMMEDIATE")
