@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable
 
 from . import (
-    duplicates,
     facts,
     index,
     procedures,
@@ -50,9 +49,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from . import hot, markers, secret_scan
+    from . import duplicates, hot, markers, secret_scan
     from .storage.embeddings import Embedder
 else:
+    duplicates = lazy("memdir.duplicates")
     hot = lazy("memdir.hot")
     markers = lazy("memdir.markers")
     secret_scan = lazy("memdir.secret_scan")

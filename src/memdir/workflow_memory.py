@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import Callable
 
 from . import (
-    duplicates,
     facts,
     search,
 )
@@ -29,8 +28,9 @@ from .storage import embeddings, files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import entries, hot, index, markers, recall, secret_scan, tasks
+    from . import duplicates, entries, hot, index, markers, recall, secret_scan, tasks
 else:
+    duplicates = lazy("memdir.duplicates")
     secret_scan = lazy("memdir.secret_scan")
     entries = lazy("memdir.entries")
     hot = lazy("memdir.hot")

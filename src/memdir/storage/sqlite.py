@@ -13,8 +13,8 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-from .. import similarity
 from ..errors import ConflictError, NotFoundError, QueryError, StorageError
+from ..lazy import lazy
 from ..models import Fact, Provenance, Session, Task
 from .migrations import migrate
 from .sqlite_archive import ArchiveRows
@@ -22,7 +22,10 @@ from .sqlite_index import IndexRows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .. import similarity
     from .base import CachedEntry
+else:
+    similarity = lazy("memdir.similarity")  # writes and the duplicate guard only
 
 FACT_COLUMNS = (
     "id, category, content, status, created, updated, supersedes, superseded_by, "
