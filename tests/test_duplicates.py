@@ -216,3 +216,20 @@ def test_rewriting_a_procedure_under_its_own_name_is_not_a_duplicate(memory: Mem
     memory.write_procedure("release", "1. tag\n2. push\n")  # P1: write = create or overwrite
     again = memory.write_procedure("release", "1. tag\n2. push\n")
     assert not again.duplicate and again.similar == ()
+
+
+def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None:  # 7.1 Q2
+    with Memory(embedder=HashEmbedder()) as mem:
+        mem.write_entry("kiwi-orchard", "the orchard", "kiwi " * 10 + "orchard")
+        mem.write_procedure("kiwi-picking", "kiwi " * 10 + "picking")
+        mem.search("kiwi", mode="semantic")  # indexes and embeds what is there
+        entry = mem.write_entry("kiwi-harvest", "the harvest", "kiwi " * 10 + "harvest")
+        assert [(s.kind, s.ref, s.how) for s in entry.similar] == [
+            ("entry", "kiwi-orchard", "semantic")]
+        assert entry.hint is not None and "kiwi-orchard" in entry.hint
+        proc = mem.write_procedure("kiwi-packing", "kiwi " * 10 + "packing")
+        assert [(s.kind, s.ref, s.how) for s in proc.similar] == [
+            ("procedure", "kiwi-picking", "semantic")]
+    with Memory() as plain:  # no model loaded: lexical only, and nothing is loaded for it
+        other = plain.write_entry("kiwi-storage", "storage", "kiwi " * 10 + "storage")
+        assert other.similar == () and plain._embedder is None

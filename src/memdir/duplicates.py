@@ -133,6 +133,47 @@ def _semantic_facts(
 # -- entries and procedures ------------------------------------------------------------------
 
 
+def similar_files(
+    store: Store,
+    kind: str,
+    name: str,
+    content: str,
+    semantic: tuple[Embedder, float, Any],
+) -> tuple[Similar, ...]:
+    """Entries (kind "global") or procedures whose indexed sections mean nearly what
+    `content` says: cosine >= the minimum against the vectors of their chunks."""
+    import numpy as np
+
+    embedder, minimum, cache = semantic
+    keys, matrix = cache.load(store, embedder)
+    if not keys:
+        return ()
+    scores = matrix @ embedder.embed([content])[0]
+    top = [int(i) for i in np.argsort(-scores)[:64] if scores[i] >= minimum]
+    chunks = store.chunks_by_id([int(keys[i][1]) for i in top if keys[i][0] == "chunk"])
+    folder = "global/" if kind == "global" else "procedures/"
+    best: dict[str, float] = {}
+    for i in top:
+        row = chunks.get(int(keys[i][1])) if keys[i][0] == "chunk" else None
+        if row is None or row[2] != kind or not row[1].startswith(folder):
+            continue
+        other = row[1][len(folder) : -len(".md")]
+        if other != name:
+            best[other] = max(best.get(other, 0.0), float(scores[i]))
+    shown = "entry" if kind == "global" else "procedure"
+    found = [Similar(shown, other, round(score, 3), "semantic") for other, score in best.items()]
+    found.sort(key=lambda s: (-s.score, str(s.ref)))
+    return tuple(found[:MAX_REPORTED])
+
+
+def merged(first: tuple[Similar, ...], more: tuple[Similar, ...]) -> tuple[Similar, ...]:
+    """Both lists, each item once (the first list's reading of it wins), best first."""
+    seen = {s.ref for s in first}
+    both = [*first, *(s for s in more if s.ref not in seen)]
+    both.sort(key=lambda s: (-s.score, str(s.ref)))
+    return tuple(both[:MAX_REPORTED])
+
+
 def among(
     kind: str, name: str, content: str, others: list[tuple[str, str]], threshold: float
 ) -> tuple[str | None, tuple[Similar, ...]]:

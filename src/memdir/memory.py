@@ -353,7 +353,10 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         if result.duplicate:
             return result._replace(hint=duplicates.named_hint("procedure", result.name))
         self._count("procedures")
-        return result._replace(hint=duplicates.similar_hint(result.similar))
+        similar = duplicates.merged(
+            result.similar, self._similar_files("procedure", name, duplicates.body_of(content))
+        )
+        return result._replace(similar=similar, hint=duplicates.similar_hint(similar))
 
     def procedure(self, name: str) -> Procedure:
         return procedures.read(self.layout, name)

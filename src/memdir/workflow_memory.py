@@ -104,7 +104,19 @@ class WorkflowMemory(MemoryBase):
         if entry.duplicate:
             return entry._replace(hint=duplicates.named_hint("entry", entry.name)), False
         self._count("entries")
-        return entry._replace(hint=duplicates.similar_hint(entry.similar)), created
+        similar = duplicates.merged(entry.similar, self._similar_files("global", name, content))
+        return entry._replace(similar=similar, hint=duplicates.similar_hint(similar)), created
+
+    def _similar_files(self, kind: str, name: str, content: str) -> tuple[Similar, ...]:
+        """Entries or procedures that mean nearly this, when the embedding model is loaded
+        (a report: never fails the write)."""
+        if self._embedder is None:
+            return ()
+        semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
+        try:
+            return duplicates.similar_files(self.store, kind, name, content, semantic)
+        except MemdirError:
+            return ()
 
     def entry(self, name: str) -> Entry:
         return entries.read(self.layout, name)

@@ -132,7 +132,8 @@ def _report(report: ImportReport) -> str:
     if not report.imported and not report.skipped:
         lines.append("  nothing to import")
     lines += [
-        f"  {skip} {item.kind} {item.target} ({item.source}): {item.reason}"
+        f"  {skip} {' '.join(filter(None, (item.kind, item.target)))} ({item.source}): "
+        f"{item.reason}"
         for item in report.skipped
     ]
     return "\n".join(lines)
