@@ -149,3 +149,27 @@ def test_bad_names_and_missing_entries(memory: Memory) -> None:  # G1, X1
         memory.remove_entry("nope")
     assert not (Path(memory.path) / "global").exists() or not list(
         (Path(memory.path) / "global").iterdir())
+
+
+def test_no_tier_reads_a_symlink_out_of_the_root(memory: Memory, tmp_path: Path) -> None:  # X1
+    """Procedures, task notes and daily logs are refused like entries: never read, never
+    shown by search, recall or the duplicate guard; the file stays."""
+    secret = tmp_path / "secret.md"
+    secret.write_text("- 2026-01-01T00:00:00Z the kiwi secret\n")
+    root = Path(memory.path)
+    for folder, name in (("procedures", "leak.md"), ("tasks", "T-1.md"),
+                         ("daily", "2026-01-01.md")):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / name).symlink_to(secret)
+    [proc] = memory.procedures()
+    assert proc.error and "outside the memory root" in proc.error and "kiwi" not in proc.content
+    with pytest.raises(ValidationError, match="outside"):
+        memory.procedure("leak")
+    with pytest.raises(ValidationError, match="outside"):
+        memory.notes("T-1")
+    with pytest.raises(ValidationError, match="outside"):
+        memory.daily("2026-01-01")
+    assert memory.search("kiwi secret", mode="lexical") == []
+    written = memory.write_procedure("kiwi", "- 2026-01-01T00:00:00Z the kiwi secret\n")
+    assert not written.duplicate  # the guard compared nothing it may not read
+    assert secret.read_text().startswith("- 2026")

@@ -212,8 +212,17 @@ def find_all(memory: Memory, threshold: float | None = None) -> list[DuplicateGr
     threshold = memory.settings.duplicate_lexical if threshold is None else threshold
     groups = _fact_groups(memory.store, threshold)
     groups += _semantic_fact_groups(memory, {m for g in groups for m in g.members})
-    entries = [(e.name, memory.entry(e.name).content or "") for e in memory.entries()
-               if e.error is None]
+    from . import entries as entry_files
+    from .errors import MemdirError
+
+    entries = []
+    for entry in memory.entries():
+        try:
+            text = entry_files.text_of(memory.layout, entry.name) if entry.error is None else None
+        except MemdirError:
+            continue  # a symlink out of the root: never read (X1)
+        if text is not None:
+            entries.append((entry.name, body_of(text)))
     groups += _named_groups("entry", entries, threshold)
     procedures = [(p.name, body_of(p.content)) for p in memory.procedures() if p.error is None]
     groups += _named_groups("procedure", procedures, threshold)
@@ -298,8 +307,8 @@ def _named_groups(
     firsts = {names[0]: text for text, names in by_text.items() if text}
     bags = {name: similarity.words(text) for name, text in firsts.items()}
     buckets: dict[int, list[str]] = {}
-    for name, bag in bags.items():
-        for key in similarity.band_keys(bag):
+    for name, keys in zip(bags, similarity.sketches_of(list(bags.values())), strict=True):
+        for key in keys:
             buckets.setdefault(key, []).append(name)
     pairs = {(a, b) for names in buckets.values() for a in names for b in names if a < b}
     scored = [

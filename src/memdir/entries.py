@@ -10,11 +10,10 @@ one lock, so the index is regenerated from a consistent folder and never half-wr
 from __future__ import annotations
 
 import os
-import stat
 
 from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Entry, Similar
-from .paths import Layout, is_inside, is_name
+from .paths import Layout, is_name
 from .storage import files, frontmatter
 
 TYPE_CHECKING = False
@@ -96,6 +95,12 @@ def read(layout: Layout, name: str) -> Entry:
     except ValidationError:
         body = text
     return entry._replace(content=body)
+
+
+def text_of(layout: Layout, name: str) -> str | None:
+    """The file's whole text (frontmatter too), None when it is gone; a symlink out of the
+    memory root is refused (X1)."""
+    return _read_inside(layout.entry(name), layout)
 
 
 def remove(layout: Layout, store: Store, name: str) -> Entry:
@@ -212,16 +217,7 @@ def _load(name: str, path: str, layout: Layout) -> Entry | None:
 
 
 def _read_inside(path: str, layout: Layout) -> str | None:
-    """The file's text, refusing a symlink that leads out of the memory root (X1)."""
-    try:
-        if stat.S_ISLNK(os.lstat(path).st_mode) and not is_inside(layout.memory_dir, path):
-            raise ValidationError(
-                f"{_rel(path, layout)} is a symlink pointing outside the memory root; "
-                "it is left in place and not read"
-            )
-    except FileNotFoundError:
-        return None
-    return files.read_text(path)
+    return files.read_inside(layout.memory_dir, path, _rel(path, layout))
 
 
 def _entry_from(name: str, text: str, path: str, layout: Layout) -> Entry:

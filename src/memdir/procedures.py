@@ -45,7 +45,7 @@ def write(
 
 def read(layout: Layout, name: str) -> Procedure:
     path = layout.procedure(name)
-    text = files.read_text(path)
+    text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
     if text is None:
         raise NotFoundError(f"no procedure named {name!r}: see `memdir procedure list`")
     return _load(layout, name, path, text)
@@ -54,9 +54,14 @@ def read(layout: Layout, name: str) -> Procedure:
 def list_all(layout: Layout) -> list[Procedure]:
     procedures = []
     for name in _names(layout):
-        text = files.read_text(layout.procedure(name))
+        path = layout.procedure(name)
+        try:
+            text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
+        except ValidationError as exc:  # listed with its error, never read (X1)
+            procedures.append(_load(layout, name, path, "")._replace(error=str(exc)))
+            continue
         if text is not None:
-            procedures.append(_load(layout, name, layout.procedure(name), text))
+            procedures.append(_load(layout, name, path, text))
     return procedures
 
 

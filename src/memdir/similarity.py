@@ -126,7 +126,10 @@ def band_keys_many(bags: list[frozenset[str]]) -> list[list[int]]:
 def sketches(texts: list[str], normal: bool = False) -> list[list[int]]:
     """band_keys of many texts (`normal`: already normalised): vectorised when numpy is
     installed (the embeddings extra)."""
-    bags = [words_of_normal(t if normal else normalize(t)) for t in texts]
+    return sketches_of([words_of_normal(t if normal else normalize(t)) for t in texts])
+
+
+def sketches_of(bags: list[frozenset[str]]) -> list[list[int]]:
     if len(bags) > 16:
         try:
             return band_keys_many(bags)

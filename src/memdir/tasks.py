@@ -83,7 +83,8 @@ def add_note(
 
 
 def notes(layout: Layout, task: str) -> list[Note]:
-    return parse_notes(task, files.read_text(layout.task_notes(task)) or "")
+    path = layout.task_notes(task)
+    return parse_notes(task, files.read_inside(layout.memory_dir, path, f"tasks/{task}.md") or "")
 
 
 def lineage(tasks: dict[str, Task], task: str) -> list[str]:

@@ -24,7 +24,7 @@ from .models import (
     Task,
 )
 from .records import Record
-from .storage import embeddings, files
+from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,8 +73,8 @@ class WorkflowMemory(MemoryBase):
         others = []
         for other, _description, _updated in entries.index(self.layout, self.store):
             if other != name:
-                with contextlib.suppress(MemdirError):
-                    text = files.read_text(self.layout.entry(other)) or ""
+                with contextlib.suppress(MemdirError):  # a symlink out of the root (X1)
+                    text = entries.text_of(self.layout, other) or ""
                     others.append((other, duplicates.body_of(text)))
         return duplicates.among(
             "entry", name, content, others, self.settings.duplicate_lexical

@@ -49,6 +49,19 @@ def read_for_rewrite(path: str) -> str | None:
         ) from None
 
 
+def read_inside(root: str, path: str, shown: str) -> str | None:
+    """read_text, refusing a file that resolves outside `root` (a symlink out of the
+    memory root, X1): it is left in place and never read. `shown` names it in the error."""
+    from ..paths import is_inside
+
+    if os.path.lexists(path) and not is_inside(root, path):
+        raise ValidationError(
+            f"{shown} is a symlink pointing outside the memory root; it is left in place "
+            "and not read"
+        )
+    return read_text(path)
+
+
 def _read_bytes(path: str) -> bytes | None:
     try:
         with open(path, "rb") as handle:
