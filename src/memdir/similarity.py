@@ -95,8 +95,16 @@ def band_keys(bag: frozenset[str]) -> list[int]:
     return [_band_key(band, mins[band * ROWS : (band + 1) * ROWS]) for band in range(BANDS)]
 
 
-def band_keys_many(bags: list[frozenset[str]]) -> list[list[int]]:
-    """band_keys for many texts at once, vectorised (a bulk import): same keys, ~40x faster."""
+def band_keys_many(bags: list[frozenset[str]], batch: int = 1024) -> list[list[int]]:
+    """band_keys for many texts at once, vectorised (a bulk import): same keys, ~10x
+    faster. In batches: 64 hashes of every word of 100k texts would be a 1 GB matrix."""
+    out: list[list[int]] = []
+    for start in range(0, len(bags), batch):
+        out += _band_keys_batch(bags[start : start + batch])
+    return out
+
+
+def _band_keys_batch(bags: list[frozenset[str]]) -> list[list[int]]:
     import numpy as np
 
     lengths = [len(bag) for bag in bags]

@@ -276,10 +276,9 @@ def _curation(db: sqlite3.Connection) -> None:
         "UPDATE facts SET norm = ? WHERE id = ?", [(similarity.text_key(c), i) for i, c in rows]
     )
     keys = similarity.sketches([c for _, c in rows])
-    db.executemany(
-        "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)",
-        [(key, i) for (i, _), ks in zip(rows, keys, strict=True) for key in ks],
-    )
+    sketch = [(key, i) for (i, _), ks in zip(rows, keys, strict=True) for key in ks]
+    sketch.sort(key=lambda row: row[0])  # in key order: the b-tree fills page by page
+    db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", sketch)
 
 
 MIGRATIONS: list[Migration] = [
