@@ -233,3 +233,15 @@ def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None
     with Memory() as plain:  # no model loaded: lexical only, and nothing is loaded for it
         other = plain.write_entry("kiwi-storage", "storage", "kiwi " * 10 + "storage")
         assert other.similar == () and plain._embedder is None
+
+
+def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 G4
+    memory.write_entry("first", "one", "alpha beta gamma")
+    memory.write_entry("second", "two", "delta epsilon zeta")
+    path = Path(memory.path, "global", "second.md")
+    text = path.read_text(encoding="utf-8").replace("delta epsilon zeta", "the kiwi harvest")
+    path.write_text(text + "\n", encoding="utf-8")  # another size: the cache sees the edit
+    twin = memory.write_entry("third", "three", "The kiwi harvest.")
+    assert twin.duplicate and twin.name == "second"
+    path.unlink()
+    assert not memory.write_entry("third", "three", "The kiwi harvest.").duplicate

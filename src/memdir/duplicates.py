@@ -196,11 +196,13 @@ def among(
 
 def body_of(text: str) -> str:
     """A markdown file's body without its YAML frontmatter (no YAML parse: comparison only)."""
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 4)
-        if end != -1:
-            return text[end + 5 :]
-    return text
+    from .errors import ValidationError
+    from .storage import frontmatter
+
+    try:
+        return frontmatter.split(text)[1]
+    except ValidationError:
+        return text  # an unclosed fence: all of it is the body
 
 
 # -- doctor ----------------------------------------------------------------------------------

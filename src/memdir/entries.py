@@ -129,6 +129,17 @@ def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
     return [(name, rows[name][2], rows[name][3]) for name in sorted(rows) if rows[name][4] is None]
 
 
+def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, set[int]]]:
+    """name -> (the key of its normalised body, its LSH band keys) of every readable entry:
+    what the duplicate guard compares a new body with before reading any file."""
+    rows = _refresh(layout, store, with_meta=False)
+    return {
+        name: (row[6], {int(k) for k in row[7].split()})
+        for name, row in rows.items()
+        if row[4] is None
+    }
+
+
 def reindex(layout: Layout, store: Store) -> list[Entry]:
     """G3: rebuild MEMORY.md (and the cache) from the files alone."""
     with files.locked(layout.locks_dir, LOCK):
@@ -163,14 +174,17 @@ def _refresh(
         cache, trust_cache = {}, False  # a broken memory.db must not hide the files (Z)
     current: dict[str, CachedEntry] = {}
     changed: dict[str, CachedEntry] = {}
+    bodies: dict[str, str] = {}
     for name, path, mtime_ns, size in _files(layout):
         cached = cache.get(name) if trust_cache else None
         if cached is not None and cached[0] == mtime_ns and cached[1] == size:
             current[name] = cached
             continue
-        entry = _load(name, path, layout)
+        entry, body = _load(name, path, layout)
         if entry is None:
             continue  # deleted while we looked
+        if body is not None:
+            bodies[name] = body
         row = (
             mtime_ns,
             size,
@@ -178,8 +192,18 @@ def _refresh(
             entry.updated,
             entry.error,
             json.dumps(entry._asdict()),
+            None,
+            "",
         )
         current[name] = changed[name] = row
+    if bodies:  # the duplicate guard's fingerprints of what changed, in one batch
+        from . import similarity
+
+        names = list(bodies)
+        sketches = similarity.sketches([bodies[n] for n in names])
+        for name, keys in zip(names, sketches, strict=True):
+            fingerprint = (similarity.text_key(bodies[name]), " ".join(map(str, keys)))
+            current[name] = changed[name] = (*changed[name][:6], *fingerprint)
     gone = [name for name in cache if name not in current]
     if changed or gone:
         try:
@@ -208,12 +232,18 @@ def _files(layout: Layout) -> list[tuple[str, str, int, int]]:
     return found
 
 
-def _load(name: str, path: str, layout: Layout) -> Entry | None:
+def _load(name: str, path: str, layout: Layout) -> tuple[Entry | None, str | None]:
+    """(the entry, its body when the file parsed), or (None, None) when it is gone."""
     try:
         text = _read_inside(path, layout)
     except ValidationError as exc:
-        return Entry(name, "", _rel(path, layout), error=str(exc))
-    return None if text is None else _entry_from(name, text, path, layout)
+        return Entry(name, "", _rel(path, layout), error=str(exc)), None
+    if text is None:
+        return None, None
+    entry = _entry_from(name, text, path, layout)
+    if entry.error is not None:
+        return entry, None
+    return entry, frontmatter.split(text)[1]
 
 
 def _read_inside(path: str, layout: Layout) -> str | None:

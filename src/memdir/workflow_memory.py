@@ -69,10 +69,15 @@ class WorkflowMemory(MemoryBase):
         return entry
 
     def _entry_twins(self, name: str, content: str) -> tuple[str | None, tuple[Similar, ...]]:
-        """The entry that says exactly this, or the ones that say nearly this."""
+        """The entry that says exactly this, or the ones that say nearly this. Only entries
+        whose cached fingerprint could match (the body's key, a shared band key) are read."""
+        from . import similarity
+
+        key = similarity.text_key(content)
+        mine = set(similarity.band_keys(similarity.words(content)))
         others = []
-        for other, _description, _updated in entries.index(self.layout, self.store):
-            if other != name:
+        for other, (body_key, bands) in entries.fingerprints(self.layout, self.store).items():
+            if other != name and (body_key == key or mine & bands):
                 with contextlib.suppress(MemdirError):  # a symlink out of the root (X1)
                     text = entries.text_of(self.layout, other) or ""
                     others.append((other, duplicates.body_of(text)))

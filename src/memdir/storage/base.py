@@ -11,8 +11,9 @@ from typing import Protocol
 
 from ..models import Fact, Provenance, Session, Task
 
-# (mtime_ns, size, description, updated, error, the whole Entry as JSON)
-CachedEntry = tuple[int, int, str, str | None, str | None, str]
+# (mtime_ns, size, description, updated, error, the whole Entry as JSON, the key of the
+# normalised body, its LSH band keys space-separated): similarity.py
+CachedEntry = tuple[int, int, str, str | None, str | None, str, int | None, str]
 
 
 # (kind, mtime_ns, size, content hash) of a file the search index holds

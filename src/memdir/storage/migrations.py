@@ -281,6 +281,20 @@ def _curation(db: sqlite3.Connection) -> None:
     db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", sketch)
 
 
+def _entry_fingerprints(db: sqlite3.Connection) -> None:
+    """The duplicate guard's view of each global entry: the key of its normalised body and
+    its LSH band keys, so a write compares against 1,000 entries without reading them.
+    A cache: emptied, it refills on the next read."""
+    run_script(
+        db,
+        """
+        DELETE FROM entry_cache;
+        ALTER TABLE entry_cache ADD COLUMN body_key INTEGER;
+        ALTER TABLE entry_cache ADD COLUMN sketch TEXT NOT NULL DEFAULT '';
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
@@ -288,4 +302,5 @@ MIGRATIONS: list[Migration] = [
     (4, "entry cache: description and dates as columns", _entry_cache_columns),
     (5, "search index: file chunks, their FTS5 index and vectors", _search_index),
     (6, "validity windows, duplicate keys, past facts' index, fact usage", _curation),
+    (7, "entry cache: body key and band keys of each entry", _entry_fingerprints),
 ]

@@ -721,15 +721,17 @@ class SQLiteStore(IndexRows, ArchiveRows):
     # -- the global entry cache (G4) -----------------------------------------------------
 
     def entry_cache(self, with_meta: bool = True) -> dict[str, CachedEntry]:
-        """name -> (mtime_ns, size, description, updated, error, metadata JSON) of each global
-        entry file when last read; without `with_meta` the JSON is left out ("")."""
+        """name -> (mtime_ns, size, description, updated, error, metadata JSON, body key,
+        band keys) of each global entry file when last read; without `with_meta` the JSON
+        is left out ("")."""
         db = self._conn()
         if db is None:
             return {}
         meta = "meta" if with_meta else "''"
         with self._translated("read"):
             rows = db.execute(
-                f"SELECT name, mtime_ns, size, description, updated, error, {meta} FROM entry_cache"
+                f"SELECT name, mtime_ns, size, description, updated, error, {meta}, body_key, "
+                "sketch FROM entry_cache"
             ).fetchall()
         return {row[0]: row[1:] for row in rows}
 
@@ -740,8 +742,8 @@ class SQLiteStore(IndexRows, ArchiveRows):
             db.executemany("DELETE FROM entry_cache WHERE name = ?", [(n,) for n in gone])
             db.executemany(
                 "INSERT OR REPLACE INTO entry_cache "
-                "(name, mtime_ns, size, description, updated, error, meta) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "(name, mtime_ns, size, description, updated, error, meta, body_key, sketch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(name, *row) for name, row in changed.items()],
             )
 
