@@ -589,3 +589,16 @@ def test_report_to_dict(memory: Memory, tmp_path: Path) -> None:
     data = report.to_dict()
     assert data["format"] == "claude-code" and data["dry_run"] is True
     assert data["imported"][0] == {"kind": "entry", "target": "claude-md", "source": "CLAUDE.md"}
+
+
+def test_imported_facts_are_not_stale_on_arrival(memory: Memory, tmp_path: Path) -> None:
+    """Issue 7.3/7.5: memories created long ago elsewhere count as stale from the day they
+    were imported, not from their creation; a search still records them as found."""
+    from memdir import doctor
+
+    report = run(memory, "mem0", str(mem0_export(tmp_path)))
+    assert report.imported
+    checks = [f.check for f in doctor.run(memory).findings]
+    assert "facts.stale" not in checks
+    rows = memory.store._require().execute("SELECT hits FROM fact_usage").fetchall()
+    assert rows and all(hits == 0 for (hits,) in rows)

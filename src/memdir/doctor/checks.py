@@ -355,7 +355,7 @@ def check_stale(view: Memory, stale_days: int, found: list[Finding]) -> None:
                 "info",
                 ids,
                 f"{len(ids):,} active fact(s) no search has found in {stale_days} days (nor "
-                f"written since): {few(ids)}",
+                f"written or imported since): {few(ids)}",
                 "review them (`memdir fact show ID`); supersede what changed (`memdir fact "
                 "supersede ID TEXT`) and remove what no longer holds (`memdir fact rm ID`); "
                 "--stale-days N sets the window",

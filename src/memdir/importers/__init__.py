@@ -231,7 +231,7 @@ class _Applier:
                 self._imported_fact(fact, "new fact")
             return
         try:
-            mapping = memory.import_facts([fact.row for fact in good])
+            mapping = memory.import_facts([fact.row for fact in good], fresh=True)
         except ITEM_ERRORS as exc:
             for fact in good:
                 self._skip_fact(fact, str(exc))

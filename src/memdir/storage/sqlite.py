@@ -314,11 +314,14 @@ class SQLiteStore(IndexRows, ArchiveRows):
         found.sort(key=lambda pair: (-pair[1], pair[0].id))
         return found[:limit]
 
-    def insert_fact_rows(self, rows: list[dict[str, object]], keep_ids: bool) -> dict[int, int]:
+    def insert_fact_rows(
+        self, rows: list[dict[str, object]], keep_ids: bool, seen: str | None = None
+    ) -> dict[int, int]:
         """Facts as an export or another tool holds them (every FACT_FIELDS key; `id`,
         `supersedes` and `superseded_by` in the rows' own numbering), in one transaction.
         Returns their old id -> the id stored. With `keep_ids` the ids are kept (an empty
-        archive: a restore), else new ones are given and the links follow them."""
+        archive: a restore), else new ones are given and the links follow them. `seen`: a
+        time their staleness counts from (no search has found them yet: hits 0)."""
         texts = [str(row["content"]) for row in rows]
         sketches = similarity.sketches(texts)
         # the links are set once every row has its id: a link may point forward
@@ -344,6 +347,11 @@ class SQLiteStore(IndexRows, ArchiveRows):
                 db.execute(
                     "UPDATE facts SET supersedes = ?, superseded_by = ? WHERE id = ?",
                     (*linked, mapping[int(str(row["id"]))]),
+                )
+            if seen is not None:
+                db.executemany(
+                    "INSERT OR IGNORE INTO fact_usage (fact_id, hits, last_hit) VALUES (?, 0, ?)",
+                    [(fact_id, seen) for fact_id in mapping.values()],
                 )
         return mapping
 
