@@ -602,3 +602,23 @@ def test_imported_facts_are_not_stale_on_arrival(memory: Memory, tmp_path: Path)
     assert "facts.stale" not in checks
     rows = memory.store._require().execute("SELECT hits FROM fact_usage").fetchall()
     assert rows and all(hits == 0 for (hits,) in rows)
+
+
+def test_one_unreadable_file_is_skipped_and_the_rest_imported(
+    memory: Memory, tmp_path: Path
+) -> None:  # issue 7.5, Z
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "MEMORY.md").write_bytes(b"\xff\xfe not utf-8")
+    (workspace / "SOUL.md").write_bytes(b"binary\x00soul")
+    (workspace / "USER.md").write_text("The user is Ada.\n", encoding="utf-8")
+    (workspace / "memory" / "2026-02-30.md").write_text("## 09:00\nno such day\n", "utf-8")
+    (workspace / "memory" / "2026-02-28.md").write_text("## 09:00\na real day\n", "utf-8")
+    report = run(memory, "openclaw", str(workspace))
+    assert sorted((i.kind, i.target) for i in report.imported) == [
+        ("daily", "daily/2026-02-28.md"), ("identity", "USER.md")]
+    reasons = {i.source: i.reason or "" for i in report.skipped}
+    assert "not a UTF-8 text file" in reasons["MEMORY.md"]
+    assert "NUL bytes" in reasons["SOUL.md"]
+    assert "bad date '2026-02-30'" in reasons["memory/2026-02-30.md"]
+    assert not (Path(memory.path) / "daily" / "2026-02-30.md").exists()

@@ -68,7 +68,7 @@ def _yesterday(now: float) -> str:
 
 
 def path_of(layout: Layout, date: str) -> str:
-    if not DATE_RE.match(date):
+    if not DATE_RE.match(date) or not _is_calendar_date(date):
         raise ValidationError(f"bad date {date!r}: use YYYY-MM-DD")
     return os.path.join(layout.memory_dir, "daily", f"{date}.md")
 
@@ -109,6 +109,16 @@ def dates(layout: Layout) -> list[str]:
 
 
 Section = tuple[str, list[str]]  # (heading text, body lines)
+
+
+def _is_calendar_date(text: str) -> bool:
+    from datetime import date  # a C module: ~1 ms, only where a date is named
+
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_section(section: str | None) -> str | None:

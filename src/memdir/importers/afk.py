@@ -18,7 +18,7 @@ import sqlite3
 from ..errors import ValidationError
 from ..models import CATEGORIES
 from .mem0 import category_of
-from .plan import FactRow, HotItem, Plan, iso_time, listing, read_source
+from .plan import FactRow, HotItem, Plan, iso_time, listing, read_or_skip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,8 +43,10 @@ def read(path: str) -> Plan:
         raise ValidationError(f"{path} is not an AFK state folder: expected {EXPECTED}")
     plan = Plan()
     if hot is not None:
-        text = read_source(hot, "AFK's HOT.md")
-        if text.strip():
+        text = read_or_skip(plan, "hot", hot, _shown(hot, path), "AFK's HOT.md")
+        if text is None:
+            pass
+        elif text.strip():
             plan.items.append(HotItem(text, _shown(hot, path)))
         else:
             plan.skip("hot", _shown(hot, path), "empty file", "HOT.md")
@@ -57,7 +59,9 @@ def read(path: str) -> Plan:
             if not name.endswith(".md") or not os.path.isfile(file):
                 plan.skip("procedure", shown, "not a markdown file")
                 continue
-            text = read_source(file, "an AFK procedure")
+            text = read_or_skip(plan, "procedure", file, shown, "an AFK procedure")
+            if text is None:
+                continue
             if text.strip():
                 plan.procedure(name[:-3], text, shown)
             else:

@@ -19,7 +19,7 @@ import re
 
 from ..errors import MemdirError, ValidationError
 from ..storage import frontmatter
-from .plan import Plan, is_only_headings, listing, one_line, read_source, title_of
+from .plan import Plan, is_only_headings, listing, one_line, read_or_skip, read_source, title_of
 
 EXPECTED = (
     "a Claude Code project folder (CLAUDE.md, CLAUDE.local.md, .claude/CLAUDE.md) or an "
@@ -45,7 +45,9 @@ def read(path: str) -> Plan:
         for rel, name, description in INSTRUCTIONS:
             file = os.path.join(project, rel)
             if os.path.isfile(file):
-                text = read_source(file, "a CLAUDE.md file")
+                text = read_or_skip(plan, "entry", file, _shown(file, path), "a CLAUDE.md file")
+                if text is None:
+                    continue
                 if text.strip():
                     plan.entry(name, description, text, _shown(file, path))
                 else:
@@ -101,8 +103,10 @@ def _read_auto_memory(plan: Plan, folder: str, root: str) -> None:
         _topic(plan, file, _shown(file, root))
     index = os.path.join(folder, INDEX)
     if os.path.isfile(index):
-        text = read_source(index, "Claude Code's MEMORY.md")
         shown = _shown(index, root)
+        text = read_or_skip(plan, "entry", index, shown, "Claude Code's MEMORY.md")
+        if text is None:
+            return
         if _only_links(text, topics):
             plan.skip("entry", shown, "index of the topic files (each imported on its own)")
         else:

@@ -18,7 +18,16 @@ import re
 
 from ..errors import ValidationError
 from ..identity import IDENTITY_FILES
-from .plan import FileItem, Plan, is_only_headings, listing, read_source, sections, title_of
+from .plan import (
+    FileItem,
+    Plan,
+    is_only_headings,
+    listing,
+    read_or_skip,
+    read_source,
+    sections,
+    title_of,
+)
 
 EXPECTED = (
     "an OpenClaw workspace folder (MEMORY.md, memory/YYYY-MM-DD.md, SOUL.md, USER.md, AGENTS.md...)"
@@ -44,9 +53,13 @@ def read(path: str) -> Plan:
     for name in names:
         file = os.path.join(path, name)
         if name in ("MEMORY.md", "memory.md") and os.path.isfile(file):
-            _long_term(plan, read_source(file, "OpenClaw's MEMORY.md"), name)
+            text = read_or_skip(plan, "entry", file, name, "OpenClaw's MEMORY.md")
+            if text is not None:
+                _long_term(plan, text, name)
         elif name in IDENTITY_FILES and os.path.isfile(file):
-            text = read_source(file, f"OpenClaw's {name}")
+            text = read_or_skip(plan, "identity", file, name, f"OpenClaw's {name}")
+            if text is None:
+                continue
             if text.strip():
                 plan.items.append(FileItem("identity", name, text, name))
             else:
@@ -94,7 +107,9 @@ def _memory_folder(plan: Plan, folder: str) -> None:
         if not name.endswith(".md"):
             plan.skip("file", shown, "not a markdown file")
             continue
-        text = read_source(file, "an OpenClaw memory file")
+        text = read_or_skip(plan, "daily", file, shown, "an OpenClaw memory file")
+        if text is None:
+            continue
         if not text.strip():
             plan.skip("daily", shown, "empty file")
             continue

@@ -158,14 +158,28 @@ def is_only_headings(text: str) -> bool:
 
 
 def read_source(path: str, what: str) -> str:
-    """The text of a source file; unreadable or not UTF-8 is a ValidationError naming it."""
+    """The text of a source file; unreadable, not UTF-8 or binary (NUL bytes) is a
+    ValidationError naming it."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return handle.read()
+            text = handle.read()
     except UnicodeDecodeError:
         raise ValidationError(f"{path} is not a UTF-8 text file: expected {what}") from None
     except OSError as exc:
         raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if "\0" in text:
+        raise ValidationError(f"{path} holds NUL bytes, so it is not text: expected {what}")
+    return text
+
+
+def read_or_skip(plan: Plan, kind: str, path: str, shown: str, what: str) -> str | None:
+    """read_source for one file among many: one unreadable file is skipped with its reason,
+    and the rest of the import goes on."""
+    try:
+        return read_source(path, what)
+    except ValidationError as exc:
+        plan.skip(kind, shown, str(exc))
+        return None
 
 
 def iso_time(value: object) -> str | None:
