@@ -79,7 +79,8 @@ def find(text: str) -> tuple[str, int, str] | None:
     if not text:
         return None
     lowered = text.lower()
-    for kind, pattern in _compiled():
+    any_needle = _needles().search(lowered) is not None  # one scan for the common case
+    for kind, pattern in _compiled() if any_needle else ():
         if not any(needle in lowered for needle in NEEDLES[kind]):
             continue
         for match in pattern.finditer(text):
@@ -94,6 +95,11 @@ def find(text: str) -> tuple[str, int, str] | None:
         if _looks_like_credential(name, value):
             return f"a {name} value", _line(text, match.start()), _mask(value)
     return None
+
+
+@lru_cache(maxsize=1)
+def _needles() -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(n) for kind in NEEDLES for n in NEEDLES[kind]))
 
 
 @lru_cache(maxsize=1)

@@ -322,36 +322,45 @@ class SQLiteStore(IndexRows, ArchiveRows):
         Returns their old id -> the id stored. With `keep_ids` the ids are kept (an empty
         archive: a restore), else new ones are given and the links follow them. `seen`: a
         time their staleness counts from (no search has found them yet: hits 0)."""
-        texts = [str(row["content"]) for row in rows]
-        sketches = similarity.sketches(texts)
-        # the links are set once every row has its id: a link may point forward
         links = ("supersedes", "superseded_by")
-        fields = [f for f in FACT_FIELDS if (f != "id" or keep_ids) and f not in links]
-        mapping: dict[int, int] = {}
+        fields = [f for f in FACT_FIELDS if f != "id" and f not in links]
+        normals = [similarity.normalize(str(row["content"])) for row in rows]
+        active = [i for i, row in enumerate(rows) if row.get("status", "active") == "active"]
+        sketches = similarity.sketches([normals[i] for i in active], normal=True)
         with self._write() as db:
-            for row, text, sketch in zip(rows, texts, sketches, strict=True):
-                values = [row.get(f) for f in fields]
-                cursor = db.execute(
-                    f"INSERT INTO facts ({', '.join(fields)}, norm) "
-                    f"VALUES ({', '.join('?' * len(fields))}, ?)",
-                    (*values, similarity.text_key(text)),
-                )
-                assert cursor.lastrowid is not None
-                mapping[int(str(row["id"]))] = cursor.lastrowid
-                self._sketch(db, cursor.lastrowid, sketch)
-            for row in rows:
-                linked = [
-                    mapping.get(int(str(row[k]))) if row.get(k) is not None else None
-                    for k in links
-                ]
-                db.execute(
-                    "UPDATE facts SET supersedes = ?, superseded_by = ? WHERE id = ?",
-                    (*linked, mapping[int(str(row["id"]))]),
-                )
+            # a link may point forward (to a row not inserted yet): checked at commit
+            db.execute("PRAGMA defer_foreign_keys = ON")
+            if keep_ids:
+                new_ids = [int(str(row["id"])) for row in rows]
+            else:  # under the write lock the next ids are known
+                (first,) = db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()
+                new_ids = list(range(first, first + len(rows)))
+            mapping = {int(str(row["id"])): new for row, new in zip(rows, new_ids, strict=True)}
+
+            def linked(row: dict[str, object], field: str) -> int | None:
+                value = row.get(field)
+                return None if value is None else mapping.get(int(str(value)))
+
+            db.executemany(
+                f"INSERT INTO facts (id, {', '.join(fields)}, {', '.join(links)}, norm) "
+                f"VALUES ({', '.join('?' * (len(fields) + 4))})",
+                [
+                    (new, *(row.get(f) for f in fields), *(linked(row, f) for f in links),
+                     similarity.key_of_normal(normal))
+                    for row, new, normal in zip(rows, new_ids, normals, strict=True)
+                ],
+            )
+            sketch_rows = [
+                (key, new_ids[i]) for i, keys in zip(active, sketches, strict=True) for key in keys
+            ]
+            sketch_rows.sort(key=_first)  # in key order: the b-tree fills page by page
+            db.executemany(
+                "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", sketch_rows
+            )
             if seen is not None:
                 db.executemany(
                     "INSERT OR IGNORE INTO fact_usage (fact_id, hits, last_hit) VALUES (?, 0, ?)",
-                    [(fact_id, seen) for fact_id in mapping.values()],
+                    [(fact_id, seen) for fact_id in new_ids],
                 )
         return mapping
 
