@@ -451,3 +451,51 @@ def test_cli_import_errors_are_one_line(tmp_path: Path, backup: Path,
         assert result.code == 1, result.err
         assert result.err.startswith("memdir: error:") and result.err.count("\n") == 1
     assert nothing_written(tmp_path / "b")
+
+
+def test_an_import_cut_off_after_the_facts_keeps_their_links(
+    tmp_path: Path, backup: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # issue 7.4: facts and their supersede links are one transaction
+    from memdir.storage.sqlite import SQLiteStore
+
+    target = tmp_path / "b"
+    calls = {"n": 0}
+    real = SQLiteStore.restore_rows
+
+    def cut_off(self: SQLiteStore, rows: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("the disk went away")
+        real(self, rows)
+
+    monkeypatch.setattr(SQLiteStore, "restore_rows", cut_off)
+    with Memory(str(target)) as mem, pytest.raises(OSError):
+        archive.import_archive(mem, str(backup), dry_run=False, force=False)
+    with Memory(str(target)) as mem:
+        archive.import_archive(mem, str(backup), dry_run=False, force=True)  # finish it
+        links = mem.store._require().execute(
+            "SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id").fetchall()
+    with Memory(str(tmp_path / "a")) as source:
+        expected = source.store._require().execute(
+            "SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id").fetchall()
+    assert links == expected
+
+
+def test_a_merge_does_not_store_a_fact_the_store_says_already(tmp_path: Path) -> None:
+    """Issue 7.1 on the import path: --force into a store that holds the same text (other
+    case and punctuation) skips it as a duplicate; links to it lead to the store's."""
+    with Memory(str(tmp_path / "b")) as other:
+        old = other.add_fact("Deploys go through make ship", "convention")
+        other.supersede_fact(old.id, "Deploys go through make release")
+    out = tmp_path / "b.jsonl"
+    export_file(tmp_path / "b", out)
+    with Memory(str(tmp_path / "a")) as mem:
+        mine = mem.add_fact("deploys go through make release.", "convention")
+        report = archive.import_archive(mem, str(out), dry_run=False, force=True)
+        assert [i.reason for i in report.skipped if i.kind == "fact"] == [
+            f"duplicate of fact {mine.id}"]
+        assert mem.stats().facts_active == 1
+        (status, superseded_by), = mem.store._require().execute(
+            "SELECT status, superseded_by FROM facts WHERE content = ?",
+            ("Deploys go through make ship",)).fetchall()
+    assert (status, superseded_by) == ("superseded", mine.id)  # the link leads to ours

@@ -20,7 +20,8 @@ from memdir.tools import call_tool
 
 
 def test_normalize_sets_case_punctuation_and_spacing_aside() -> None:
-    assert similarity.normalize("  The USER prefers: dark-mode!\n") == "the user prefers dark mode"
+    assert similarity.normalize("  The USER prefers: dark-mode!\n") == "the user prefers dark-mode"
+    assert similarity.normalize("- **Bold** item (see C++).") == "bold item see c++"
     assert similarity.text_key("Uses tabs.") == similarity.text_key("uses   TABS")
     assert similarity.text_key("uses tabs") != similarity.text_key("uses spaces")
 
@@ -53,7 +54,7 @@ def test_band_keys_are_stable_and_the_vectorised_path_agrees() -> None:
 
 def test_an_exact_duplicate_fact_is_not_stored_twice(memory: Memory) -> None:  # 7.1 F3
     first = memory.add_fact("The user prefers dark mode.", "preference")
-    again = memory.add_fact("  the USER prefers dark-mode ", "decision")
+    again = memory.add_fact("  the USER prefers **dark mode**! ", "decision")
     assert again.duplicate and again.id == first.id and again.content == first.content
     assert again.hint is not None and f"supersede {first.id}" in again.hint
     assert memory.stats().facts_active == 1
@@ -100,7 +101,7 @@ def test_semantic_near_duplicates_when_the_model_is_loaded(state_dir: Path) -> N
 
 def test_supersede_with_the_same_text_changes_nothing(memory: Memory) -> None:  # 7.1 F3
     fact = memory.add_fact("CI takes 12 minutes", "learning")
-    same = memory.supersede_fact(fact.id, "ci takes 12 minutes!")
+    same = memory.supersede_fact(fact.id, "CI takes 12 minutes")
     assert same.duplicate and same.id == fact.id and same.status == "active"
     assert len(memory.fact_history(fact.id)) == 1
 
@@ -245,3 +246,34 @@ def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 G4
     assert twin.duplicate and twin.name == "second"
     path.unlink()
     assert not memory.write_entry("third", "three", "The kiwi harvest.").duplicate
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("The backend is written in C++", "The backend is written in C#"),
+    ("Server timezone is UTC+2", "Server timezone is UTC-2"),
+    ("Retry count is -1", "Retry count is 1"),
+    ("👍", "🚀"),
+])
+def test_symbols_that_change_the_meaning_are_not_set_aside(
+    memory: Memory, first: str, second: str
+) -> None:  # 7.1: only sentence punctuation and markup are
+    a = memory.add_fact(first, "decision")
+    b = memory.add_fact(second, "decision")
+    assert not b.duplicate and b.id != a.id
+    changed = memory.supersede_fact(a.id, second + " now")
+    assert not changed.duplicate and changed.supersedes == a.id
+
+
+def test_a_case_or_punctuation_fix_is_a_real_supersede(memory: Memory) -> None:  # 7.1 F3
+    fact = memory.add_fact("the flag is feature-x", "convention")
+    fixed = memory.supersede_fact(fact.id, "The flag is Feature-X.")
+    assert not fixed.duplicate and fixed.content == "The flag is Feature-X."
+    assert [f.status for f in memory.fact_history(fixed.id)] == ["superseded", "active"]
+    assert memory.supersede_fact(fixed.id, "The flag is Feature-X.").duplicate  # same text
+
+
+def test_texts_without_words_are_never_duplicates(memory: Memory) -> None:  # 7.1
+    assert memory.add_fact("...", "learning").id != memory.add_fact("!!!", "learning").id
+    memory.write_procedure("deploy-staging", "---\ndescription: deploy staging\n---\n")
+    other = memory.write_procedure("rollback-prod", "---\ndescription: roll back\n---\n")
+    assert not other.duplicate

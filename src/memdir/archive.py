@@ -43,7 +43,7 @@ import sys
 from .clock import iso
 from .errors import ConflictError, StorageError, ValidationError
 from .models import ImportItem, ImportReport
-from .paths import TASK_ID_RE, Layout, is_name, safe_path
+from .paths import Layout, lock_of, safe_path
 from .records import Record
 from .storage import files
 from .storage.sqlite_archive import TABLES
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from .memory import Memory
 
     Row = dict[str, Any]
-    Link = tuple[int | None, int | None, int]  # (supersedes, superseded_by, id)
 
 FORMAT = 1  # the archive format this module writes and reads
 ROW_KINDS = tuple(TABLES)  # fact, fact_usage, task, session, session_write, kv
@@ -245,12 +244,12 @@ def import_archive(
         plan = read_plan(memory, source, name)
         report = ImportReport("memdir", name, dry_run, [], [])
         if not holds:
-            rows, links = _restore_facts(memory, plan, report, dry_run)
+            rows = _restore_facts(memory, plan, report, dry_run)
         else:
-            rows, links = _merge_facts(memory, plan, report, dry_run)
+            rows = _merge_facts(memory, plan, report, dry_run)
         rows.update(_other_rows(memory, plan, report, merge=bool(holds)))
         if not dry_run:
-            memory.store.restore_rows(links, rows)
+            memory.store.restore_rows(rows)
         _write_files(memory, plan, source, report, dry_run)
     if not dry_run:
         _rebuild(memory)
@@ -296,42 +295,42 @@ def _opened(path: str) -> Iterator[tuple[IO[bytes], str]]:
 
 def _restore_facts(
     memory: Memory, plan: Plan, report: ImportReport, dry_run: bool
-) -> tuple[dict[str, list[Row]], list[Link]]:
-    """An empty store: every fact with its own id."""
+) -> dict[str, list[Row]]:
+    """An empty store: every fact with its own id and links, in one transaction."""
     facts = [row for _, row in plan.rows["fact"]]
     for number, row in plan.rows["fact"]:
         report.imported.append(ImportItem("fact", str(row["id"]), f"line {number}"))
-    mapping = {int(row["id"]): int(row["id"]) for row in facts}
     if not dry_run and facts:
-        memory.import_facts([_unlinked(row) for row in facts], keep_ids=True)
-    usage = [row for _, row in plan.rows["fact_usage"]]
-    return {"fact_usage": usage}, _links(facts, mapping)
+        memory.import_facts(facts, keep_ids=True)
+    return {"fact_usage": [row for _, row in plan.rows["fact_usage"]]}
 
 
 def _merge_facts(
     memory: Memory, plan: Plan, report: ImportReport, dry_run: bool
-) -> tuple[dict[str, list[Row]], list[Link]]:
-    """A store that holds memory: new ids; a fact the store holds already (same category,
-    text and creation time: imported before) is skipped, and links to it lead to it."""
-    known = memory.store.fact_identities() if os.path.exists(memory.layout.db) else {}
-    mapping: dict[int, int] = {}
+) -> dict[str, list[Row]]:
+    """A store that holds memory: new ids. A fact the store holds already (same category,
+    text and creation time: imported before), or an active one whose text an active fact
+    of the store says (the duplicate guard), is skipped, and links to it lead to it. The
+    new facts go in with their links in one transaction."""
+    has_db = os.path.exists(memory.layout.db)
+    known = memory.store.fact_identities() if has_db else {}
+    held: dict[int, int] = {}
     new: list[tuple[int, Row]] = []
     for number, row in plan.rows["fact"]:
         same = known.get((row["category"], row["content"], row["created"]))
+        reason = f"the store holds it as fact {same}"
+        if same is None and row["status"] == "active" and has_db:
+            twin = memory.fact_saying(str(row["content"]))
+            same, reason = (twin.id, f"duplicate of fact {twin.id}") if twin else (None, "")
         if same is not None:
-            mapping[row["id"]] = same
-            report.skipped.append(
-                ImportItem(
-                    "fact", str(same), f"line {number}", f"the store holds it as fact {same}"
-                )
-            )
+            held[row["id"]] = same
+            report.skipped.append(ImportItem("fact", str(same), f"line {number}", reason))
         else:
             new.append((number, row))
     if dry_run:
         report.imported.extend(ImportItem("fact", "new", f"line {n}") for n, _ in new)
-        return {}, []
-    stored = memory.import_facts([_unlinked(row) for _, row in new]) if new else {}
-    mapping.update(stored)
+        return {}
+    stored = memory.import_facts([row for _, row in new], held=held) if new else {}
     report.imported.extend(
         ImportItem("fact", str(stored[row["id"]]), f"line {n}") for n, row in new
     )
@@ -340,26 +339,7 @@ def _merge_facts(
         for _, row in plan.rows["fact_usage"]
         if row["fact_id"] in stored
     ]
-    return {"fact_usage": usage}, _links([row for _, row in new], mapping)
-
-
-def _unlinked(row: Row) -> Row:
-    """A fact without its links: they are set once every fact of the archive is stored
-    (a link to a fact not yet inserted would break the foreign key)."""
-    return {**row, "supersedes": None, "superseded_by": None}
-
-
-def _links(facts: list[Row], mapping: dict[int, int]) -> list[Link]:
-    """(supersedes, superseded_by, id) of each linked fact, in the store's ids."""
-    return [
-        (
-            None if row["supersedes"] is None else mapping[row["supersedes"]],
-            None if row["superseded_by"] is None else mapping[row["superseded_by"]],
-            mapping[row["id"]],
-        )
-        for row in facts
-        if row["supersedes"] is not None or row["superseded_by"] is not None
-    ]
+    return {"fact_usage": usage}
 
 
 def _other_rows(
@@ -411,7 +391,7 @@ def _write_files(
         report.imported.append(item)
         if dry_run:
             continue
-        lock = lock_name(rel) if root == "memory" else None
+        lock = lock_of(rel) if root == "memory" else None
         with files.locked(layout.locks_dir, lock) if lock else contextlib.nullcontext():
             if lock:
                 files.sweep_temps(target)
@@ -459,24 +439,3 @@ def file_kind(root: str, rel: str) -> str:
     if not folder:
         return TOP_FILES.get(name, "file")
     return FILE_KINDS.get(folder, "file")
-
-
-def lock_name(rel: str) -> str | None:
-    """The lock the module that owns this file takes to write it, if any."""
-    from . import daily, entries
-
-    if rel in ("HOT.md", "HOT.md.bak"):
-        return "HOT.md"
-    if rel == "heartbeat-state.json":
-        return "heartbeat"
-    folder, _, name = rel.rpartition("/")
-    stem = name[:-3] if name.endswith(".md") else ""
-    if folder == "global":
-        return entries.LOCK
-    if folder == "procedures" and is_name(stem):
-        return f"procedure-{stem}"
-    if folder == "tasks" and TASK_ID_RE.match(stem) and ".." not in stem:
-        return f"task-{stem}"
-    if folder == "daily" and daily.DATE_RE.match(stem):
-        return f"daily-{stem}"
-    return None

@@ -185,7 +185,7 @@ def among(
     for other, body in others:
         if other == name:
             continue
-        if similarity.normalize(body) == wanted:
+        if wanted and similarity.normalize(body) == wanted:
             return other, ()
         score = similarity.jaccard(bag, similarity.words(body))
         if score >= threshold:

@@ -167,14 +167,20 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         return self.store.fact_saying(content)
 
     def import_facts(
-        self, rows: list[dict[str, object]], *, keep_ids: bool = False, fresh: bool = False
+        self,
+        rows: list[dict[str, object]],
+        *,
+        keep_ids: bool = False,
+        fresh: bool = False,
+        held: dict[int, int] | None = None,
     ) -> dict[int, int]:
         """Facts as another store or tool holds them (storage.sqlite.FACT_FIELDS keys: their
         own ids, supersede links, times, provenance, validity), in one transaction; returns
         their id -> the id stored. Each row's category and content are checked (F2, X2,
         X3) before anything is written; a missing `status` is active, missing times are now.
         `fresh`: brought in from another tool now, so doctor counts them stale from today,
-        not from their (old) creation."""
+        not from their (old) creation. `held`: ids of the rows' numbering the store holds
+        already -> the store's ids, for links that lead to them (a merge)."""
         now = self._now()
         checked = []
         for row in rows:
@@ -195,7 +201,7 @@ class Memory(WorkflowMemory, WorkspaceMemory):
                 fact["valid_to"] = fact["updated"]
             checked.append(fact)
         self._writable("facts")
-        return self.store.insert_fact_rows(checked, keep_ids, now if fresh else None)
+        return self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
 
     def get_fact(self, fact_id: int | str) -> Fact:
         fact_id = facts.check_id(fact_id)

@@ -157,3 +157,27 @@ def safe_path(root: str, relative: str) -> str:
 
 def _absolute(path: str, base: str) -> str:
     return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
+
+
+def lock_of(rel: str) -> str | None:
+    """The lock every writer of memory-root file `rel` ("global/x.md") holds, if any: what
+    another writer of it (an import, doctor's temp sweep) must hold too."""
+    from . import daily, entries, procedures  # the writers own their locks' names
+
+    if rel in ("HOT.md", "HOT.md.bak"):
+        return "HOT.md"
+    if rel == "heartbeat-state.json":
+        return "heartbeat"
+    if rel == "MEMORY.md":
+        return entries.LOCK
+    folder, _, name = rel.rpartition("/")
+    stem = name[:-3] if name.endswith(".md") else ""
+    if folder == "global":
+        return entries.LOCK
+    if folder == "procedures" and is_name(stem):
+        return procedures.LOCK
+    if folder == "tasks" and TASK_ID_RE.match(stem) and ".." not in stem:
+        return f"task-{stem}"
+    if folder == "daily" and daily.DATE_RE.match(stem):
+        return f"daily-{stem}"
+    return None

@@ -17,7 +17,6 @@ one write and the numpy path of a bulk import give the same keys.
 
 from __future__ import annotations
 
-import re
 import zlib
 
 from .query import STOPWORDS
@@ -26,7 +25,6 @@ BANDS = 16
 ROWS = 4  # hash functions per band
 NEAR_THRESHOLD = 0.7
 MASK64 = (1 << 64) - 1
-_WORD = re.compile(r"[^\W_]+")
 
 
 def _constants(count: int) -> list[tuple[int, int]]:
@@ -48,9 +46,21 @@ def _constants(count: int) -> list[tuple[int, int]]:
 HASHES = _constants(BANDS * ROWS)
 
 
+# Sentence punctuation and markdown emphasis, dropped where a word begins or ends; what is
+# inside a word or makes it (C++, C#, UTC+2, -1, node.js, don't, an emoji) is kept.
+EDGE = ".,;:!?\"'`()[]{}«»“”‘’„…_*~"
+MARKUP = frozenset({"-", "+", "*", "•", "—", "–", ">", "|"})  # bullets, rules, quotes
+
+
 def normalize(text: str) -> str:
-    """What is compared for an exact duplicate: case-folded words, one space apart."""
-    return " ".join(_WORD.findall(text.casefold()))
+    """What is compared for an exact duplicate: the case-folded words, one space apart,
+    without sentence punctuation at their edges or markdown bullets and heading marks."""
+    out = []
+    for raw in text.casefold().split():
+        token = raw.strip(EDGE)
+        if token and token not in MARKUP and token.strip("#"):
+            out.append(token)
+    return " ".join(out)
 
 
 def text_key(text: str) -> int:

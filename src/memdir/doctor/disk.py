@@ -10,10 +10,9 @@ import re
 import time
 from collections.abc import Callable
 
-from .. import entries
 from ..daily import DATE_RE
 from ..errors import MemdirError, StorageError
-from ..paths import TASK_ID_RE, Layout, is_inside, is_name
+from ..paths import TASK_ID_RE, Layout, is_inside, is_name, lock_of
 from ..records import Record
 from ..storage import files
 from ..storage.migrations import MIGRATIONS
@@ -325,7 +324,7 @@ def remove_temps(layout: Layout, rels: list[str]) -> list[str]:
         match = TEMP_RE.match(name)
         if match is None:
             continue
-        lock = _lock_of(folder, match.group(1))
+        lock = lock_of(f"{folder}/{match.group(1)}" if folder else match.group(1))
         with files.locked(layout.locks_dir, lock) if lock else contextlib.nullcontext():
             try:
                 if time.time() - os.path.getmtime(path) < TEMP_MIN_AGE:
@@ -337,24 +336,6 @@ def remove_temps(layout: Layout, rels: list[str]) -> list[str]:
                 raise StorageError(f"cannot remove {path}: {exc.strerror}") from exc
         done.append(f"removed {rel}: a temp file a killed write left behind")
     return done
-
-
-def _lock_of(folder: str, target: str) -> str | None:
-    """The lock every writer of memory_root/folder/target holds (see the writers)."""
-    stem = target.removesuffix(".md")
-    if folder == "":
-        return {
-            "HOT.md": "HOT.md",
-            "HOT.md.bak": "HOT.md",
-            "MEMORY.md": entries.LOCK,
-            "heartbeat-state.json": "heartbeat",
-        }.get(target)
-    return {
-        "global": entries.LOCK,
-        "procedures": f"procedure-{stem}",
-        "tasks": f"task-{stem}",
-        "daily": f"daily-{stem}",
-    }.get(folder)
 
 
 def _listing(folder: str) -> list[os.DirEntry[str]]:

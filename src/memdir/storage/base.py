@@ -76,7 +76,11 @@ class Store(Protocol):
     def sketch_pairs(self) -> list[tuple[Fact, Fact]]: ...
 
     def insert_fact_rows(
-        self, rows: list[dict[str, object]], keep_ids: bool, seen: str | None = None
+        self,
+        rows: list[dict[str, object]],
+        keep_ids: bool,
+        seen: str | None = None,
+        held: dict[int, int] | None = None,
     ) -> dict[int, int]: ...
 
     def record_hits(self, hits: dict[int, str]) -> None: ...

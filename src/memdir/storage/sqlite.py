@@ -35,8 +35,22 @@ FACT_COLUMNS = (
 FACT_FIELDS = tuple(FACT_COLUMNS.split(", "))
 
 
+CANDIDATES = 64  # facts a write compares itself with at most (the most alike by LSH)
+BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW others
+WINDOW = 8
+
+
 def _first(row: tuple[int, int]) -> int:
     return row[0]
+
+
+def _pair_up(bucket: list[int], pairs: set[tuple[int, int]]) -> None:
+    """The candidate pairs of one band key's facts (ids ascending): all of them in a small
+    bucket, each with its WINDOW next in a big one."""
+    width = len(bucket) if len(bucket) <= BUCKET else WINDOW + 1
+    for i, a in enumerate(bucket):
+        for b in bucket[i + 1 : i + width]:
+            pairs.add((a, b))
 
 
 class SQLiteStore(IndexRows, ArchiveRows):
@@ -210,9 +224,11 @@ class SQLiteStore(IndexRows, ArchiveRows):
             for (category, text), wanted, key, sketch in zip(
                 rows, normals, keys, sketches, strict=True
             ):
-                fact_id = known.get((key, wanted))
+                fact_id = known.get((key, wanted)) if wanted else None
                 if fact_id is None:
-                    fact_id = known[(key, wanted)] = next_id
+                    fact_id = next_id
+                    if wanted:
+                        known[(key, wanted)] = fact_id
                     next_id += 1
                     new_rows.append((fact_id, category, text, now, now, by.session_id,
                                      by.surface, by.agent, now, key))
@@ -256,7 +272,7 @@ class SQLiteStore(IndexRows, ArchiveRows):
         with self._write() as db:
             old = self._active_fact(db, old_id, "supersede")
             same = self._active_by_key(db, key, content)
-            if same is not None and same.id == old_id and category in (None, old.category):
+            if content == old.content and category in (None, old.category):
                 return old, old._replace(duplicate=True)  # nothing to change
             if same is not None and same.id != old_id:
                 raise ConflictError(
@@ -272,17 +288,19 @@ class SQLiteStore(IndexRows, ArchiveRows):
                 "valid_to = ? WHERE id = ?",
                 (new_id, now, start, old_id),
             )
+            self._unsketch(db, old)
             before, after = self._fact(db, old_id), self._fact(db, new_id)
         assert before is not None and after is not None
         return before, after
 
     def remove_fact(self, fact_id: int, now: str) -> Fact:
         with self._write() as db:
-            self._active_fact(db, fact_id, "remove")
+            gone = self._active_fact(db, fact_id, "remove")
             db.execute(
                 "UPDATE facts SET status = 'removed', updated = ?, valid_to = ? WHERE id = ?",
                 (now, now, fact_id),
             )
+            self._unsketch(db, gone)
             fact = self._fact(db, fact_id)
         assert fact is not None
         return fact
@@ -291,7 +309,9 @@ class SQLiteStore(IndexRows, ArchiveRows):
         self, content: str, exclude: int | None, threshold: float, limit: int
     ) -> list[tuple[Fact, float]]:
         """Active facts whose content words overlap `content`'s by Jaccard >= threshold,
-        most alike first; candidates come from the LSH band keys (similarity.py)."""
+        most alike first. Candidates come from the LSH band keys (similarity.py), those
+        sharing the most bands first and CANDIDATES at most: a template that thousands of
+        facts follow must not make one write read thousands."""
         db = self._conn()
         bag = similarity.words(content)
         keys = similarity.band_keys(bag)
@@ -300,9 +320,11 @@ class SQLiteStore(IndexRows, ArchiveRows):
         cols = ", ".join("f." + c for c in FACT_FIELDS)
         with self._translated("read"):
             rows = db.execute(
-                f"SELECT {cols} FROM facts f WHERE f.status = 'active' AND f.id IN "
-                f"(SELECT fact_id FROM fact_sketch WHERE key IN ({', '.join('?' * len(keys))}))",
-                keys,
+                f"SELECT {cols} FROM (SELECT fact_id, count(*) AS shared FROM fact_sketch "
+                f"WHERE key IN ({', '.join('?' * len(keys))}) GROUP BY fact_id "
+                "ORDER BY shared DESC, fact_id LIMIT ?) c JOIN facts f ON f.id = c.fact_id "
+                "WHERE f.status = 'active'",
+                (*keys, CANDIDATES),
             ).fetchall()
         found = []
         for row in rows:
@@ -315,13 +337,19 @@ class SQLiteStore(IndexRows, ArchiveRows):
         return found[:limit]
 
     def insert_fact_rows(
-        self, rows: list[dict[str, object]], keep_ids: bool, seen: str | None = None
+        self,
+        rows: list[dict[str, object]],
+        keep_ids: bool,
+        seen: str | None = None,
+        held: dict[int, int] | None = None,
     ) -> dict[int, int]:
         """Facts as an export or another tool holds them (every FACT_FIELDS key; `id`,
         `supersedes` and `superseded_by` in the rows' own numbering), in one transaction.
         Returns their old id -> the id stored. With `keep_ids` the ids are kept (an empty
-        archive: a restore), else new ones are given and the links follow them. `seen`: a
-        time their staleness counts from (no search has found them yet: hits 0)."""
+        archive: a restore), else new ones are given and the links follow them; `held` maps
+        ids of the rows' numbering that the store holds already (a merge) to the store's,
+        for the links that lead to them. `seen`: a time their staleness counts from (no
+        search has found them yet: hits 0). Facts and links are one transaction."""
         links = ("supersedes", "superseded_by")
         fields = [f for f in FACT_FIELDS if f != "id" and f not in links]
         normals = [similarity.normalize(str(row["content"])) for row in rows]
@@ -336,10 +364,11 @@ class SQLiteStore(IndexRows, ArchiveRows):
                 (first,) = db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()
                 new_ids = list(range(first, first + len(rows)))
             mapping = {int(str(row["id"])): new for row, new in zip(rows, new_ids, strict=True)}
+            targets = {**(held or {}), **mapping}
 
             def linked(row: dict[str, object], field: str) -> int | None:
                 value = row.get(field)
-                return None if value is None else mapping.get(int(str(value)))
+                return None if value is None else targets.get(int(str(value)))
 
             db.executemany(
                 f"INSERT INTO facts (id, {', '.join(fields)}, {', '.join(links)}, norm) "
@@ -386,29 +415,40 @@ class SQLiteStore(IndexRows, ArchiveRows):
         groups: dict[str, list[Fact]] = {}
         for row in rows:
             groups.setdefault(similarity.normalize(row[2]), []).append(Fact(*row))
-        return [group for group in groups.values() if len(group) > 1]
+        return [group for text, group in groups.items() if text and len(group) > 1]
 
     def sketch_pairs(self) -> list[tuple[Fact, Fact]]:
-        """Pairs of active facts that share an LSH band key: near-duplicate candidates."""
+        """Pairs of active facts that share an LSH band key: near-duplicate candidates.
+        A key shared by more than BUCKET facts (a template many facts follow) pairs each
+        with its WINDOW next ones only, so the pairs grow with n, not n squared; the groups
+        they join into (duplicates._join) still hold them all."""
         db = self._conn()
         if db is None:
             return []
+        pairs: set[tuple[int, int]] = set()
         with self._translated("read"):
-            pairs = db.execute(
-                "SELECT DISTINCT a.fact_id, b.fact_id FROM fact_sketch a JOIN fact_sketch b "
-                "ON b.key = a.key AND b.fact_id > a.fact_id"
-            ).fetchall()
+            bucket: list[int] = []
+            last = None
+            rows = db.execute(
+                "SELECT s.key, s.fact_id FROM fact_sketch s JOIN facts f ON f.id = s.fact_id "
+                "WHERE f.status = 'active' ORDER BY s.key, s.fact_id"
+            )
+            for key, fact_id in rows:
+                if key != last:
+                    _pair_up(bucket, pairs)
+                    bucket, last = [], key
+                bucket.append(fact_id)
+            _pair_up(bucket, pairs)
             ids = sorted({i for pair in pairs for i in pair})
             found: dict[int, Fact] = {}
             for start in range(0, len(ids), 500):
                 part = ids[start : start + 500]
                 for row in db.execute(
-                    f"SELECT {FACT_COLUMNS} FROM facts WHERE status = 'active' AND id IN "
-                    f"({', '.join('?' * len(part))})",
+                    f"SELECT {FACT_COLUMNS} FROM facts WHERE id IN ({', '.join('?' * len(part))})",
                     part,
                 ):
                     found[row[0]] = Fact(*row)
-        return [(found[a], found[b]) for a, b in pairs if a in found and b in found]
+        return [(found[a], found[b]) for a, b in sorted(pairs)]
 
     def record_hits(self, hits: dict[int, str]) -> None:
         """Facts a search returned, and when (doctor: facts never recalled). Bookkeeping,
@@ -579,10 +619,19 @@ class SQLiteStore(IndexRows, ArchiveRows):
                 [(key, fact_id) for key in keys],
             )
 
+    def _unsketch(self, db: sqlite3.Connection, fact: Fact) -> None:
+        """A fact that left the active set leaves the near-duplicate candidates too."""
+        keys = similarity.band_keys(similarity.words(fact.content))
+        db.executemany(
+            "DELETE FROM fact_sketch WHERE key = ? AND fact_id = ?", [(k, fact.id) for k in keys]
+        )
+
     def _active_by_key(self, db: sqlite3.Connection, key: int, content: str) -> Fact | None:
         """The active fact whose normalised text is content's (the key narrows, the text
         decides: a 64-bit collision is not a duplicate)."""
         wanted = similarity.normalize(content)
+        if not wanted:
+            return None  # nothing but punctuation: no text to be a duplicate of
         for row in db.execute(
             f"SELECT {FACT_COLUMNS} FROM facts WHERE norm = ? AND status = 'active' ORDER BY id",
             (key,),

@@ -140,16 +140,10 @@ class ArchiveRows:
             rows = db.execute("SELECT category, content, created, id FROM facts ORDER BY id DESC")
             return {(cat, content, created): i for cat, content, created, i in rows}
 
-    def restore_rows(
-        self,
-        links: list[tuple[int | None, int | None, int]],
-        rows: dict[str, list[Row]],
-    ) -> None:
-        """One transaction: set the supersede links of imported facts — (supersedes,
-        superseded_by, id), in the store's own ids — then insert the rows of every other
-        kind (fact_usage, task, session, session_write, kv; field -> value) as given."""
+    def restore_rows(self, rows: dict[str, list[Row]]) -> None:
+        """One transaction: the rows of every kind but facts (fact_usage, task, session,
+        session_write, kv; field -> value), as given."""
         with self._write() as db:
-            db.executemany("UPDATE facts SET supersedes = ?, superseded_by = ? WHERE id = ?", links)
             for kind, found in rows.items():
                 if not found:
                     continue
