@@ -6,6 +6,7 @@ X1; secrets, X2) write nothing."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sqlite3
@@ -247,9 +248,12 @@ def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
 
     report = import_file(target, out, force=True)
 
-    skipped = {(i.kind, i.target) for i in report.skipped}
-    assert skipped == {("task", "sprint-12")}
-    assert "already" in report.skipped[0].reason
+    skipped = {(i.kind, i.target): i.reason for i in report.skipped}
+    assert set(skipped) == {("task", "sprint-12"), ("hot", "HOT.md.bak")}
+    assert "already" in (skipped[("task", "sprint-12")] or "")
+    assert skipped[("hot", "HOT.md.bak")] == "the store keeps its own HOT.md.bak"
+    [hot] = [i for i in report.imported if i.target == "HOT.md"]
+    assert hot.note == "replaced the store's HOT.md (the previous one kept in HOT.md.bak)"
     with Memory(str(target)) as mem:
         new_ids = {int(i.target) for i in report.imported if i.kind == "fact"}
         assert len(new_ids) == 5 and min(new_ids) > max(own)
@@ -264,6 +268,8 @@ def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
         assert mem.store.get_task("sprint-12").parent_id is None  # type: ignore[union-attr]
         assert mem.store.get_task("fix-login").parent_id == "sprint-12"  # type: ignore[union-attr]
         assert mem.hot().startswith("Name: Ada")  # a file is overwritten
+        backup_text = (Path(mem.path) / "HOT.md.bak").read_text(encoding="utf-8")
+        assert backup_text == "The target's hot memory"  # H4: the replaced one is kept
     # the same archive again: every fact and file is recognised, nothing is doubled
     again = import_file(target, out, force=True)
     assert [(i.kind, i.target) for i in again.imported] == []
@@ -367,12 +373,33 @@ def test_a_symlink_out_of_the_root_is_refused(tmp_path: Path, backup: Path) -> N
     assert list(outside.iterdir()) == []
 
 
-def test_a_secret_in_a_file_is_refused(tmp_path: Path, backup: Path) -> None:  # X2
+def test_a_file_holding_a_secret_is_left_out(tmp_path: Path, backup: Path) -> None:  # X2
+    """A hand edit of the source put a secret in a file: that file is not written (nothing
+    of the secret reaches disk), the rest of the archive is restored, the report says why."""
     records = lines_of(backup)
     hot = next(i for i, r in enumerate(records) if r.get("path") == "HOT.md")
     records[hot]["text"] += "token = ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"
+    binary = {"kind": "file", "root": "memory", "path": "global/notes.bin", "mtime_ns": 1,
+              "base64": base64.b64encode(b"\xff\nkey ghp_" + b"A" * 36).decode()}
+    records.append(binary)
+    records[0]["counts"]["file"] += 1
     write_lines(backup, records)
-    with pytest.raises(ValidationError, match=rf"line {hot + 1} .*file HOT.md .*GitHub token"):
+    report = import_file(tmp_path / "b", backup)
+    reasons = {i.target: i.reason or "" for i in report.skipped}
+    assert "GitHub token" in reasons["HOT.md"] and "GitHub token" in reasons["global/notes.bin"]
+    assert not (tmp_path / "b" / "memory" / "HOT.md").exists()
+    assert not (tmp_path / "b" / "memory" / "global" / "notes.bin").exists()
+    assert any(i.kind == "fact" for i in report.imported)
+    on_disk = b"".join(p.read_bytes() for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert b"ghp_abcdefghijklmnop" not in on_disk and b"ghp_AAAA" not in on_disk
+
+
+def test_ids_out_of_range_are_refused(tmp_path: Path, backup: Path) -> None:  # Z
+    records = lines_of(backup)
+    fact = next(i for i, r in enumerate(records) if r.get("kind") == "fact")
+    records[fact]["id"] = 99999999999999999999
+    write_lines(backup, records)
+    with pytest.raises(ValidationError, match=rf"line {fact + 1} .*out of range"):
         import_file(tmp_path / "b", backup)
     assert nothing_written(tmp_path / "b")
 

@@ -277,3 +277,15 @@ def test_texts_without_words_are_never_duplicates(memory: Memory) -> None:  # 7.
     memory.write_procedure("deploy-staging", "---\ndescription: deploy staging\n---\n")
     other = memory.write_procedure("rollback-prod", "---\ndescription: roll back\n---\n")
     assert not other.duplicate
+
+
+def test_the_procedure_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 P1
+    memory.write_procedure("release", "1. tag\n2. push\n")
+    memory.write_procedure("deploy", "1. build\n2. ship\n")
+    path = Path(memory.path, "procedures", "deploy.md")
+    path.write_text("1. rotate the keys\n2. restart the workers\n", encoding="utf-8")
+    twin = memory.write_procedure("rotate", "1. Rotate the keys\n2. Restart the workers")
+    assert twin.duplicate and twin.name == "deploy"
+    path.unlink()
+    assert not memory.write_procedure("rotate", "1. Rotate the keys\n2. Restart the workers")\
+        .duplicate

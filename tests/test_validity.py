@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memdir import Memory
-from memdir.errors import ValidationError
+from memdir.errors import ConflictError, ValidationError
 from memdir.testing import FixedClock
 from memdir.tools import call_tool
 
@@ -147,3 +147,29 @@ def test_a_subagent_search_records_nothing(memory: Memory, run: Any) -> None:  #
     with Memory() as mem:
         rows = mem.store._require().execute("SELECT hits FROM fact_usage").fetchall()
         assert rows == [(1,)]
+
+
+def test_a_fact_cannot_begin_in_the_future_or_before_what_it_replaces(
+    memory: Memory,
+) -> None:  # 7.2 Z
+    with pytest.raises(ValidationError, match="in the future"):
+        memory.add_fact("Office is in Munich", "decision", valid_from="2999-01-01")
+    berlin = memory.add_fact("Office is in Berlin", "decision", valid_from="2025-01-01")
+    with pytest.raises(ValidationError, match="in the future"):
+        memory.supersede_fact(berlin.id, "Office is in Munich", valid_from="2999-01-01")
+    with pytest.raises(ConflictError, match="cannot begin before"):
+        memory.supersede_fact(berlin.id, "Office is in Munich", valid_from="2024-01-01")
+    assert memory.get_fact(berlin.id).status == "active"
+
+
+def test_imported_superseded_facts_held_until_their_successor(memory: Memory) -> None:
+    """7.2 on import: a superseded fact that brings no end held until the next version
+    began, so --as-of finds it in between."""
+    memory.import_facts([
+        {"id": 1, "category": "preference", "content": "User lives in Berlin",
+         "status": "superseded", "created": "2024-01-01T10:00:00Z", "superseded_by": 2},
+        {"id": 2, "category": "preference", "content": "User lives in Paris",
+         "created": "2024-06-01T10:00:00Z", "supersedes": 1},
+    ])
+    [hit] = memory.search("where does the user live", as_of="2024-03-01")
+    assert hit.content == "User lives in Berlin" and hit.valid_to == "2024-06-01T10:00:00Z"

@@ -250,7 +250,7 @@ def import_archive(
         rows.update(_other_rows(memory, plan, report, merge=bool(holds)))
         if not dry_run:
             memory.store.restore_rows(rows)
-        _write_files(memory, plan, source, report, dry_run)
+        _write_files(memory, plan, source, report, dry_run, merge=bool(holds))
     if not dry_run:
         _rebuild(memory)
     return report
@@ -372,22 +372,38 @@ def _other_rows(
 
 
 def _write_files(
-    memory: Memory, plan: Plan, source: IO[bytes], report: ImportReport, dry_run: bool
+    memory: Memory,
+    plan: Plan,
+    source: IO[bytes],
+    report: ImportReport,
+    dry_run: bool,
+    merge: bool,
 ) -> None:
     import base64
     import json
 
     layout = memory.layout
-    for number, offset, root, rel in plan.files:
+    for number, offset, root, rel, refused in plan.files:
+        item = ImportItem(file_kind(root, rel), rel, f"line {number}")
+        if refused is not None:
+            report.skipped.append(item._replace(reason=refused))
+            continue
         source.seek(offset)
         record = json.loads(source.readline().decode("utf-8"))
         text = record.get("text")
         data = text if text is not None else base64.b64decode(record["base64"])
         target = safe_path(root_dir(layout, root), rel)  # X1, again: now, as it is written
-        item = ImportItem(file_kind(root, rel), rel, f"line {number}")
         if _holds_already(target, data):
             report.skipped.append(item._replace(reason="the store's file is the same"))
             continue
+        replaces = os.path.exists(target)
+        if replaces and root == "memory" and rel == "HOT.md.bak" and merge:
+            # a merge keeps this store's own backup of HOT.md (written below), not the other's
+            report.skipped.append(item._replace(reason="the store keeps its own HOT.md.bak"))
+            continue
+        if replaces:
+            kept = " (the previous one kept in HOT.md.bak)" if rel == "HOT.md" else ""
+            item = item._replace(note=f"replaced the store's {rel}{kept}")
         report.imported.append(item)
         if dry_run:
             continue
@@ -395,6 +411,10 @@ def _write_files(
         with files.locked(layout.locks_dir, lock) if lock else contextlib.nullcontext():
             if lock:
                 files.sweep_temps(target)
+            if replaces and root == "memory" and rel == "HOT.md":
+                previous = files.read_text(target)  # H4: the previous content is kept
+                if previous is not None:
+                    files.atomic_write(os.path.join(layout.memory_dir, "HOT.md.bak"), previous)
             if isinstance(data, str):
                 files.atomic_write(target, data)
             else:

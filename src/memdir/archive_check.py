@@ -78,7 +78,8 @@ class Plan:
     def __init__(self, name: str) -> None:
         self.name = name
         self.rows: dict[str, list[tuple[int, Row]]] = {kind: [] for kind in ROW_KINDS}
-        self.files: list[tuple[int, int, str, str]] = []  # (line, offset, root, rel)
+        # (line, offset, root, rel, why it is not written: a secret in it, X2; or None)
+        self.files: list[tuple[int, int, str, str, str | None]] = []
         self.header: dict[str, Any] = {}
 
     def error(self, line: int, message: str) -> ValidationError:
@@ -114,8 +115,8 @@ def read_plan(memory: Memory, source: IO[bytes], name: str) -> Plan:
             raise plan.error(number, f"unknown record kind {kind!r} (known: {known})")
         row = _check_fields(plan, number, kind, record)
         if kind == "file":
-            _check_file(memory, plan, number, row)
-            plan.files.append((number, start, row["root"], row["path"]))
+            refused = _check_file(memory, plan, number, row)
+            plan.files.append((number, start, row["root"], row["path"], refused))
         else:
             plan.rows[kind].append((number, _check_row(memory, plan, number, kind, row)))
     if not seen_header:
@@ -186,6 +187,8 @@ def _check_fields(plan: Plan, number: int, kind: str, record: dict[str, Any]) ->
             )
         if isinstance(value, int) and value < 0 and field != "mtime_ns":  # before 1970: fine
             raise plan.error(number, f"the {kind}'s {field} {value!r} is negative")
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise plan.error(number, f"the {kind}'s {field} {value!r} is out of range")
     return {field: record.get(field) for field in spec}
 
 
@@ -218,9 +221,10 @@ def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> 
     return row
 
 
-def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> None:
-    """X1: the path stays inside its root and names no file memdir derives or owns; X2:
-    text holds no secret. Bytes that are not UTF-8 must decode from base64."""
+def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None:
+    """X1: the path stays inside its root and names no file memdir derives or owns (else
+    the archive is refused); bytes that are not UTF-8 must decode from base64. X2: why the
+    file is not written (it holds a secret: a hand edit of the source), or None."""
     import base64
     import binascii
 
@@ -258,16 +262,17 @@ def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> None:
         raise plan.error(number, f"{rel!r} is a folder in this store: move it away first")
     if (row["text"] is None) == (row["base64"] is None):
         raise plan.error(number, "a file record holds either `text` or `base64`")
-    if row["text"] is not None:
+    text = row["text"]
+    if text is None:
         try:
-            secret_scan.check(row["text"], f"file {rel}")
-        except ValidationError as exc:
-            raise plan.error(number, str(exc)) from None
-    else:
-        try:
-            base64.b64decode(row["base64"], validate=True)
+            text = base64.b64decode(row["base64"], validate=True).decode("utf-8", "replace")
         except (binascii.Error, ValueError):
             raise plan.error(number, f"the base64 of {rel} does not decode") from None
+    try:
+        secret_scan.check(text, f"file {rel}")
+    except ValidationError as exc:
+        return str(exc)  # X2: this file is left out; the rest of the archive is restored
+    return None
 
 
 def _check_whole(plan: Plan) -> None:
@@ -296,11 +301,11 @@ def _check_whole(plan: Plan) -> None:
             if key in seen:
                 raise plan.error(number, f"a second {kind} {'/'.join(map(str, key))}")
             seen.add(key)
-    paths = {(root, rel) for _, _, root, rel in plan.files}
+    paths = {(root, rel) for _, _, root, rel, _ in plan.files}
     if len(paths) < len(plan.files):
-        number = _first_repeat([(n, (root, rel)) for n, _, root, rel in plan.files])
+        number = _first_repeat([(n, (root, rel)) for n, _, root, rel, _ in plan.files])
         raise plan.error(number, "a second record of the same file")
-    for number, _, root, rel in plan.files:
+    for number, _, root, rel, _ in plan.files:
         parts = rel.split("/")
         for depth in range(1, len(parts)):
             if (root, "/".join(parts[:depth])) in paths:

@@ -194,6 +194,26 @@ def among(
     return None, tuple(near[:MAX_REPORTED])
 
 
+NAMED_CANDIDATES = 16  # entries or procedures a write reads to compare, at most
+
+
+def candidates(
+    name: str, content: str, prints: dict[str, tuple[int | None, set[int]]]
+) -> list[str]:
+    """The other items that could say what `content` says: the same body key, or shared
+    LSH band keys, those sharing the most first and NAMED_CANDIDATES at most (a template
+    many items follow must not make one write read them all)."""
+    key = similarity.text_key(content)
+    mine = set(similarity.band_keys(similarity.words(content)))
+    exact = [other for other, (body_key, _) in prints.items() if body_key == key]
+    shared = sorted(
+        ((len(mine & bands), other) for other, (_, bands) in prints.items() if mine & bands),
+        key=lambda pair: (-pair[0], pair[1]),
+    )
+    ranked = dict.fromkeys([*exact, *(other for _, other in shared[:NAMED_CANDIDATES])])
+    return [other for other in ranked if other != name]
+
+
 def body_of(text: str) -> str:
     """A markdown file's body without its YAML frontmatter (no YAML parse: comparison only)."""
     from .errors import ValidationError

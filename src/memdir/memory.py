@@ -101,12 +101,23 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         stored and named in `similar` (issue 7). `valid_from`: when it began to hold."""
         facts.check_category(category)
         content = facts.check_content(content, self.settings.max_entry_bytes)
-        start = facts.normalize_since(valid_from)
+        start = self._valid_from(valid_from)
         self._writable("facts")
         fact = self.store.add_fact(category, content, self._now(), self._provenance(), start)
         if fact.duplicate:
             return fact._replace(hint=duplicates.fact_hint(fact))
         return self._with_similar(fact)
+
+    def _valid_from(self, valid_from: str | None) -> str | None:
+        """When a fact began to hold: now or before. The archive records what holds, not
+        plans: a fact that takes effect later is written when it does."""
+        start = facts.normalize_since(valid_from)
+        if start is not None and start > self._now():
+            raise ValidationError(
+                f"valid_from {valid_from} is in the future: store the fact when it takes "
+                "effect (memory records what holds now or held before)"
+            )
+        return start
 
     def _with_similar(self, fact: Fact, exclude: int | None = None) -> Fact:
         """The near duplicates of a fact just written (a report: never fails the write)."""
@@ -148,7 +159,7 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         if category is not None:
             facts.check_category(category)
         content = facts.check_content(content, self.settings.max_entry_bytes)
-        start = facts.normalize_since(valid_from)
+        start = self._valid_from(valid_from)
         self._writable("facts")
         _old, new = self.store.supersede_fact(
             fact_id, category, content, self._now(), self._provenance(), start
@@ -197,9 +208,15 @@ class Memory(WorkflowMemory, WorkspaceMemory):
             for field in ("created", "updated", "valid_from"):
                 if not fact.get(field):
                     fact[field] = fact.get("created") or now
-            if fact["status"] != "active" and not fact.get("valid_to"):
-                fact["valid_to"] = fact["updated"]
             checked.append(fact)
+        # A superseded fact without an end held until its successor began; a removed one
+        # until it was removed (its last update).
+        begins = {row.get("id"): row["valid_from"] for row in checked}
+        for fact in checked:
+            if fact["status"] != "active" and not fact.get("valid_to"):
+                successor = begins.get(fact.get("superseded_by"))
+                superseded = fact["status"] == "superseded" and successor
+                fact["valid_to"] = successor if superseded else fact["updated"]
         self._writable("facts")
         return self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
 
@@ -351,8 +368,12 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         self._writable("procedures")
 
         def twins() -> tuple[str | None, tuple[Similar, ...]]:
-            others = [(p.name, duplicates.body_of(p.content)) for p in self.procedures()]
             body = duplicates.body_of(content)
+            prints = procedures.fingerprints(self.layout, self.store)
+            others = []
+            for other in duplicates.candidates(name, body, prints):
+                with contextlib.suppress(MemdirError):
+                    others.append((other, duplicates.body_of(self.procedure(other).content)))
             return duplicates.among(
                 "procedure", name, body, others, self.settings.duplicate_lexical
             )

@@ -246,6 +246,7 @@ class ImportItem(Record):
     target: str  # where it went: a fact id, an entry name, a path under the state dir
     source: str  # where it came from: a file, a line, a record id of the source
     reason: str | None = None  # why it was skipped (None: imported)
+    note: str | None = None  # what else to know of an imported one, e.g. what it replaced
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self._asdict().items() if v is not None}

@@ -16,6 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .storage.base import Store
+
 SNIPPET_LINES = 3
 LOCK = "procedures"
 
@@ -63,6 +65,52 @@ def list_all(layout: Layout) -> list[Procedure]:
         if text is not None:
             procedures.append(_load(layout, name, path, text))
     return procedures
+
+
+def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, set[int]]]:
+    """name -> (the key of its normalised body, its LSH band keys) of every readable
+    procedure, cached in memory.db by each file's (mtime, size): what the duplicate guard
+    compares a new body with before reading any file. Hand edits show at once."""
+    from . import similarity
+    from .errors import MemdirError
+
+    try:
+        cache = store.procedure_prints()
+    except MemdirError:
+        cache = {}  # a broken or locked memory.db: the files are read instead
+    current: dict[str, tuple[int, int, int | None, str]] = {}
+    bodies: dict[str, tuple[int, int, str]] = {}
+    for name in _names(layout):
+        path = layout.procedure(name)
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        cached = cache.get(name)
+        if cached is not None and cached[:2] == (info.st_mtime_ns, info.st_size):
+            current[name] = cached
+            continue
+        try:
+            text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
+            _meta, body = frontmatter.split(text or "")
+        except MemdirError:
+            continue  # unreadable or broken: nothing to compare with
+        bodies[name] = (info.st_mtime_ns, info.st_size, body)
+    if bodies:
+        names = list(bodies)
+        sketches = similarity.sketches([bodies[n][2] for n in names])
+        changed: dict[str, tuple[int, int, int | None, str]] = {
+            name: (mtime, size, similarity.text_key(body), " ".join(map(str, keys)))
+            for name, keys in zip(names, sketches, strict=True)
+            for mtime, size, body in [bodies[name]]
+        }
+        current.update(changed)
+        gone = [name for name in cache if name not in current]
+        try:
+            store.update_procedure_prints(changed, gone)
+        except MemdirError:
+            pass  # only a cache
+    return {name: (row[2], {int(k) for k in row[3].split()}) for name, row in current.items()}
 
 
 def search(

@@ -70,17 +70,13 @@ class WorkflowMemory(MemoryBase):
 
     def _entry_twins(self, name: str, content: str) -> tuple[str | None, tuple[Similar, ...]]:
         """The entry that says exactly this, or the ones that say nearly this. Only entries
-        whose cached fingerprint could match (the body's key, a shared band key) are read."""
-        from . import similarity
-
-        key = similarity.text_key(content)
-        mine = set(similarity.band_keys(similarity.words(content)))
+        whose cached fingerprint could match (the body's key, shared band keys) are read."""
+        prints = entries.fingerprints(self.layout, self.store)
         others = []
-        for other, (body_key, bands) in entries.fingerprints(self.layout, self.store).items():
-            if other != name and (body_key == key or mine & bands):
-                with contextlib.suppress(MemdirError):  # a symlink out of the root (X1)
-                    text = entries.text_of(self.layout, other) or ""
-                    others.append((other, duplicates.body_of(text)))
+        for other in duplicates.candidates(name, content, prints):
+            with contextlib.suppress(MemdirError):  # a symlink out of the root (X1)
+                text = entries.text_of(self.layout, other) or ""
+                others.append((other, duplicates.body_of(text)))
         return duplicates.among(
             "entry", name, content, others, self.settings.duplicate_lexical
         )

@@ -132,6 +132,11 @@ def _report(report: ImportReport) -> str:
     if not report.imported and not report.skipped:
         lines.append("  nothing to import")
     lines += [
+        f"  {done} {item.kind} {item.target} ({item.source}): {item.note}"
+        for item in report.imported
+        if item.note
+    ]
+    lines += [
         f"  {skip} {' '.join(filter(None, (item.kind, item.target)))} ({item.source}): "
         f"{item.reason}"
         for item in report.skipped

@@ -282,15 +282,22 @@ def _curation(db: sqlite3.Connection) -> None:
 
 
 def _entry_fingerprints(db: sqlite3.Connection) -> None:
-    """The duplicate guard's view of each global entry: the key of its normalised body and
-    its LSH band keys, so a write compares against 1,000 entries without reading them.
-    A cache: emptied, it refills on the next read."""
+    """The duplicate guard's view of each global entry and procedure: the key of its
+    normalised body and its LSH band keys, so a write compares against 1,000 of them
+    without reading them. Caches: emptied, they refill on the next read."""
     run_script(
         db,
         """
         DELETE FROM entry_cache;
         ALTER TABLE entry_cache ADD COLUMN body_key INTEGER;
         ALTER TABLE entry_cache ADD COLUMN sketch TEXT NOT NULL DEFAULT '';
+        CREATE TABLE procedure_prints (
+            name     TEXT PRIMARY KEY,
+            mtime_ns INTEGER NOT NULL,
+            size     INTEGER NOT NULL,
+            body_key INTEGER,
+            sketch   TEXT NOT NULL
+        ) WITHOUT ROWID;
         """,
     )
 
@@ -302,5 +309,5 @@ MIGRATIONS: list[Migration] = [
     (4, "entry cache: description and dates as columns", _entry_cache_columns),
     (5, "search index: file chunks, their FTS5 index and vectors", _search_index),
     (6, "validity windows, duplicate keys, past facts' index, fact usage", _curation),
-    (7, "entry cache: body key and band keys of each entry", _entry_fingerprints),
+    (7, "body keys and band keys of each entry and procedure", _entry_fingerprints),
 ]

@@ -271,6 +271,11 @@ class SQLiteStore(IndexRows, ArchiveRows):
         key = similarity.text_key(content)
         with self._write() as db:
             old = self._active_fact(db, old_id, "supersede")
+            if valid_from is not None and old.valid_from and valid_from < old.valid_from:
+                raise ConflictError(
+                    f"fact {old_id} holds from {old.valid_from}: the version replacing it "
+                    f"cannot begin before that (valid_from {valid_from})"
+                )
             same = self._active_by_key(db, key, content)
             if content == old.content and category in (None, old.category):
                 return old, old._replace(duplicate=True)  # nothing to change
@@ -810,6 +815,31 @@ class SQLiteStore(IndexRows, ArchiveRows):
                 "INSERT OR REPLACE INTO entry_cache "
                 "(name, mtime_ns, size, description, updated, error, meta, body_key, sketch) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(name, *row) for name, row in changed.items()],
+            )
+
+    # -- procedures' fingerprints (the duplicate guard) ---------------------------------------
+
+    def procedure_prints(self) -> dict[str, tuple[int, int, int | None, str]]:
+        """name -> (mtime_ns, size, body key, band keys) of each procedure when last read."""
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                "SELECT name, mtime_ns, size, body_key, sketch FROM procedure_prints"
+            ).fetchall()
+        return {row[0]: row[1:] for row in rows}
+
+    def update_procedure_prints(
+        self, changed: dict[str, tuple[int, int, int | None, str]], gone: list[str]
+    ) -> None:
+        if self._conn() is None:
+            return
+        with self._write() as db:
+            db.executemany("DELETE FROM procedure_prints WHERE name = ?", [(n,) for n in gone])
+            db.executemany(
+                "INSERT OR REPLACE INTO procedure_prints VALUES (?, ?, ?, ?, ?)",
                 [(name, *row) for name, row in changed.items()],
             )
 
