@@ -432,28 +432,35 @@ class SQLiteStore(IndexRows, ArchiveRows):
             return []
         pairs: set[tuple[int, int]] = set()
         with self._translated("read"):
-            bucket: list[int] = []
-            last = None
-            rows = db.execute(
-                "SELECT s.key, s.fact_id FROM fact_sketch s JOIN facts f ON f.id = s.fact_id "
-                "WHERE f.status = 'active' ORDER BY s.key, s.fact_id"
+            # small buckets: every pair, joined in SQL (the usual case, and the fast one)
+            pairs.update(
+                db.execute(
+                    "SELECT DISTINCT a.fact_id, b.fact_id FROM fact_sketch a "
+                    "JOIN fact_sketch b ON b.key = a.key AND b.fact_id > a.fact_id "
+                    "WHERE a.key IN (SELECT key FROM fact_sketch GROUP BY key "
+                    "HAVING count(*) BETWEEN 2 AND ?)",
+                    (BUCKET,),
+                )
             )
-            for key, fact_id in rows:
-                if key != last:
-                    _pair_up(bucket, pairs)
-                    bucket, last = [], key
-                bucket.append(fact_id)
-            _pair_up(bucket, pairs)
+            big = db.execute(
+                "SELECT key FROM fact_sketch GROUP BY key HAVING count(*) > ?", (BUCKET,)
+            ).fetchall()
+            for (key,) in big:
+                bucket = [i for (i,) in db.execute(
+                    "SELECT fact_id FROM fact_sketch WHERE key = ? ORDER BY fact_id", (key,)
+                )]
+                _pair_up(bucket, pairs)
             ids = sorted({i for pair in pairs for i in pair})
             found: dict[int, Fact] = {}
             for start in range(0, len(ids), 500):
                 part = ids[start : start + 500]
                 for row in db.execute(
-                    f"SELECT {FACT_COLUMNS} FROM facts WHERE id IN ({', '.join('?' * len(part))})",
+                    f"SELECT {FACT_COLUMNS} FROM facts WHERE status = 'active' AND id IN "
+                    f"({', '.join('?' * len(part))})",
                     part,
                 ):
                     found[row[0]] = Fact(*row)
-        return [(found[a], found[b]) for a, b in sorted(pairs)]
+        return [(found[a], found[b]) for a, b in sorted(pairs) if a in found and b in found]
 
     def record_hits(self, hits: dict[int, str]) -> None:
         """Facts a search returned, and when (doctor: facts never recalled). Bookkeeping,
