@@ -8,8 +8,9 @@ vectors, entry_cache, fact_sketch and the FTS5 tables — is derived and rebuilt
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Iterator
+
+from .sqlite_index import Rows
 
 # archive kind -> (table, columns, order); facts take their columns from sqlite.FACT_FIELDS
 TABLES: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -42,17 +43,8 @@ def fields(kind: str) -> tuple[str, ...]:
     return RENAMED.get(kind) or columns(kind)
 
 
-class ArchiveRows:
+class ArchiveRows(Rows):
     """Mixed into SQLiteStore."""
-
-    def _conn(self) -> sqlite3.Connection | None:
-        raise NotImplementedError
-
-    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
-
-    def _translated(self, doing: str) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -14,10 +14,9 @@ if TYPE_CHECKING:
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
 
 
-class IndexRows:
-    _memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]]  # SQLiteStore's
+class Rows:
+    """What a mixin of SQLiteStore uses of it: its connection and its transactions."""
 
-    # provided by SQLiteStore
     def _conn(self) -> sqlite3.Connection | None:
         raise NotImplementedError
 
@@ -26,6 +25,10 @@ class IndexRows:
 
     def _translated(self, doing: str) -> contextlib.AbstractContextManager[None]:
         raise NotImplementedError
+
+
+class IndexRows(Rows):
+    _memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]]  # SQLiteStore's
 
     # -- files and chunks ------------------------------------------------------------------
 
