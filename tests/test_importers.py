@@ -26,8 +26,12 @@ def write(path: Path, text: str) -> Path:
 
 
 def imported(report: ImportReport, kind: str | None = None) -> dict[str, str]:
-    """target -> source of what was imported (of one kind)."""
-    return {i.target: i.source for i in report.imported if kind is None or i.kind == kind}
+    """target -> source of what was imported (of one kind), with its note if any."""
+    return {
+        i.target: i.source if i.note is None else f"{i.source} ({i.note})"
+        for i in report.imported
+        if kind is None or i.kind == kind
+    }
 
 
 def skipped(report: ImportReport) -> dict[str, str]:
@@ -510,7 +514,7 @@ def test_afk_dry_run_with_existing_memory(memory: Memory, tmp_path: Path, state_
     assert reasons[os.path.join("procedures", "deploy.md")] == "exists (use --force to overwrite)"
     assert "GitHub token" in reasons["memory.db fact 6"]
     assert set(imported(report)) == {"HOT.md", "release-notes", "new fact"}
-    facts = [i.source.split(" (")[0] for i in report.imported if i.kind == "fact"]
+    facts = [i.source for i in report.imported if i.kind == "fact"]  # notes apart
     assert facts == ["memory.db fact 3", "memory.db fact 4", "memory.db fact 7"]
 
 
@@ -522,8 +526,8 @@ def test_afk_hot_over_the_cap_is_cut_and_kept_whole(memory: Memory, tmp_path: Pa
     assert len(text) > cap
     report = run(memory, "afk", str(afk_state(tmp_path, hot=text)))
     hot_item = next(i for i in report.imported if i.kind == "hot")
-    assert "over the 5,250 cap: cut to fit" in hot_item.source
-    assert "imported-hot-md" in hot_item.source
+    assert "over the 5,250 cap: cut to fit" in (hot_item.note or "")
+    assert "imported-hot-md" in (hot_item.note or "")
     assert len(memory.hot()) <= cap and "HOT TRUNCATED" in memory.hot()
     assert memory.hot().startswith(text[:600])
     assert memory.entry("imported-hot-md").content == text

@@ -85,8 +85,7 @@ class _Applier:
         except ITEM_ERRORS as exc:
             reason = str(exc) or type(exc).__name__
         if reason is None:
-            source = item.source if self.note is None else f"{item.source} ({self.note})"
-            self.imported.append(ImportItem(kind, target, source))
+            self.imported.append(ImportItem(kind, target, item.source, note=self.note))
         else:
             self.skipped.append(ImportItem(kind, target, item.source, reason))
 
@@ -279,8 +278,7 @@ class _Applier:
         return None if found is None else f"duplicate of fact {found.id}"
 
     def _imported_fact(self, fact: FactRow, target: str) -> None:
-        source = fact.source if fact.note is None else f"{fact.source} ({fact.note})"
-        self.imported.append(ImportItem("fact", target, source))
+        self.imported.append(ImportItem("fact", target, fact.source, note=fact.note))
 
     def _skip_fact(self, fact: FactRow, reason: str) -> None:
         self.skipped.append(ImportItem("fact", "", fact.source, reason))
