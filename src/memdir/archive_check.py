@@ -200,11 +200,7 @@ def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> 
             facts.check_id(row["id"])
             facts.check_category(row["category"])
             row["content"] = facts.check_content(row["content"], memory.settings.max_entry_bytes)
-            row["status"] = row["status"] or "active"
-            if row["status"] not in ("active", "superseded", "removed"):
-                raise ValidationError(
-                    f"bad fact status {row['status']!r}: active, superseded or removed"
-                )
+            row["status"] = facts.check_status(row["status"])
         elif kind == "task":
             validate_task_id(row["id"])
             if row["parent_id"] is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .errors import ValidationError
-from .models import CATEGORIES
+from .models import CATEGORIES, FACT_STATUSES
 
 
 def check_category(category: str | None) -> str:
@@ -11,6 +11,15 @@ def check_category(category: str | None) -> str:
         shown = "no category" if category is None else f"unknown category {category!r}"
         raise ValidationError(f"{shown}: a fact's category is one of {', '.join(CATEGORIES)}")
     return category
+
+
+def check_status(status: object) -> str:
+    """A fact brought in from elsewhere says what became of it; none means active."""
+    status = status or "active"
+    if status not in FACT_STATUSES:
+        raise ValidationError(f"bad fact status {status!r}: {', '.join(FACT_STATUSES)}")
+    assert isinstance(status, str)
+    return status
 
 
 def check_content(content: str, max_bytes: int, what: str = "fact") -> str:

@@ -200,11 +200,7 @@ class Memory(WorkflowMemory, WorkspaceMemory):
             fact["content"] = facts.check_content(
                 fact.get("content"), self.settings.max_entry_bytes  # type: ignore[arg-type]
             )
-            fact.setdefault("status", "active")
-            if fact["status"] not in ("active", "superseded", "removed"):
-                raise ValidationError(
-                    f"bad fact status {fact['status']!r}: active, superseded or removed"
-                )
+            fact["status"] = facts.check_status(fact.get("status"))
             for field in ("created", "updated", "valid_from"):
                 if not fact.get(field):
                     fact[field] = fact.get("created") or now

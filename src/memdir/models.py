@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 CATEGORIES = ("preference", "convention", "decision", "learning")
+FACT_STATUSES = ("active", "superseded", "removed")
 SURFACES = ("cli", "repl", "telegram", "daemon", "scheduled", "mcp")
 
 

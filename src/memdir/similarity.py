@@ -1,7 +1,8 @@
 """When two texts say the same thing: the duplicate guard's measures, pure functions.
 
-Exact duplicate: the same text once case, punctuation and whitespace are set aside
-(`normalize`), found through a 64-bit key of that form (`text_key`) indexed in memory.db.
+Exact duplicate: the same words once case, spacing, sentence punctuation at their edges and
+markdown bullets are set aside (`normalize`; symbols that carry meaning, as in C++ or UTC+2,
+stay), found through a 64-bit key of that form (`text_key`) indexed in memory.db.
 
 Near duplicate: Jaccard similarity of the two texts' sets of content words (stopwords left
 out) at or above a threshold (0.7 by default: "The user prefers dark mode" and "User prefers
@@ -23,7 +24,6 @@ from .query import STOPWORDS
 
 BANDS = 16
 ROWS = 4  # hash functions per band
-NEAR_THRESHOLD = 0.7
 MASK64 = (1 << 64) - 1
 
 
