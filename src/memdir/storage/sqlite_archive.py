@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from .sqlite_index import Rows
+from .sqlite_index import FACT_FIELDS, Rows
 
 # archive kind -> (table, columns, order); facts take their columns from sqlite.FACT_FIELDS
 TABLES: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -32,8 +32,6 @@ Row = dict[str, object]
 
 def columns(kind: str) -> tuple[str, ...]:
     if kind == "fact":
-        from .sqlite import FACT_FIELDS  # sqlite.py imports this module: not at the top
-
         return FACT_FIELDS
     return TABLES[kind][1]
 

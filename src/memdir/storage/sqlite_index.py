@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from .base import ChunkRow, FileState, NewChunk
 
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
+FACT_COLUMNS = (
+    "id, category, content, status, created, updated, supersedes, superseded_by, "
+    "session_id, surface, agent, valid_from, valid_to"
+)
+# every column of a fact that an export carries (norm is derived from the content)
+FACT_FIELDS = tuple(FACT_COLUMNS.split(", "))
 
 
 class Rows:

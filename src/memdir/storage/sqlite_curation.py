@@ -1,0 +1,293 @@
+"""The duplicate guard's rows (issue 7): each active fact's key of its normalised text
+(`facts.norm`) and LSH band keys (`fact_sketch`), the procedures' fingerprints, the facts
+searches found (`fact_usage`), and facts brought in whole from an archive or another tool.
+Mixed into SQLiteStore, whose connection and transactions it uses."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..lazy import lazy
+from ..models import Fact
+from .sqlite_index import FACT_COLUMNS, FACT_FIELDS, Rows
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .. import similarity
+else:
+    similarity = lazy("memdir.similarity")  # writes and the duplicate guard only
+
+F_COLUMNS = ", ".join("f." + c for c in FACT_FIELDS)  # a fact's columns, table aliased f
+CANDIDATES = 64  # facts a write compares itself with at most (the most alike by LSH)
+BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW others
+WINDOW = 8
+
+
+def _first(row: tuple[int, int]) -> int:
+    return row[0]
+
+
+def _pair_up(bucket: list[int], pairs: set[tuple[int, int]]) -> None:
+    """The candidate pairs of one band key's facts (ids ascending): all of them in a small
+    bucket, each with its WINDOW next in a big one."""
+    width = len(bucket) if len(bucket) <= BUCKET else WINDOW + 1
+    for i, a in enumerate(bucket):
+        for b in bucket[i + 1 : i + width]:
+            pairs.add((a, b))
+
+
+class CurationRows(Rows):
+    def similar_facts(
+        self, content: str, exclude: int | None, threshold: float, limit: int
+    ) -> list[tuple[Fact, float]]:
+        """Active facts whose content words overlap `content`'s by Jaccard >= threshold,
+        most alike first. Candidates come from the LSH band keys (similarity.py), those
+        sharing the most bands first and CANDIDATES at most: a template that thousands of
+        facts follow must not make one write read thousands."""
+        db = self._conn()
+        bag = similarity.words(content)
+        keys = similarity.band_keys(bag)
+        if db is None or not keys:
+            return []
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {F_COLUMNS} FROM (SELECT fact_id, count(*) AS shared FROM fact_sketch "
+                f"WHERE key IN ({', '.join('?' * len(keys))}) GROUP BY fact_id "
+                "ORDER BY shared DESC, fact_id LIMIT ?) c JOIN facts f ON f.id = c.fact_id "
+                "WHERE f.status = 'active'",
+                (*keys, CANDIDATES),
+            ).fetchall()
+        found = []
+        for row in rows:
+            if row[0] == exclude:
+                continue
+            score = similarity.jaccard(bag, similarity.words(row[2]))
+            if score >= threshold:
+                found.append((Fact(*row), score))
+        found.sort(key=lambda pair: (-pair[1], pair[0].id))
+        return found[:limit]
+
+    def insert_fact_rows(
+        self,
+        rows: list[dict[str, object]],
+        keep_ids: bool,
+        seen: str | None = None,
+        held: dict[int, int] | None = None,
+    ) -> dict[int, int]:
+        """Facts as an export or another tool holds them (every FACT_FIELDS key; `id`,
+        `supersedes` and `superseded_by` in the rows' own numbering), in one transaction.
+        Returns their old id -> the id stored. With `keep_ids` the ids are kept (an empty
+        archive: a restore), else new ones are given and the links follow them; `held` maps
+        ids of the rows' numbering that the store holds already (a merge) to the store's,
+        for the links that lead to them. `seen`: a time their staleness counts from (no
+        search has found them yet: hits 0). Facts and links are one transaction."""
+        links = ("supersedes", "superseded_by")
+        fields = [f for f in FACT_FIELDS if f != "id" and f not in links]
+        normals = [similarity.normalize(str(row["content"])) for row in rows]
+        active = [i for i, row in enumerate(rows) if row.get("status", "active") == "active"]
+        sketches = similarity.sketches([normals[i] for i in active], normal=True)
+        with self._write() as db:
+            # a link may point forward (to a row not inserted yet): checked at commit
+            db.execute("PRAGMA defer_foreign_keys = ON")
+            if keep_ids:
+                new_ids = [int(str(row["id"])) for row in rows]
+            else:
+                first = self._next_id(db)
+                new_ids = list(range(first, first + len(rows)))
+            mapping = {int(str(row["id"])): new for row, new in zip(rows, new_ids, strict=True)}
+            targets = {**(held or {}), **mapping}
+
+            def linked(row: dict[str, object], field: str) -> int | None:
+                value = row.get(field)
+                return None if value is None else targets.get(int(str(value)))
+
+            db.executemany(
+                f"INSERT INTO facts (id, {', '.join(fields)}, {', '.join(links)}, norm) "
+                f"VALUES ({', '.join('?' * (len(fields) + 4))})",
+                [
+                    (new, *(row.get(f) for f in fields), *(linked(row, f) for f in links),
+                     similarity.key_of_normal(normal))
+                    for row, new, normal in zip(rows, new_ids, normals, strict=True)
+                ],
+            )
+            self._sketch_many(
+                db, [(key, new_ids[i]) for i, keys in zip(active, sketches, strict=True)
+                     for key in keys]
+            )
+            if seen is not None:
+                db.executemany(
+                    "INSERT OR IGNORE INTO fact_usage (fact_id, hits, last_hit) VALUES (?, 0, ?)",
+                    [(fact_id, seen) for fact_id in new_ids],
+                )
+        return mapping
+
+    def fact_saying(self, content: str) -> Fact | None:
+        """The active fact whose normalised text is content's, if any."""
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            return self._active_by_key(db, similarity.text_key(content), content)
+
+    def exact_duplicate_facts(self) -> list[list[Fact]]:
+        """Groups of active facts with the same normalised text, oldest first."""
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE status = 'active' AND norm IN "
+                "(SELECT norm FROM facts WHERE status = 'active' GROUP BY norm "
+                "HAVING count(*) > 1) ORDER BY norm, id"
+            ).fetchall()
+        groups: dict[str, list[Fact]] = {}
+        for row in rows:
+            groups.setdefault(similarity.normalize(row[2]), []).append(Fact(*row))
+        return [group for text, group in groups.items() if text and len(group) > 1]
+
+    def sketch_pairs(self) -> list[tuple[Fact, Fact]]:
+        """Pairs of active facts that share an LSH band key: near-duplicate candidates.
+        A key shared by more than BUCKET facts (a template many facts follow) pairs each
+        with its WINDOW next ones only, so the pairs grow with n, not n squared; the groups
+        they join into (duplicates._join) still hold them all."""
+        db = self._conn()
+        if db is None:
+            return []
+        pairs: set[tuple[int, int]] = set()
+        with self._translated("read"):
+            # small buckets: every pair, joined in SQL (the usual case, and the fast one)
+            pairs.update(
+                db.execute(
+                    "SELECT DISTINCT a.fact_id, b.fact_id FROM fact_sketch a "
+                    "JOIN fact_sketch b ON b.key = a.key AND b.fact_id > a.fact_id "
+                    "WHERE a.key IN (SELECT key FROM fact_sketch GROUP BY key "
+                    "HAVING count(*) BETWEEN 2 AND ?)",
+                    (BUCKET,),
+                )
+            )
+            big = db.execute(
+                "SELECT key FROM fact_sketch GROUP BY key HAVING count(*) > ?", (BUCKET,)
+            ).fetchall()
+            for (key,) in big:
+                bucket = [i for (i,) in db.execute(
+                    "SELECT fact_id FROM fact_sketch WHERE key = ? ORDER BY fact_id", (key,)
+                )]
+                _pair_up(bucket, pairs)
+            found = self._facts_in(db, sorted({i for pair in pairs for i in pair}))
+        found = {i: f for i, f in found.items() if f.status == "active"}
+        return [(found[a], found[b]) for a, b in sorted(pairs) if a in found and b in found]
+
+    def record_hits(self, hits: dict[int, str]) -> None:
+        """Facts a search returned, and when (doctor: facts never recalled). Bookkeeping,
+        not memory: written without waiting for the disk (synchronous = NORMAL)."""
+        if not hits:
+            return
+        db = self._conn()
+        assert db is not None, "a search that found facts has a database"
+        with self._translated("write to"):
+            db.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with self._write() as tx:
+                    tx.executemany(
+                        "INSERT INTO fact_usage (fact_id, hits, last_hit) VALUES (?, 1, ?) "
+                        "ON CONFLICT (fact_id) DO UPDATE SET hits = hits + 1, "
+                        "last_hit = max(last_hit, excluded.last_hit)",
+                        sorted(hits.items()),
+                    )
+            finally:
+                db.execute("PRAGMA synchronous = FULL")
+
+    def stale_facts(self, before: str) -> list[Fact]:
+        """Active facts no search has returned since `before` (nor created since)."""
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {F_COLUMNS} FROM facts f LEFT JOIN fact_usage u ON u.fact_id = f.id "
+                "WHERE f.status = 'active' AND coalesce(u.last_hit, f.created) < ? ORDER BY f.id",
+                (before,),
+            ).fetchall()
+        return [Fact(*row) for row in rows]
+
+    def procedure_prints(self) -> dict[str, tuple[int, int, int | None, str]]:
+        """name -> (mtime_ns, size, body key, band keys) of each procedure when last read."""
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                "SELECT name, mtime_ns, size, body_key, sketch FROM procedure_prints"
+            ).fetchall()
+        return {row[0]: row[1:] for row in rows}
+
+    def update_procedure_prints(
+        self, changed: dict[str, tuple[int, int, int | None, str]], gone: list[str]
+    ) -> None:
+        if self._conn() is None:
+            return
+        with self._write() as db:
+            db.executemany("DELETE FROM procedure_prints WHERE name = ?", [(n,) for n in gone])
+            db.executemany(
+                "INSERT OR REPLACE INTO procedure_prints VALUES (?, ?, ?, ?, ?)",
+                [(name, *row) for name, row in changed.items()],
+            )
+
+    def _active_keys(self, db: sqlite3.Connection, keys: list[int]) -> dict[tuple[int, str], int]:
+        """(key, normalised text) -> id of the active facts holding any of these keys."""
+        found: dict[tuple[int, str], int] = {}
+        unique = sorted(set(keys))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            for fact_id, key, content in db.execute(
+                "SELECT id, norm, content FROM facts WHERE status = 'active' AND norm IN "
+                f"({', '.join('?' * len(part))}) ORDER BY id DESC",
+                part,
+            ):
+                found[(key, similarity.normalize(content))] = fact_id  # the oldest wins
+        return found
+
+    def _sketch_many(self, db: sqlite3.Connection, rows: list[tuple[int, int]]) -> None:
+        """(band key, fact id) rows into the near-duplicate candidates, in key order: the
+        b-tree then fills page by page (~2x faster than in fact order)."""
+        rows.sort(key=_first)
+        db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", rows)
+
+    def _next_id(self, db: sqlite3.Connection) -> int:
+        """The id the next fact gets: under the write lock, ids of a batch are known in
+        advance, so it goes in with one executemany."""
+        (next_id,) = db.execute("SELECT coalesce(max(id), 0) + 1 FROM facts").fetchone()
+        return int(next_id)
+
+    def _facts_in(self, db: sqlite3.Connection, ids: list[int]) -> dict[int, Fact]:
+        """id -> fact of these ids, 500 a query (SQLite's bound on parameters)."""
+        found: dict[int, Fact] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            for row in db.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE id IN ({', '.join('?' * len(part))})",
+                part,
+            ):
+                found[row[0]] = Fact(*row)
+        return found
+
+    def _unsketch(self, db: sqlite3.Connection, fact: Fact) -> None:
+        """A fact that left the active set leaves the near-duplicate candidates too."""
+        keys = similarity.band_keys(similarity.words(fact.content))
+        db.executemany(
+            "DELETE FROM fact_sketch WHERE key = ? AND fact_id = ?", [(k, fact.id) for k in keys]
+        )
+
+    def _active_by_key(self, db: sqlite3.Connection, key: int, content: str) -> Fact | None:
+        """The active fact whose normalised text is content's (the key narrows, the text
+        decides: a 64-bit collision is not a duplicate)."""
+        wanted = similarity.normalize(content)
+        if not wanted:
+            return None  # nothing but punctuation: no text to be a duplicate of
+        for row in db.execute(
+            f"SELECT {FACT_COLUMNS} FROM facts WHERE norm = ? AND status = 'active' ORDER BY id",
+            (key,),
+        ):
+            if similarity.normalize(row[2]) == wanted:
+                return Fact(*row)
+        return None
