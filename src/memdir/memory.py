@@ -1,7 +1,8 @@
 """The Memory facade: the one library API that the CLI, the MCP server and the agent tools
 call. Its parts live by concept: MemoryBase (where, who, whether writing is allowed),
-WorkflowMemory (task and global memory), WorkspaceMemory (episodic memory and the
-workspace); this module adds hot memory, facts, search, procedures and sessions.
+FactMemory (the fact archive), WorkflowMemory (task and global memory), WorkspaceMemory
+(episodic memory and the workspace); this module adds hot memory, search, procedures and
+sessions.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from .errors import (
     StorageError,
     ValidationError,
 )
+from .fact_memory import FactMemory
 from .lazy import lazy
 from .models import (
-    Fact,
     Hit,
     HotWrite,
     Ingested,
@@ -61,7 +62,7 @@ else:
 HITS_EVERY = 60.0  # seconds between two writes of the facts searches found
 
 
-class Memory(WorkflowMemory, WorkspaceMemory):
+class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
     """One store, seen by one caller. Cheap to create; the database opens on first use.
 
     Memory(state_dir=None, *, session=None, surface="cli", agent=None, env=None, cwd=None,
@@ -94,139 +95,6 @@ class Memory(WorkflowMemory, WorkspaceMemory):
         result = hot.update(self.layout, self.settings.hot_cap_chars, change, replace=replace)
         self._count("hot")
         return result
-
-    def add_fact(self, content: str, category: str, *, valid_from: str | None = None) -> Fact:
-        """A new fact. An exact duplicate of an active fact is not stored: the answer is
-        that fact, `duplicate` set, with a hint to supersede it; near duplicates are
-        stored and named in `similar` (issue 7). `valid_from`: when it began to hold."""
-        facts.check_category(category)
-        content = facts.check_content(content, self.settings.max_entry_bytes)
-        start = self._valid_from(valid_from)
-        self._writable("facts")
-        fact = self.store.add_fact(category, content, self._now(), self._provenance(), start)
-        if fact.duplicate:
-            return fact._replace(hint=duplicates.fact_hint(fact))
-        return self._with_similar(fact)
-
-    def _valid_from(self, valid_from: str | None) -> str | None:
-        """When a fact began to hold: now or before. The archive records what holds, not
-        plans: a fact that takes effect later is written when it does."""
-        start = facts.normalize_since(valid_from)
-        if start is not None and start > self._now():
-            raise ValidationError(
-                f"valid_from {valid_from} is in the future: store the fact when it takes "
-                "effect (memory records what holds now or held before)"
-            )
-        return start
-
-    def _with_similar(self, fact: Fact, exclude: int | None = None) -> Fact:
-        """The near duplicates of a fact just written (a report: never fails the write)."""
-        semantic = None
-        if self._embedder is not None:  # only when loaded: never 0.4 s for one write
-            semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
-        try:
-            similar = duplicates.similar_facts(
-                self.store, fact, self.settings.duplicate_lexical, semantic
-            )
-        except MemdirError:
-            return fact
-        similar = tuple(s for s in similar if s.ref != exclude)
-        return fact._replace(similar=similar, hint=duplicates.similar_hint(similar))
-
-    def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
-        """Bulk import: (content, category) pairs in one transaction."""
-        checked = [
-            (
-                facts.check_category(category),
-                facts.check_content(content, self.settings.max_entry_bytes),
-            )
-            for content, category in rows
-        ]
-        self._writable("facts")
-        return self.store.add_facts(checked, self._now(), self._provenance())
-
-    def supersede_fact(
-        self,
-        fact_id: int | str,
-        content: str,
-        category: str | None = None,
-        *,
-        valid_from: str | None = None,
-    ) -> Fact:
-        """F3: the new version; the old one's validity ends when the new one's begins
-        (`valid_from`, default now). Text another active fact holds is refused."""
-        fact_id = facts.check_id(fact_id)
-        if category is not None:
-            facts.check_category(category)
-        content = facts.check_content(content, self.settings.max_entry_bytes)
-        start = self._valid_from(valid_from)
-        self._writable("facts")
-        _old, new = self.store.supersede_fact(
-            fact_id, category, content, self._now(), self._provenance(), start
-        )
-        if new.duplicate:
-            return new._replace(hint=f"fact {fact_id} says this already; nothing changed")
-        return self._with_similar(new, exclude=fact_id)
-
-    def remove_fact(self, fact_id: int | str) -> Fact:
-        fact_id = facts.check_id(fact_id)
-        self._writable("facts")
-        return self.store.remove_fact(fact_id, self._now())
-
-    def fact_saying(self, content: str) -> Fact | None:
-        """The active fact that says `content` (case, punctuation and spacing aside)."""
-        return self.store.fact_saying(content)
-
-    def import_facts(
-        self,
-        rows: list[dict[str, object]],
-        *,
-        keep_ids: bool = False,
-        fresh: bool = False,
-        held: dict[int, int] | None = None,
-    ) -> dict[int, int]:
-        """Facts as another store or tool holds them (storage.sqlite.FACT_FIELDS keys: their
-        own ids, supersede links, times, provenance, validity), in one transaction; returns
-        their id -> the id stored. Each row's category and content are checked (F2, X2,
-        X3) before anything is written; a missing `status` is active, missing times are now.
-        `fresh`: brought in from another tool now, so doctor counts them stale from today,
-        not from their (old) creation. `held`: ids of the rows' numbering the store holds
-        already -> the store's ids, for links that lead to them (a merge)."""
-        now = self._now()
-        checked = []
-        for row in rows:
-            fact = dict(row)
-            facts.check_category(fact.get("category"))  # type: ignore[arg-type]
-            fact["content"] = facts.check_content(
-                fact.get("content"), self.settings.max_entry_bytes  # type: ignore[arg-type]
-            )
-            fact["status"] = facts.check_status(fact.get("status"))
-            for field in ("created", "updated", "valid_from"):
-                if not fact.get(field):
-                    fact[field] = fact.get("created") or now
-            checked.append(fact)
-        # A superseded fact without an end held until its successor began; a removed one
-        # until it was removed (its last update).
-        begins = {row.get("id"): row["valid_from"] for row in checked}
-        for fact in checked:
-            if fact["status"] != "active" and not fact.get("valid_to"):
-                successor = begins.get(fact.get("superseded_by"))
-                superseded = fact["status"] == "superseded" and successor
-                fact["valid_to"] = successor if superseded else fact["updated"]
-        self._writable("facts")
-        return self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
-
-    def get_fact(self, fact_id: int | str) -> Fact:
-        fact_id = facts.check_id(fact_id)
-        fact = self.store.get_fact(fact_id)
-        if fact is None:
-            raise NotFoundError(f"no fact with id {fact_id}: search for it with `memdir search`")
-        return fact
-
-    def fact_history(self, fact_id: int | str) -> list[Fact]:
-        """F3: the whole supersede chain the fact belongs to, oldest first."""
-        self.get_fact(fact_id)
-        return self.store.fact_chain(facts.check_id(fact_id))
 
     def search(
         self,
