@@ -108,8 +108,6 @@ def _semantic_facts(
     store: Store, fact: Fact, embedder: Embedder, minimum: float, cache: Any
 ) -> list[tuple[int, float]]:
     """Cosine of the new fact against every embedded active fact (the warm vector cache)."""
-    import numpy as np
-
     from .storage import embeddings
     from .storage.hashing import text_hash
 
@@ -118,19 +116,11 @@ def _semantic_facts(
     store.put_vectors(
         embedder.name, [("fact", fact.id, text_hash(fact.content), embeddings.to_blob(vector))]
     )
-    keys, matrix = cache.load(store, embedder)
-    if not keys:
-        return []
-    scores = matrix @ vector
-    top = np.argsort(-scores)[: MAX_REPORTED * 2]
     return [
-        (int(keys[i][1]), float(scores[i]))
-        for i in top
-        if keys[i][0] == "fact" and keys[i][1] != fact.id and scores[i] >= minimum
+        (int(owner_id), score)
+        for (owner, owner_id), score in _nearest(store, embedder, cache, vector, minimum, MAX_REPORTED * 2)
+        if owner == "fact" and owner_id != fact.id
     ]
-
-
-# -- entries and procedures ------------------------------------------------------------------
 
 
 def similar_files(
@@ -142,28 +132,42 @@ def similar_files(
 ) -> tuple[Similar, ...]:
     """Entries (kind "global") or procedures whose indexed sections mean nearly what
     `content` says: cosine >= the minimum against the vectors of their chunks."""
-    import numpy as np
-
     embedder, minimum, cache = semantic
-    keys, matrix = cache.load(store, embedder)
-    if not keys:
-        return ()
-    scores = matrix @ embedder.embed([content])[0]
-    top = [int(i) for i in np.argsort(-scores)[:64] if scores[i] >= minimum]
-    chunks = store.chunks_by_id([int(keys[i][1]) for i in top if keys[i][0] == "chunk"])
+    vector = embedder.embed([content])[0]
+    near = [
+        (int(owner_id), score)
+        for (owner, owner_id), score in _nearest(store, embedder, cache, vector, minimum, 64)
+        if owner == "chunk"
+    ]
+    chunks = store.chunks_by_id([chunk_id for chunk_id, _ in near])
     folder = "global/" if kind == "global" else "procedures/"
     best: dict[str, float] = {}
-    for i in top:
-        row = chunks.get(int(keys[i][1])) if keys[i][0] == "chunk" else None
+    for chunk_id, score in near:
+        row = chunks.get(chunk_id)
         if row is None or row[2] != kind or not row[1].startswith(folder):
             continue
         other = row[1][len(folder) : -len(".md")]
         if other != name:
-            best[other] = max(best.get(other, 0.0), float(scores[i]))
+            best[other] = max(best.get(other, 0.0), score)
     shown = "entry" if kind == "global" else "procedure"
     found = [Similar(shown, other, round(score, 3), "semantic") for other, score in best.items()]
     found.sort(key=lambda s: (-s.score, str(s.ref)))
     return tuple(found[:MAX_REPORTED])
+
+
+def _nearest(
+    store: Store, embedder: Embedder, cache: Any, vector: Any, minimum: float, top: int
+) -> list[tuple[tuple[str, int | str], float]]:
+    """The `top` stored vectors (facts and chunks) most like `vector`, cosine >= minimum."""
+    import numpy as np
+
+    keys, matrix = cache.load(store, embedder)
+    if not keys:
+        return []
+    scores = matrix @ vector
+    return [
+        (keys[i], float(scores[i])) for i in np.argsort(-scores)[:top] if scores[i] >= minimum
+    ]
 
 
 def merged(first: tuple[Similar, ...], more: tuple[Similar, ...]) -> tuple[Similar, ...]:
