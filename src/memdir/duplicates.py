@@ -116,9 +116,10 @@ def _semantic_facts(
     store.put_vectors(
         embedder.name, [("fact", fact.id, text_hash(fact.content), embeddings.to_blob(vector))]
     )
+    near = _nearest(store, embedder, cache, vector, minimum, MAX_REPORTED * 2)
     return [
         (int(owner_id), score)
-        for (owner, owner_id), score in _nearest(store, embedder, cache, vector, minimum, MAX_REPORTED * 2)
+        for (owner, owner_id), score in near
         if owner == "fact" and owner_id != fact.id
     ]
 
