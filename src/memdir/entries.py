@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from .errors import MemdirError, NotFoundError, ValidationError
+from .lazy import lazy
 from .models import Entry, Similar
 from .paths import Layout, is_name
 from .storage import files, frontmatter
@@ -20,7 +21,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from . import similarity
     from .storage.base import CachedEntry, Store
+else:
+    similarity = lazy("memdir.similarity")  # only when a file changed or a write compares
 
 DESCRIPTION_MAX = 300
 LOCK = "global"
@@ -134,7 +138,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
     what the duplicate guard compares a new body with before reading any file."""
     rows = _refresh(layout, store, with_meta=False)
     return {
-        name: (row[6], {int(k) for k in row[7].split()})
+        name: (row[6], similarity.bands_of(row[7]))
         for name, row in rows.items()
         if row[4] is None
     }
@@ -197,12 +201,9 @@ def _refresh(
         )
         current[name] = changed[name] = row
     if bodies:  # the duplicate guard's fingerprints of what changed, in one batch
-        from . import similarity
-
         names = list(bodies)
-        sketches = similarity.sketches([bodies[n] for n in names])
-        for name, keys in zip(names, sketches, strict=True):
-            fingerprint = (similarity.text_key(bodies[name]), " ".join(map(str, keys)))
+        prints = similarity.fingerprints([bodies[n] for n in names])
+        for name, fingerprint in zip(names, prints, strict=True):
             current[name] = changed[name] = (*changed[name][:6], *fingerprint)
     gone = [name for name in cache if name not in current]
     if changed or gone:

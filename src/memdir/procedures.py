@@ -98,11 +98,10 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
         bodies[name] = (info.st_mtime_ns, info.st_size, body)
     if bodies:
         names = list(bodies)
-        sketches = similarity.sketches([bodies[n][2] for n in names])
+        prints = similarity.fingerprints([bodies[n][2] for n in names])
         changed: dict[str, tuple[int, int, int | None, str]] = {
-            name: (mtime, size, similarity.text_key(body), " ".join(map(str, keys)))
-            for name, keys in zip(names, sketches, strict=True)
-            for mtime, size, body in [bodies[name]]
+            name: (*bodies[name][:2], *fingerprint)
+            for name, fingerprint in zip(names, prints, strict=True)
         }
         current.update(changed)
         gone = [name for name in cache if name not in current]
@@ -110,7 +109,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
             store.update_procedure_prints(changed, gone)
         except MemdirError:
             pass  # only a cache
-    return {name: (row[2], {int(k) for k in row[3].split()}) for name, row in current.items()}
+    return {name: (row[2], similarity.bands_of(row[3])) for name, row in current.items()}
 
 
 def search(

@@ -159,6 +159,20 @@ def sketches_of(bags: list[frozenset[str]]) -> list[list[int]]:
 _MIX = 0x100000001B3  # the FNV-1 prime: mixes a band's minima into one key
 
 
+def fingerprints(texts: list[str]) -> list[tuple[int, str]]:
+    """(text_key, band keys space-separated) of each text: what a cache row of a file
+    keeps for the duplicate guard (entries, procedures)."""
+    return [
+        (text_key(text), " ".join(map(str, keys)))
+        for text, keys in zip(texts, sketches(texts), strict=True)
+    ]
+
+
+def bands_of(stored: str) -> set[int]:
+    """The band keys of a fingerprint as `fingerprints` stored them."""
+    return {int(key) for key in stored.split()}
+
+
 def _band_key(band: int, mins: list[int]) -> int:
     key = band
     for value in mins:
