@@ -230,7 +230,7 @@ def import_archive(
     """Restore an archive (`path`, or "-" for stdin) into this store; see the module doc.
     Nothing is written before the whole archive has been read and checked."""
     if not dry_run:
-        memory._writable("imported memory")  # U2, S: refused before reading anything
+        memory.require_writable("imported memory")  # U2, S: refused before reading anything
     holds = holdings(memory)
     if holds and not force:
         shown = ", ".join(holds[:3]) + (", ..." if len(holds) > 3 else "")

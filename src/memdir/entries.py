@@ -179,7 +179,7 @@ def _refresh(
     current: dict[str, CachedEntry] = {}
     changed: dict[str, CachedEntry] = {}
     bodies: dict[str, str] = {}
-    for name, path, mtime_ns, size in _files(layout):
+    for name, path, mtime_ns, size in files_of(layout):
         cached = cache.get(name) if trust_cache else None
         if cached is not None and cached[0] == mtime_ns and cached[1] == size:
             current[name] = cached
@@ -214,7 +214,7 @@ def _refresh(
     return current
 
 
-def _files(layout: Layout) -> list[tuple[str, str, int, int]]:
+def files_of(layout: Layout) -> list[tuple[str, str, int, int]]:
     """(name, path, mtime_ns, size) of each entry file."""
     found = []
     try:

@@ -25,7 +25,7 @@ class FactMemory(MemoryBase):
         facts.check_category(category)
         content = facts.check_content(content, self.settings.max_entry_bytes)
         start = self._valid_from(valid_from)
-        self._writable("facts")
+        self.require_writable("facts")
         fact = self.store.add_fact(category, content, self._now(), self._provenance(), start)
         if fact.duplicate:
             return fact._replace(hint=duplicates.fact_hint(fact))
@@ -65,7 +65,7 @@ class FactMemory(MemoryBase):
             )
             for content, category in rows
         ]
-        self._writable("facts")
+        self.require_writable("facts")
         return self.store.add_facts(checked, self._now(), self._provenance())
 
     def supersede_fact(
@@ -83,7 +83,7 @@ class FactMemory(MemoryBase):
             facts.check_category(category)
         content = facts.check_content(content, self.settings.max_entry_bytes)
         start = self._valid_from(valid_from)
-        self._writable("facts")
+        self.require_writable("facts")
         _old, new = self.store.supersede_fact(
             fact_id, category, content, self._now(), self._provenance(), start
         )
@@ -93,7 +93,7 @@ class FactMemory(MemoryBase):
 
     def remove_fact(self, fact_id: int | str) -> Fact:
         fact_id = facts.check_id(fact_id)
-        self._writable("facts")
+        self.require_writable("facts")
         return self.store.remove_fact(fact_id, self._now())
 
     def fact_saying(self, content: str) -> Fact | None:
@@ -136,7 +136,7 @@ class FactMemory(MemoryBase):
                 successor = begins.get(fact.get("superseded_by"))
                 superseded = fact["status"] == "superseded" and successor
                 fact["valid_to"] = successor if superseded else fact["updated"]
-        self._writable("facts")
+        self.require_writable("facts")
         return self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
 
     def get_fact(self, fact_id: int | str) -> Fact:

@@ -40,7 +40,7 @@ def sync(
     """Bring the index up to date with the files; returns how many files were (re)chunked.
     `full` re-reads every file, as `memdir reindex` does."""
     indexed = store.indexed_files()
-    found = _scan(layout)
+    found = scan(layout)
     stale = [
         (rel, kind, path, mtime, size)
         for rel, (kind, path, mtime, size) in found.items()
@@ -66,7 +66,7 @@ def sync(
     return len(changes)
 
 
-def _scan(layout: Layout) -> dict[str, tuple[str, str, int, int]]:
+def scan(layout: Layout) -> dict[str, tuple[str, str, int, int]]:
     """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers."""
     found = {}
     for kind, folder in TIERS:

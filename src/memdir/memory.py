@@ -73,19 +73,19 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         return hot.read(self.layout)
 
     def hot_set(self, text: str) -> HotWrite:
-        self._writable("hot")
+        self.require_writable("hot")
         secret_scan.check(text, "hot memory text")
         return self._hot_update(lambda _current: text, replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
-        self._writable("hot")
+        self.require_writable("hot")
         secret_scan.check(text, "hot memory text")
         return self._hot_update(lambda current: hot.appended(current, text))
 
     def hot_remove(self, *, line: str | None = None, section: str | None = None) -> HotWrite:
         if (line is None) == (section is None):
             raise ValidationError("remove either a line or a section of hot memory, not both")
-        self._writable("hot")
+        self.require_writable("hot")
         if line is not None:
             return self._hot_update(lambda current: hot.without_line(current, line))
         assert section is not None
@@ -229,7 +229,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         (the answer is that one, `duplicate` set); near duplicates are named (issue 7)."""
         self.layout.procedure(name)  # validates the name before anything else
         facts.check_content(content, self.settings.max_entry_bytes, "procedure")
-        self._writable("procedures")
+        self.require_writable("procedures")
 
         def twins() -> tuple[str | None, tuple[Similar, ...]]:
             body = duplicates.body_of(content)

@@ -131,7 +131,7 @@ class MemoryBase:
                 f"cannot {doing}; nothing was stored"
             )
 
-    def _writable(self, what: str) -> None:
+    def require_writable(self, what: str) -> None:
         """Every write passes here: memory enabled (S), a top-level session (U2) that is
         still open."""
         self._enabled(f"write {what}")

@@ -64,7 +64,7 @@ class WorkflowMemory(MemoryBase):
         `duplicate` set; near duplicates are named in `similar` (issue 7)."""
         self.layout.entry(name)
         facts.check_content(content, self.settings.max_entry_bytes, "entry")
-        self._writable("global entries")
+        self.require_writable("global entries")
         entry, _created = self._write_entry(name, description, content, task, workflow)
         return entry
 
@@ -128,7 +128,7 @@ class WorkflowMemory(MemoryBase):
 
     def remove_entry(self, name: str) -> Entry:
         self.layout.entry(name)
-        self._writable("global entries")
+        self.require_writable("global entries")
         return entries.remove(self.layout, self.store, name)
 
     def reindex(self, progress: Callable[[str, int, int], None] | None = None) -> Reindexed:
@@ -157,13 +157,13 @@ class WorkflowMemory(MemoryBase):
         self.layout.task_notes(task_id)
         if parent is not None:
             self.layout.task_notes(parent)
-        self._writable("tasks")
+        self.require_writable("tasks")
         return self.store.start_task(task_id, parent, self._now())
 
     def end_task(self, task_id: str, state: str = "done") -> Task:
         self.layout.task_notes(task_id)
         tasks.check_end_state(state)
-        self._writable("tasks")
+        self.require_writable("tasks")
         return self.store.end_task(task_id, state, self._now())
 
     def task(self, task_id: str) -> Task:
@@ -184,7 +184,7 @@ class WorkflowMemory(MemoryBase):
         """T1/T2: append a note to the task; False when it was there already (a retry)."""
         self.layout.task_notes(task_id)
         content = facts.check_content(content, self.settings.max_entry_bytes, "note")
-        self._writable("task notes")
+        self.require_writable("task notes")
         added = tasks.add_note(
             self.layout, task_id, content, self._now(), workflow, step, self.agent
         )
@@ -201,7 +201,7 @@ class WorkflowMemory(MemoryBase):
     def prune(self, *, dry_run: bool = False) -> list[Pruned]:
         """T4: the retention sweep over task notes."""
         if not dry_run:
-            self._writable("task notes")
+            self.require_writable("task notes")
         return tasks.prune(
             self.layout, self.store, self.clock(), self.settings.task_retention, dry_run
         )
@@ -262,7 +262,7 @@ class WorkflowMemory(MemoryBase):
     ) -> Applied:
         if request.scope == "global":
             assert request.name is not None and request.description is not None
-            self._writable("global entries")
+            self.require_writable("global entries")
             facts.check_content(request.content, self.settings.max_entry_bytes, "entry")
             entry, created = self._write_entry(
                 request.name, request.description, request.content, task, workflow

@@ -56,7 +56,7 @@ class WorkspaceMemory(MemoryBase):
     def daily_append(self, text: str, *, section: str | None = None) -> daily.DailyWrite:
         """E1: a timestamped entry in today's log (local time), under `## HH:MM` or `section`."""
         facts.check_content(text, self.settings.max_entry_bytes, "log entry")
-        self._writable("the daily log")
+        self.require_writable("the daily log")
         result = daily.append(self.layout, text, self.clock(), section)
         self._count("daily")
         return result
@@ -128,7 +128,7 @@ class WorkspaceMemory(MemoryBase):
         return heartbeat.checks(self.layout, dict(self.settings.heartbeat_hours), self.clock())
 
     def heartbeat_mark(self, check: str) -> heartbeat.Check:
-        self._writable("the heartbeat state")
+        self.require_writable("the heartbeat state")
         hours = dict(self.settings.heartbeat_hours)
         return heartbeat.mark(self.layout, check, hours, self.clock())
 
@@ -144,7 +144,7 @@ class WorkspaceMemory(MemoryBase):
 
     def distill_done(self) -> str:
         """D1: move the watermark past what `distill` last handed out; returns it (UTC)."""
-        self._writable("the distillation watermark")
+        self.require_writable("the distillation watermark")
         pending = self.store.get_value(distill.PENDING)
         mark = pending if pending is not None else str(self.clock())
         self.store.set_value(distill.WATERMARK, mark)

@@ -108,7 +108,7 @@ def check_entries(view: Memory, usable: bool, skip: set[str], found: list[Findin
     cache = view.store.entry_cache(with_meta=False)
     on_disk = {
         name: (mtime, size)
-        for name, _, mtime, size in entries._files(layout)
+        for name, _, mtime, size in entries.files_of(layout)
         if f"global/{name}.md" not in skip
     }
     behind = sorted(
@@ -175,9 +175,9 @@ def _index_lines(text: str) -> dict[str, str]:
 def check_index(layout: Layout, store: ReadOnlyStore, skip: set[str], found: list[Finding]) -> None:
     """Q3/G4: the search index's files against the markdown files on disk."""
     indexed = store.indexed_files()
-    # index._scan is the index's own view of which files it covers; files that are not text
+    # index.scan is the index's own view of which files it covers; files that are not text
     # or lead out of the root never get chunks (reported already), so they are not "behind"
-    on_disk = {rel: state for rel, state in index._scan(layout).items() if rel not in skip}
+    on_disk = {rel: state for rel, state in index.scan(layout).items() if rel not in skip}
     new = sorted(rel for rel in on_disk if rel not in indexed)
     changed = sorted(
         rel

@@ -36,7 +36,7 @@ def run(memory: Memory, *, fix: bool = False, stale_days: int = STALE_DAYS) -> R
     what remains and what was done."""
     started = time.perf_counter()
     if fix:
-        memory._writable("memory (doctor --fix)")  # before anything: a subagent cannot fix
+        memory.require_writable("memory (doctor --fix)")  # before anything: a subagent cannot fix
     report = diagnose(memory, stale_days=stale_days)
     done: list[str] = []
     if fix and any(f.fixable for f in report.findings):
@@ -79,7 +79,7 @@ def diagnose(memory: Memory, *, stale_days: int = STALE_DAYS) -> Report:
 
 def repair(memory: Memory, report: Report) -> list[str]:
     """The safe repairs for the report's fixable findings; returns what was done."""
-    memory._writable("memory (doctor --fix)")
+    memory.require_writable("memory (doctor --fix)")
     layout, checks = memory.layout, {f.check for f in report.findings if f.fixable}
     done = []
     for finding in report.findings:

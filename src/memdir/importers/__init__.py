@@ -60,7 +60,7 @@ def run(
     if not dry_run:
         # the facade's one gate (memory enabled, not a read-only subagent, session open):
         # refused once for the whole import rather than once per item
-        memory._writable("imported memory")
+        memory.require_writable("imported memory")
     applier = _Applier(memory, plan, dry_run, force)
     for item in plan.items:
         applier.item(item)
