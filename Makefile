@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The real agent host the tests drive (README's MCP block, hooks): Claude Code from npm.
+CLAUDE_VERSION := 2.1.332
+CLAUDE := $(VENV)/node/node_modules/.bin/claude
 
 .PHONY: run test lint bench docs clean
 
@@ -16,11 +19,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m compileall -q src
 	touch $(STAMP)
 
+$(CLAUDE): Makefile
+	npm install --no-audit --no-fund --silent --prefix $(VENV)/node @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+	touch $(CLAUDE)
+
 run: $(STAMP)
 	$(BIN)/memdir serve --http 127.0.0.1:8765
 
-test: $(STAMP) lint
-	$(BIN)/pytest
+test: $(STAMP) $(CLAUDE) lint
+	PATH="$(CURDIR)/$(VENV)/node/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench docs
