@@ -347,6 +347,21 @@ def test_x5_importers_keep_what_is_distinct(memory: Memory, tmp_path: Path) -> N
     assert {i.reason for i in again.skipped} == {"the store's copy holds exactly this already"}
 
 
+def test_x5_a_forced_reimport_reuses_the_copy_of_a_long_hot_md(
+    memory: Memory, tmp_path: Path
+) -> None:  # H3, X5: a new name is always stored, so the importer looks for its own copy
+    text = "".join(f"- line {n:04d}: something durable the agent wrote down\n" for n in range(160))
+    source = tmp_path / "afk"
+    (source / "procedures").mkdir(parents=True)
+    (source / "HOT.md").write_text(text, encoding="utf-8")
+    first = import_from(memory, "afk", str(source))
+    again = import_from(memory, "afk", str(source), force=True)
+    notes = [i.note for r in (first, again) for i in r.imported if i.kind == "hot"]
+    assert len(notes) == 2 and all("kept in entry imported-hot-md" in (n or "") for n in notes)
+    assert [e.name for e in memory.entries()] == ["imported-hot-md"]
+    assert memory.entry("imported-hot-md").content == text
+
+
 def test_x5_an_archive_merge_keeps_facts_that_differ_in_punctuation(tmp_path: Path) -> None:
     with Memory(str(tmp_path / "a")) as mem:
         for text in ("credit - debit", ".5 seconds", "uses tabs", "C++"):
