@@ -4,8 +4,11 @@ distinct facts it wrongly flags, and what it costs a write.
 A store of N synthetic facts (common.make_facts) is built with Memory.add_facts. Then, one
 Memory.add_fact call each, in a shuffled order:
 
-- exact duplicates: a stored fact re-cased, re-punctuated and re-spaced. Caught when the
-  answer is `duplicate` naming the fact it repeats.
+- exact duplicates: a stored fact re-cased and re-spaced (X5: only case, Unicode form and
+  spacing are set aside). Caught when the answer is `duplicate` naming the fact it repeats.
+- punctuated: a stored fact with punctuation added to some words. Another fact (X5): it
+  must be stored, and reported as near its source (the same words): caught when it is
+  stored with the source in `similar`; refused as a duplicate, it is a false flag.
 - near duplicates: a stored fact with k of its words replaced, dropped or added (k = 1, 2,
   4, 8; ~30 words a fact), so their true Jaccard ranges from ~0.95 down to ~0.6. The
   ground truth is the measured Jaccard of the pair against the threshold (0.7): a pair at
@@ -18,7 +21,8 @@ Precision = true reports / all reports; recall = true reports / pairs that shoul
 reported. Cost: add_fact p50/p95 with the guard, against the same insert into a store
 without the guard's queries (raw SQLite insert of the same row, one transaction each).
 
-    python bench/duplicates.py [--facts 10000] [--exact 500] [--near 800] [--distinct 500]
+    python bench/duplicates.py [--facts 10000] [--exact 500] [--punctuated 300] [--near 800]
+        [--distinct 500]
 """
 
 from __future__ import annotations
@@ -40,15 +44,18 @@ EDIT_LEVELS = (1, 2, 4, 8)
 
 
 def exact_variant(text: str, rng: random.Random) -> str:
-    """Same words, other case, punctuation and spacing."""
+    """Same text, other case and spacing."""
+    out = [word.upper() if rng.random() < 0.3 else word.lower() for word in text.split()]
+    return rng.choice(["  ", " \t", "\n"]).join(out) + rng.choice(["", " ", "\n"])
+
+
+def punctuated_variant(text: str, rng: random.Random) -> str:
+    """Same words, punctuation added: another text (X5), with the same content words."""
     words = text.split()
-    out = []
-    for word in words:
-        word = word.upper() if rng.random() < 0.3 else word.lower()
-        if rng.random() < 0.2:
-            word += rng.choice([",", ";", "!", "."])
-        out.append(word)
-    return "  ".join(out) + rng.choice(["", ".", "!", " "])
+    out = [w + rng.choice([",", ";", "!", "."]) if rng.random() < 0.2 else w for w in words]
+    if out == words:
+        out[-1] += "."
+    return " ".join(out)
 
 
 def near_variant(text: str, edits: int, vocab: list[str], rng: random.Random) -> str:
@@ -69,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     p = common.parser(__doc__ or NAME)
     p.add_argument("--facts", type=int, default=10_000)
     p.add_argument("--exact", type=int, default=500)
+    p.add_argument("--punctuated", type=int, default=300)
     p.add_argument("--near", type=int, default=800)
     p.add_argument("--distinct", type=int, default=500)
     args = p.parse_args(argv)
@@ -94,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
                 i = rng.randrange(len(base))
                 probes.append({"kind": "exact", "source": id_of[i],
                                "text": exact_variant(base[i][0], rng), "category": base[i][1]})
+            for _ in range(args.punctuated):
+                i = rng.randrange(len(base))
+                probes.append({"kind": "punctuated", "source": id_of[i], "category": base[i][1],
+                               "text": punctuated_variant(base[i][0], rng)})
             for n in range(args.near):
                 i = rng.randrange(len(base))
                 edits = EDIT_LEVELS[n % len(EDIT_LEVELS)]
@@ -120,13 +132,17 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     tp = fp = fn = 0
-    for kind in ("exact", *(f"near-{k}" for k in EDIT_LEVELS), "distinct"):
+    for kind in ("exact", "punctuated", *(f"near-{k}" for k in EDIT_LEVELS), "distinct"):
         group = [p for p in probes if p["kind"] == kind]
         if not group:
             continue
         if kind == "exact":
             hit = sum(p["duplicate_of"] == p["source"] for p in group)
             wrong = sum(p["duplicate_of"] not in (None, p["source"]) for p in group)
+            should = len(group)
+        elif kind == "punctuated":
+            hit = sum(p["duplicate_of"] is None and p["source"] in p["similar"] for p in group)
+            wrong = sum(p["duplicate_of"] is not None for p in group)  # refused: lost
             should = len(group)
         elif kind == "distinct":
             hit, should = 0, 0

@@ -510,14 +510,14 @@ def test_an_import_cut_off_after_the_facts_keeps_their_links(
 
 def test_a_merge_does_not_store_a_fact_the_store_says_already(tmp_path: Path) -> None:
     """Issue 7.1 on the import path: --force into a store that holds the same text (other
-    case and punctuation) skips it as a duplicate; links to it lead to the store's."""
+    case and spacing, X5) skips it as a duplicate; links to it lead to the store's."""
     with Memory(str(tmp_path / "b")) as other:
         old = other.add_fact("Deploys go through make ship", "convention")
         other.supersede_fact(old.id, "Deploys go through make release")
     out = tmp_path / "b.jsonl"
     export_file(tmp_path / "b", out)
     with Memory(str(tmp_path / "a")) as mem:
-        mine = mem.add_fact("deploys go through make release.", "convention")
+        mine = mem.add_fact("deploys go through  make RELEASE", "convention")
         report = archive.import_archive(mem, str(out), dry_run=False, force=True)
         assert [i.reason for i in report.skipped if i.kind == "fact"] == [
             f"duplicate of fact {mine.id}"]

@@ -562,3 +562,45 @@ def test_procedure_written_by_many_processes_is_one_complete_version(
     with Memory() as mem:
         assert [p.name for p in mem.procedures()] == ["deploy-staging"]
     assert leftover_temp_files(state_dir / "memory") == []
+
+
+# -- 7. distinct names, one body, many processes (X5) --------------------------------------
+
+SAME_BODY_WRITER = """
+from memdir import Memory
+
+idx, count, sync, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+barrier(sync, idx)
+applied = []
+for n in range(count):
+    block = json.dumps({"scope": "global", "name": f"w{idx}-e{n:02d}",
+                        "description": f"entry {n} of worker {idx}", "content": "c"})
+    with Memory() as mem:  # a fresh Memory per block, like a hook's `memdir memorize`
+        result = mem.ingest(f"MEMDIR_MEMORIZE_BEGIN\\n{block}\\nMEMDIR_MEMORIZE_END\\n")
+    applied += [[a.target, a.action] for a in result.applied]
+    applied += [["warning", w] for w in result.warnings]
+publish(log, applied)
+"""
+
+
+def test_six_processes_writing_72_names_with_one_body_keep_all_72(
+    workers: Workers, state_dir: Path
+) -> None:  # X5 G2 L3: the name is the identity, whatever the body
+    n_workers, count = 6, 12
+    Memory().write_entry("warm-up", "the store exists", "warm-up")
+    script = workers.script("same_body_writer", SAME_BODY_WRITER)
+    logs = [workers.tmp / f"applied-{i}.json" for i in range(n_workers)]
+    for i in range(n_workers):
+        workers.start(script, i, count, workers.sync, logs[i])
+    workers.go(n_workers)
+    workers.join()
+    names = {f"w{i}-e{n:02d}" for i in range(n_workers) for n in range(count)}
+    applied = [tuple(a) for log in logs for a in read_result(log, 5, workers.stderr)]
+    assert sorted(applied) == sorted((name, "created") for name in names)
+    with Memory() as mem:
+        listed = {e.name for e in mem.entries()} - {"warm-up"}
+        assert listed == names
+        assert all(mem.entry(name).content == "c\n" for name in names)
+    index = (state_dir / "memory" / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+    assert len(index) == len(names) + 1
+    assert leftover_temp_files(state_dir / "memory") == []

@@ -19,11 +19,15 @@ from memdir.tools import call_tool
 # -- the measures --------------------------------------------------------------------------
 
 
-def test_normalize_sets_case_punctuation_and_spacing_aside() -> None:
-    assert similarity.normalize("  The USER prefers: dark-mode!\n") == "the user prefers dark-mode"
-    assert similarity.normalize("- **Bold** item (see C++).") == "bold item see c++"
-    assert similarity.text_key("Uses tabs.") == similarity.text_key("uses   TABS")
+def test_normalize_sets_case_unicode_form_and_spacing_aside_only() -> None:  # X5
+    normal = similarity.normalize("  The USER prefers: dark-mode!\n")
+    assert normal == "the user prefers: dark-mode!"
+    assert similarity.normalize("- **Bold** item (see C++).") == "- **bold** item (see c++)."
+    assert similarity.text_key("Uses  TABS.") == similarity.text_key("uses tabs.")
+    assert similarity.text_key("Uses tabs.") != similarity.text_key("uses   TABS")
     assert similarity.text_key("uses tabs") != similarity.text_key("uses spaces")
+    # the near-duplicate measure still trims punctuation from word edges
+    assert similarity.words("- **Bold** item (see C++).") == {"bold", "item", "see", "c++"}
 
 
 def test_jaccard_of_content_words() -> None:
@@ -52,9 +56,9 @@ def test_band_keys_are_stable_and_the_vectorised_path_agrees() -> None:
 # -- facts -----------------------------------------------------------------------------------
 
 
-def test_an_exact_duplicate_fact_is_not_stored_twice(memory: Memory) -> None:  # 7.1 F3
+def test_an_exact_duplicate_fact_is_not_stored_twice(memory: Memory) -> None:  # 7.1 F3 X5
     first = memory.add_fact("The user prefers dark mode.", "preference")
-    again = memory.add_fact("  the USER prefers **dark mode**! ", "decision")
+    again = memory.add_fact("  the USER   prefers DARK mode.\n", "decision")
     assert again.duplicate and again.id == first.id and again.content == first.content
     assert again.hint is not None and f"supersede {first.id}" in again.hint
     assert memory.stats().facts_active == 1
@@ -117,16 +121,18 @@ def test_supersede_with_another_facts_text_is_refused(memory: Memory) -> None:  
 def test_bulk_import_maps_duplicates_to_the_fact_they_repeat(memory: Memory) -> None:  # 7.1
     existing = memory.add_fact("uses tabs", "convention")
     ids = memory.add_facts(
-        [("Uses tabs.", "convention"), ("new one", "learning"), ("NEW ONE", "learning")]
+        [("Uses  TABS", "convention"), ("new one", "learning"), ("NEW ONE", "learning"),
+         ("Uses tabs.", "convention")]  # X5: punctuation makes it another fact
     )
     assert ids[0] == existing.id and ids[1] == ids[2] != existing.id
-    assert memory.stats().facts_active == 2
+    assert ids[3] not in (existing.id, ids[1])
+    assert memory.stats().facts_active == 3
 
 
 def test_the_agent_tool_answers_with_the_existing_id(memory: Memory) -> None:  # 7.1 A1
     first = call_tool(memory, "memory_update", {"content": "ships on Tuesdays",
                                                 "category": "decision"})
-    second = call_tool(memory, "memory_update", {"content": "Ships on Tuesdays.",
+    second = call_tool(memory, "memory_update", {"content": "Ships on  TUESDAYS",
                                                  "category": "decision"})
     assert second["fact"]["duplicate"] is True
     assert second["fact"]["id"] == first["fact"]["id"]
@@ -135,7 +141,7 @@ def test_the_agent_tool_answers_with_the_existing_id(memory: Memory) -> None:  #
 
 def test_the_cli_says_not_stored_and_how_to_supersede(run: Any) -> None:  # 7.1 C
     assert run("fact", "add", "Uses tabs for indentation in C", "-c", "convention").code == 0
-    again = run("fact", "add", "uses TABS for indentation in C.", "-c", "convention")
+    again = run("fact", "add", "uses TABS for  indentation in C", "-c", "convention")
     assert again.code == 0 and again.out.startswith("not stored: fact 1 already says this")
     assert "memdir fact supersede 1" in again.out
     near = run("fact", "add", "Uses tabs for indentation in C files", "-c", "convention")
@@ -171,15 +177,19 @@ def test_processes_adding_one_fact_at_once_store_it_once(state_dir: Path) -> Non
 # -- entries, procedures, markers ------------------------------------------------------------
 
 
-def test_an_entry_that_repeats_another_is_not_written(memory: Memory) -> None:  # 7.1 G2
+def test_an_entry_with_another_entrys_body_is_written_and_named(memory: Memory) -> None:
+    # X5, G2: the name is the identity; the same body under another name is reported
     memory.write_entry("ci-duration", "how long CI takes", "CI takes ~12 min on main.")
-    twin = memory.write_entry("ci-time", "CI time", "ci takes ~12 min on main")
-    assert twin.duplicate and twin.name == "ci-duration" and "ci-duration" in (twin.hint or "")
-    assert [e.name for e in memory.entries()] == ["ci-duration"]
-    assert not Path(memory.path, "global", "ci-time.md").exists()
-    # rewriting the same name is an upsert (G2), not a duplicate
-    again = memory.write_entry("ci-duration", "how long CI takes", "CI takes ~12 min on main.")
-    assert not again.duplicate
+    twin = memory.write_entry("ci-time", "CI time", "ci takes ~12 min on main.")
+    assert not twin.duplicate and twin.name == "ci-time"
+    assert [(s.kind, s.ref, s.how, s.score) for s in twin.similar] == [
+        ("entry", "ci-duration", "exact", 1.0)]
+    assert "ci-duration" in (twin.hint or "")
+    assert [e.name for e in memory.entries()] == ["ci-duration", "ci-time"]
+    # rewriting the same name with something new is an upsert (G2), not a duplicate
+    again = memory.write_entry("ci-duration", "how long CI takes", "CI takes ~14 min on main.")
+    assert not again.duplicate and memory.entry("ci-duration").content == (
+        "CI takes ~14 min on main.\n")
 
 
 def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  # 7.1 G2
@@ -191,32 +201,39 @@ def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  #
     assert {e.name for e in memory.entries()} == {"deploy", "deploy-staging"}
 
 
-def test_a_memorized_duplicate_entry_is_reported(memory: Memory) -> None:  # 7.1 M4
+def test_a_memorized_entry_like_another_is_stored_and_reported(memory: Memory) -> None:
+    # 7.1 M4, X5: stored under its name, the other entry named; an exact repeat is a no-op
     memory.write_entry("tz", "timezone", "The user is in Europe/Paris")
     block = json.dumps({"scope": "global", "name": "user-tz", "description": "tz",
-                        "content": "the user is in Europe/Paris."})
+                        "content": "the user is in Europe/Paris"})
     result = memory.ingest(f"ok\nMEMDIR_MEMORIZE_BEGIN\n{block}\nMEMDIR_MEMORIZE_END\n")
     assert result.output == "ok\n" and result.warnings == []
     [applied] = result.applied
-    assert (applied.scope, applied.target, applied.action) == ("global", "tz", "duplicate")
-    assert applied.hint is not None and "tz" in applied.hint
-    assert [e.name for e in memory.entries()] == ["tz"]
+    assert (applied.scope, applied.target, applied.action) == ("global", "user-tz", "created")
+    assert [s.ref for s in applied.similar] == ["tz"] and "tz" in (applied.hint or "")
+    assert [e.name for e in memory.entries()] == ["tz", "user-tz"]
+    again = memory.ingest(f"MEMDIR_MEMORIZE_BEGIN\n{block}\nMEMDIR_MEMORIZE_END\n")
+    assert [(a.target, a.action) for a in again.applied] == [("user-tz", "unchanged")]
 
 
-def test_a_procedure_that_repeats_another_is_not_written(memory: Memory) -> None:  # 7.1 P1
+def test_a_procedure_like_another_is_written_and_named(memory: Memory) -> None:  # P1 X5
     memory.write_procedure("release", "---\ndescription: cut a release\n---\n1. tag\n2. push\n")
     twin = memory.write_procedure("ship", "1. Tag\n2. Push\n")
-    assert twin.duplicate and twin.name == "release"
-    assert [p.name for p in memory.procedures()] == ["release"]
+    assert not twin.duplicate and twin.name == "ship"
+    assert [(s.ref, s.how) for s in twin.similar] == [("release", "exact")]
+    assert sorted(p.name for p in memory.procedures()) == ["release", "ship"]
     near = memory.write_procedure("ship", "1. tag the commit\n2. push\n")
     assert not near.duplicate and [s.ref for s in near.similar] == ["release"]
-    assert sorted(p.name for p in memory.procedures()) == ["release", "ship"]
+    assert memory.procedure("ship").content == "1. tag the commit\n2. push\n"
 
 
-def test_rewriting_a_procedure_under_its_own_name_is_not_a_duplicate(memory: Memory) -> None:
-    memory.write_procedure("release", "1. tag\n2. push\n")  # P1: write = create or overwrite
+def test_rewriting_a_procedure_with_what_it_holds_changes_nothing(memory: Memory) -> None:
+    # P1, X5: write = create or overwrite; the very same text is a no-op, reported
+    memory.write_procedure("release", "1. tag\n2. push\n")
     again = memory.write_procedure("release", "1. tag\n2. push\n")
-    assert not again.duplicate and again.similar == ()
+    assert again.duplicate and again.name == "release" and again.similar == ()
+    changed = memory.write_procedure("release", "1. Tag\n2. Push\n")  # case: an update
+    assert not changed.duplicate and memory.procedure("release").content == "1. Tag\n2. Push\n"
 
 
 def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None:  # 7.1 Q2
@@ -242,10 +259,11 @@ def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 G4
     path = Path(memory.path, "global", "second.md")
     text = path.read_text(encoding="utf-8").replace("delta epsilon zeta", "the kiwi harvest")
     path.write_text(text + "\n", encoding="utf-8")  # another size: the cache sees the edit
-    twin = memory.write_entry("third", "three", "The kiwi harvest.")
-    assert twin.duplicate and twin.name == "second"
+    twin = memory.write_entry("third", "three", "The kiwi  harvest")
+    assert not twin.duplicate and [(s.ref, s.how) for s in twin.similar] == [("second", "exact")]
     path.unlink()
-    assert not memory.write_entry("third", "three", "The kiwi harvest.").duplicate
+    alone = memory.write_entry("fourth", "four", "The kiwi  harvest")
+    assert [(s.ref, s.how) for s in alone.similar] == [("third", "exact")]
 
 
 @pytest.mark.parametrize(("first", "second"), [
@@ -285,7 +303,7 @@ def test_the_procedure_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 P1
     path = Path(memory.path, "procedures", "deploy.md")
     path.write_text("1. rotate the keys\n2. restart the workers\n", encoding="utf-8")
     twin = memory.write_procedure("rotate", "1. Rotate the keys\n2. Restart the workers")
-    assert twin.duplicate and twin.name == "deploy"
+    assert not twin.duplicate and [(s.ref, s.how) for s in twin.similar] == [("deploy", "exact")]
     path.unlink()
-    assert not memory.write_procedure("rotate", "1. Rotate the keys\n2. Restart the workers")\
-        .duplicate
+    alone = memory.write_procedure("rekey", "1. Rotate the keys\n2. Restart the workers")
+    assert [(s.ref, s.how) for s in alone.similar] == [("rotate", "exact")]

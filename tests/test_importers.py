@@ -119,13 +119,16 @@ def test_claude_code_memory_md_with_content_is_kept(memory: Memory, tmp_path: Pa
     assert "Ada reviews PRs on Fridays." in (memory.entry("claude-memory").content or "")
 
 
-def test_claude_code_same_text_twice_is_one_entry(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: the duplicate guard applies: .claude/CLAUDE.md repeating CLAUDE.md is skipped
+def test_claude_code_same_text_twice_is_two_entries(memory: Memory, tmp_path: Path) -> None:
+    # issue 7.5, X5: the name is the identity: .claude/CLAUDE.md repeating CLAUDE.md is
+    # imported under its own name, with a note naming the entry it repeats
     project = claude_project(tmp_path)
     write(project / ".claude" / "CLAUDE.md", (project / "CLAUDE.md").read_text())
     report = run(memory, "claude-code", str(project))
-    assert skipped(report)[".claude/CLAUDE.md"] == "duplicate of entry claude-md"
-    assert not os.path.exists(memory.layout.entry("claude-md-2"))
+    notes = {i.source: i for i in report.imported}
+    twin = notes[".claude/CLAUDE.md"]
+    assert twin.target != "claude-md" and "claude-md" in (twin.note or "")
+    assert memory.entry(twin.target).content == memory.entry("claude-md").content
 
 
 def test_claude_code_not_that_format(memory: Memory, tmp_path: Path) -> None:
@@ -336,7 +339,7 @@ def mem0_export(root: Path) -> Path:
             "created_at": "2025-03-06T12:00:00Z",
         },
         {"id": "0b9f-4", "memory": "Is allergic to peanuts", "categories": ["health"]},
-        {"id": "0b9f-5", "memory": "prefers DARK mode, in every editor!"},  # repeat of 1
+        {"id": "0b9f-5", "memory": "prefers DARK mode in  every editor"},  # repeat of 1
         {"id": "0b9f-6", "memory": "Releases are cut on Tuesdays"},  # repeat of a stored fact
         {"id": "0b9f-7", "memory": f"Deploy token {GITHUB_TOKEN}"},
         {"id": "0b9f-8", "metadata": {}},
@@ -347,7 +350,7 @@ def mem0_export(root: Path) -> Path:
 
 def test_mem0_export_to_facts(memory: Memory, tmp_path: Path) -> None:
     # issue 7.5, F2, F5: categories mapped, times and authors kept, repeats and secrets left out
-    stored = memory.add_fact("Releases are cut on Tuesdays.", "convention")
+    stored = memory.add_fact("releases are cut on TUESDAYS", "convention")
     report = run(memory, "mem0", str(mem0_export(tmp_path)))
     ids = {source: int(target) for target, source in imported(report, "fact").items()}
     assert list(ids) == ["memory 0b9f-1", "memory 0b9f-2", "memory 0b9f-3", "memory 0b9f-4"]

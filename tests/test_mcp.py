@@ -417,7 +417,7 @@ async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -
             "category": "decision", "content": "The team decided to use React",
             "valid_from": "2024-01-01"}))["fact"]
         again = (await call(client, "memory_update", {
-            "category": "decision", "content": "the team decided to use React."}))["fact"]
+            "category": "decision", "content": "the team  decided to use REACT"}))["fact"]
         assert again["duplicate"] is True and again["id"] == react["id"]
         assert f"supersede {react['id']}" in again["hint"]
         near = (await call(client, "memory_update", {

@@ -1,17 +1,28 @@
-"""The duplicate guard (issue 7): what an active fact, entry or procedure already says.
+"""The duplicate guard (issue 7, X5): what an active fact, entry or procedure already says.
 
-On a write: an exact duplicate (similarity.normalize equal) of another active item is not
-stored; the caller gets the existing one and a hint to supersede or update it instead. A
-near duplicate (content-word Jaccard >= [duplicates] lexical, default 0.7; or, when the
+No heuristic refuses a write. What is refused, or rather answered with what is there:
+- a fact that says exactly what an active fact says (similarity.normalize equal: case,
+  Unicode form and spacing aside, punctuation and symbols not) is not stored again; the
+  caller gets the existing fact and a hint to supersede it instead;
+- an entry or procedure written again under its own name with exactly what it holds
+  (entries: the same description and body; procedures: the same text) is a no-op: nothing
+  is rewritten, `updated` stays, the answer is the item, `duplicate` set.
+For entries and procedures the name is the identity: a write under a new name is always
+stored, and one under an existing name with anything different is an update (G2, P1).
+
+Everything else that resembles something is stored and reported in `similar`, naming
+what it resembles: another entry or procedure with the same body (how "exact"), a near
+duplicate (content-word Jaccard >= [duplicates] lexical, default 0.7; or, when the
 embedding model is already loaded in the process, cosine >= [duplicates] semantic, default
-0.8) is stored and reported with what it resembles. The model is never loaded for a write
-alone: that would add ~0.4 s to every `memdir fact add`; the MCP server loads it at start.
-MiniLM's cosine of paraphrases runs 0.64-0.86 ("lives in Berlin" / "is based in Berlin,
-Germany" 0.81, "decided to use React" / "chose React for the frontend" 0.86), of two facts
-about different things ~0.0-0.55, and of "Berlin" / "Paris" for one fact 0.65: 0.8 names
-the close paraphrases without naming every fact on the same subject.
+0.8). The model is never loaded for a write alone: that would add ~0.4 s to every `memdir
+fact add`; the MCP server loads it at start. MiniLM's cosine of paraphrases runs 0.64-0.86
+("lives in Berlin" / "is based in Berlin, Germany" 0.81, "decided to use React" / "chose
+React for the frontend" 0.86), of two facts about different things ~0.0-0.55, and of
+"Berlin" / "Paris" for one fact 0.65: 0.8 names the close paraphrases without naming every
+fact on the same subject.
 
-For doctor: `find_all` groups every exact and near duplicate of the store.
+For doctor: `find_all` groups every exact and near duplicate of the store (a report: two
+entries with one body under two names are a finding, not an error).
 """
 
 from __future__ import annotations
@@ -73,8 +84,8 @@ def similar_hint(similar: tuple[Similar, ...]) -> str | None:
 def named_hint(kind: str, name: str) -> str:
     command = "memdir procedure write" if kind == "procedure" else "the memorize block / write"
     return (
-        f"{kind} {name!r} already says this; nothing was stored. Update {name!r} instead "
-        f"({command} with its name)"
+        f"{kind} {name!r} holds exactly this already; nothing was rewritten. To change it, "
+        f"write {name!r} again with what is new ({command} with its name)"
     )
 
 
@@ -181,22 +192,25 @@ def merged(first: tuple[Similar, ...], more: tuple[Similar, ...]) -> tuple[Simil
 
 def among(
     kind: str, name: str, content: str, others: list[tuple[str, str]], threshold: float
-) -> tuple[str | None, tuple[Similar, ...]]:
-    """(the name of another item saying exactly this, near duplicates) for an entry or
-    procedure about to be written as `name`; `others` are (name, body) of the rest."""
+) -> tuple[Similar, ...]:
+    """The other items like `content`, about to be written as `name` (`others` are (name,
+    body) of the rest): the same body (normalised; how "exact", score 1.0) or a near one.
+    A report only: the name is the identity, so none of them stops the write (X5)."""
     wanted = similarity.normalize(content)
-    bag = similarity.words(content)
+    bag = similarity.words_of_normal(wanted)
     near = []
     for other, body in others:
         if other == name:
             continue
-        if wanted and similarity.normalize(body) == wanted:
-            return other, ()
-        score = similarity.jaccard(bag, similarity.words(body))
+        normal = similarity.normalize(body)
+        if wanted and normal == wanted:
+            near.append(Similar(kind, other, 1.0, "exact", body[:200]))
+            continue
+        score = similarity.jaccard(bag, similarity.words_of_normal(normal))
         if score >= threshold:
             near.append(Similar(kind, other, round(score, 3), "lexical", body[:200]))
-    near.sort(key=lambda s: (-s.score, str(s.ref)))
-    return None, tuple(near[:MAX_REPORTED])
+    near.sort(key=lambda s: (-s.score, s.how != "exact", str(s.ref)))
+    return tuple(near[:MAX_REPORTED])
 
 
 NAMED_CANDIDATES = 16  # entries or procedures a write reads to compare, at most
@@ -206,8 +220,8 @@ def candidates(
     name: str, content: str, prints: dict[str, tuple[int | None, set[int]]]
 ) -> list[str]:
     """The other items that could say what `content` says: the same body key, or shared
-    LSH band keys, those sharing the most first and NAMED_CANDIDATES at most (a template
-    many items follow must not make one write read them all)."""
+    LSH band keys, those sharing the most first and NAMED_CANDIDATES at most (a template,
+    or one body, that many items hold must not make one write read them all)."""
     key = similarity.text_key(content)
     mine = set(similarity.band_keys(similarity.words(content)))
     exact = [other for other, (body_key, _) in prints.items() if body_key == key]
@@ -215,8 +229,8 @@ def candidates(
         ((len(mine & bands), other) for other, (_, bands) in prints.items() if mine & bands),
         key=lambda pair: (-pair[0], pair[1]),
     )
-    ranked = dict.fromkeys([*exact, *(other for _, other in shared[:NAMED_CANDIDATES])])
-    return [other for other in ranked if other != name]
+    ranked = dict.fromkeys([*exact, *(other for _, other in shared)])
+    return [other for other in ranked if other != name][:NAMED_CANDIDATES]
 
 
 def body_of(text: str) -> str:
@@ -332,7 +346,7 @@ def _named_groups(
         if text and len(names) > 1
     ]
     firsts = {names[0]: text for text, names in by_text.items() if text}
-    bags = {name: similarity.words(text) for name, text in firsts.items()}
+    bags = {name: similarity.words_of_normal(text) for name, text in firsts.items()}
     buckets: dict[int, list[str]] = {}
     for name, keys in zip(bags, similarity.sketches_of(list(bags.values())), strict=True):
         for key in keys:

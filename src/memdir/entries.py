@@ -51,25 +51,28 @@ def write(
     content: str,
     now: str,
     provenance: dict[str, str | None],
-    twins: Callable[[], tuple[str | None, tuple[Similar, ...]]] | None = None,
+    twins: Callable[[], tuple[Similar, ...]] | None = None,
 ) -> tuple[Entry, bool]:
-    """G2 upsert: (the entry, True if it was created). Rewriting keeps `created`.
-    `twins` (the duplicate guard) runs under the lock, so two processes writing the same
-    body under two names at once store it once: a twin's entry comes back `duplicate`."""
+    """G2 upsert: (the entry, True if it was created). Rewriting keeps `created`. The name
+    is the identity (X5): a write that repeats the entry exactly (same description and
+    body) rewrites nothing and comes back `duplicate`; any other write is stored. `twins`
+    (the duplicate guard) names the other entries this body resembles; it runs under the
+    lock, so what it compares with is not being rewritten meanwhile."""
     path = layout.entry(name)
     description = check_description(description)
+    body = content.strip("\n") + "\n"
     similar: tuple[Similar, ...] = ()
     with files.locked(layout.locks_dir, LOCK):
+        text = files.read_text(path)
+        previous = _meta_of(text, path, layout)
+        if previous and _holds(text, previous, name, description, body):
+            return read(layout, name)._replace(duplicate=True), False
         if twins is not None:
-            same, similar = twins()
-            if same is not None:
-                return read(layout, same)._replace(duplicate=True), False
-        previous = _meta_of(files.read_text(path), path, layout)
+            similar = twins()
         created = now if previous is None else str(previous.get("created") or now)
         meta: dict[str, object] = {"name": name, "description": description}
         meta.update({k: v for k, v in provenance.items() if v})
         meta.update({"created": created, "updated": now})
-        body = content.strip("\n") + "\n"
         files.sweep_temps(path)
         files.atomic_write(path, frontmatter.dump(meta, body))
         _write_index(layout, store)
@@ -86,6 +89,19 @@ def write(
         similar=similar,
     )
     return entry, previous is None
+
+
+def _holds(
+    text: str | None, meta: dict[str, object], name: str, description: str, body: str
+) -> bool:
+    """The file (`text`, its frontmatter `meta`) says exactly this already: the same name,
+    description and body (X5)."""
+    return (
+        text is not None
+        and meta.get("name") == name
+        and meta.get("description") == description
+        and frontmatter.split(text)[1] == body
+    )
 
 
 def read(layout: Layout, name: str) -> Entry:

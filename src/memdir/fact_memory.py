@@ -19,9 +19,11 @@ else:
 
 class FactMemory(MemoryBase):
     def add_fact(self, content: str, category: str, *, valid_from: str | None = None) -> Fact:
-        """A new fact. An exact duplicate of an active fact is not stored: the answer is
-        that fact, `duplicate` set, with a hint to supersede it; near duplicates are
-        stored and named in `similar` (issue 7). `valid_from`: when it began to hold."""
+        """A new fact. An exact duplicate of an active fact (the same text up to case,
+        Unicode form and spacing: similarity.normalize) is not stored: the answer is that
+        fact, `duplicate` set, with a hint to supersede it; near duplicates (punctuation
+        apart, or close words) are stored and named in `similar` (X5). `valid_from`: when
+        it began to hold."""
         facts.check_category(category)
         content = facts.check_content(content, self.settings.max_entry_bytes)
         start = self._valid_from(valid_from)
@@ -97,7 +99,8 @@ class FactMemory(MemoryBase):
         return self.store.remove_fact(fact_id, self._now())
 
     def fact_saying(self, content: str) -> Fact | None:
-        """The active fact that says `content` (case, punctuation and spacing aside)."""
+        """The active fact that says exactly `content` (case, Unicode form and spacing
+        aside; punctuation counts, X5)."""
         return self.store.fact_saying(content)
 
     def import_facts(

@@ -225,13 +225,14 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         return f"search is lexical only; {embeddings.INSTALL}"
 
     def write_procedure(self, name: str, content: str) -> Procedure:
-        """P1: create or overwrite. A body another procedure holds already is not written
-        (the answer is that one, `duplicate` set); near duplicates are named (issue 7)."""
+        """P1: create or overwrite. The name is the identity (X5): writing exactly what
+        the procedure holds changes nothing (the answer has `duplicate` set); other
+        procedures with the same or a near body are named in `similar`, never refused."""
         self.layout.procedure(name)  # validates the name before anything else
         facts.check_content(content, self.settings.max_entry_bytes, "procedure")
         self.require_writable("procedures")
 
-        def twins() -> tuple[str | None, tuple[Similar, ...]]:
+        def twins() -> tuple[Similar, ...]:
             body = duplicates.body_of(content)
             prints = procedures.fingerprints(self.layout, self.store)
             others = []

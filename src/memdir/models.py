@@ -53,12 +53,15 @@ class Fact(Record):
 
 
 class Similar(Record):
-    """A near duplicate the guard found: what it is, which one, and how alike (0-1)."""
+    """What a write resembles (X5: reported, never refused): what it is, which one, and
+    how alike (0-1)."""
 
     kind: str  # fact | entry | procedure
     ref: int | str  # a fact's id, an entry's or procedure's name
     score: float
-    how: str  # lexical (Jaccard of content words) | semantic (cosine)
+    # exact (an entry or procedure with the same body, case, Unicode form and spacing
+    # aside) | lexical (Jaccard of content words) | semantic (cosine)
+    how: str
     content: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,7 +75,7 @@ class Procedure(Record):
     description: str | None
     updated: str
     error: str | None = None  # set when the frontmatter is broken; the file is left as it is
-    duplicate: bool = False  # the write was refused: this procedure says the same already
+    duplicate: bool = False  # the write changed nothing: the procedure held exactly this
     similar: tuple[Similar, ...] = ()
     hint: str | None = None
 
@@ -147,7 +150,7 @@ class Entry(Record):
     updated: str | None = None
     content: str | None = None
     error: str | None = None  # broken frontmatter: the file is reported and left as it is
-    duplicate: bool = False  # the write was refused: this entry says the same already
+    duplicate: bool = False  # the write changed nothing: the entry held exactly this
     similar: tuple[Similar, ...] = ()
     hint: str | None = None
 
@@ -189,16 +192,21 @@ class Note(Record):
 
 
 class Applied(Record):
-    """What one memorize request did (M4): created/updated an entry, noted, or skipped a
-    duplicate note."""
+    """What one memorize request did (M4): created/updated an entry, left one unchanged
+    (it held exactly this), noted, or skipped a duplicate note (a retry)."""
 
     scope: str  # global | task
-    target: str  # entry name or task id (a duplicate entry: the one that says it already)
-    action: str  # created | updated | noted | duplicate
+    target: str  # entry name or task id
+    action: str  # created | updated | unchanged | noted | duplicate
     hint: str | None = None  # what the duplicate guard found, and what to do
+    similar: tuple[Similar, ...] = ()  # the other entries this one resembles (X5)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self._asdict().items() if v is not None}
+        data = {k: v for k, v in self._asdict().items() if v is not None}
+        data["similar"] = [s.to_dict() for s in self.similar]
+        if not self.similar:
+            del data["similar"]
+        return data
 
 
 class Ingested(Record):

@@ -26,23 +26,33 @@ def write(
     layout: Layout,
     name: str,
     content: str,
-    twins: Callable[[], tuple[str | None, tuple[Similar, ...]]] | None = None,
+    twins: Callable[[], tuple[Similar, ...]] | None = None,
 ) -> Procedure:
     """Create or overwrite (P1). Frontmatter, if any, must parse: a broken one is refused.
-    `twins` (the duplicate guard) runs under the lock that every procedure write takes, so
-    one body written under two names at once is stored once."""
+    The name is the identity (X5): writing exactly the text the file holds rewrites
+    nothing and comes back `duplicate`. `twins` (the duplicate guard) names the other
+    procedures this one resembles, under the lock every procedure write takes."""
     path = layout.procedure(name)
     text = content if content.endswith("\n") else content + "\n"
     frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))
     similar: tuple[Similar, ...] = ()
     with files.locked(layout.locks_dir, LOCK):
+        if _held(layout, name) == text:
+            return read(layout, name)._replace(duplicate=True)
         if twins is not None:
-            same, similar = twins()
-            if same is not None:
-                return read(layout, same)._replace(duplicate=True)
+            similar = twins()
         files.sweep_temps(path)
         files.atomic_write(path, text)
     return _load(layout, name, path, text)._replace(similar=similar)
+
+
+def _held(layout: Layout, name: str) -> str | None:
+    """What the procedure's file holds now; None when there is none, or it is a symlink
+    out of the memory root (never read, X1: the write replaces the link)."""
+    try:
+        return files.read_inside(layout.memory_dir, layout.procedure(name), name)
+    except ValidationError:
+        return None
 
 
 def read(layout: Layout, name: str) -> Procedure:

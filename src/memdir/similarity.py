@@ -1,12 +1,20 @@
-"""When two texts say the same thing: the duplicate guard's measures, pure functions.
+"""When two texts say the same thing: the duplicate guard's measures, pure functions (X5).
 
-Exact duplicate: the same words once case, spacing, sentence punctuation at their edges and
-markdown bullets are set aside (`normalize`; symbols that carry meaning, as in C++ or UTC+2,
-stay), found through a 64-bit key of that form (`text_key`) indexed in memory.db.
+Exact duplicate: the same text once case (casefold), Unicode form (NFC: canonically
+equivalent spellings of one character) and spacing are set aside (`normalize`) — and
+nothing else. Punctuation, symbols and markdown stay: `credit - debit` / `credit + debit`,
+`.5 seconds` / `5 seconds`, `~/bin` / `/bin`, `!= 0` / `= 0`, C++ / C#, `- item` / `item`
+are different texts. NFKC would be wrong here: it makes x² and x2 one text. Found through
+a 64-bit key of that form (`text_key`) indexed in memory.db (migration 8 recomputed it
+for stores written before). Only facts are refused as exact duplicates; entries and
+procedures are named, and their name is what identifies them (duplicates.py).
 
 Near duplicate: Jaccard similarity of the two texts' sets of content words (stopwords left
-out) at or above a threshold (0.7 by default: "The user prefers dark mode" and "User prefers
-dark mode in editors" share 4 of 5). Comparing a new fact with 100k others one by one is
+out; sentence punctuation and markdown emphasis trimmed from each word's edges, bullets
+and heading marks dropped, so `credit - debit` and `credit + debit` have the same words
+and score 1.0: reported, and stored) at or above a threshold (0.7 by default: "The user
+prefers dark mode" and "User prefers dark mode in editors" share 4 of 5). A near duplicate
+is only ever reported, never refused. Comparing a new fact with 100k others one by one is
 too slow for a write, and an FTS5 OR of its words ranks a third of the archive (~60 ms), so
 candidates come from MinHash locality-sensitive hashing: 64 hash functions in 16 bands of 4;
 two texts share a band key with probability 1 - (1 - J^4)^16, 0.99 at J = 0.7 and 0.002 at
@@ -18,6 +26,7 @@ one write and the numpy path of a bulk import give the same keys.
 
 from __future__ import annotations
 
+import unicodedata
 import zlib
 
 from .query import STOPWORDS
@@ -46,21 +55,19 @@ def _constants(count: int) -> list[tuple[int, int]]:
 HASHES = _constants(BANDS * ROWS)
 
 
-# Sentence punctuation and markdown emphasis, dropped where a word begins or ends; what is
-# inside a word or makes it (C++, C#, UTC+2, -1, node.js, don't, an emoji) is kept.
+# Sentence punctuation and markdown emphasis, trimmed where a word begins or ends for the
+# near-duplicate measure only; what is inside a word or makes it (C++, C#, UTC+2, -1,
+# node.js, don't, an emoji) is kept.
 EDGE = ".,;:!?\"'`()[]{}«»“”‘’„…_*~"
 MARKUP = frozenset({"-", "+", "*", "•", "—", "–", ">", "|"})  # bullets, rules, quotes
 
 
 def normalize(text: str) -> str:
-    """What is compared for an exact duplicate: the case-folded words, one space apart,
-    without sentence punctuation at their edges or markdown bullets and heading marks."""
-    out = []
-    for raw in text.casefold().split():
-        token = raw.strip(EDGE)
-        if token and token not in MARKUP and token.strip("#"):
-            out.append(token)
-    return " ".join(out)
+    """What is compared for an exact duplicate: the text in NFC, case-folded (NFC again:
+    folding can decompose, as ǰ does), its words one space apart. Punctuation, symbols
+    and markup are kept: they can change what a text says."""
+    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+    return " ".join(folded.split())
 
 
 def text_key(text: str) -> int:
@@ -81,8 +88,15 @@ def words(text: str) -> frozenset[str]:
 
 
 def words_of_normal(normal: str) -> frozenset[str]:
-    found = frozenset(normal.split())
-    return (found - STOPWORDS) or found
+    """words() of a text already normalised: each word without sentence punctuation at
+    its edges; bullets, rules and heading marks left out."""
+    found = set()
+    for raw in normal.split():
+        token = raw.strip(EDGE)
+        if token and token not in MARKUP and token.strip("#"):
+            found.add(token)
+    bag = frozenset(found)
+    return (bag - STOPWORDS) or bag
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -60,17 +60,18 @@ class WorkflowMemory(MemoryBase):
         workflow: str | None = None,
     ) -> Entry:
         """G2: create or update global/<name>.md (keeps `created`); MEMORY.md follows.
-        A body another entry holds already is not written: the answer is that entry,
-        `duplicate` set; near duplicates are named in `similar` (issue 7)."""
+        The name is the identity (X5): a write that repeats the entry exactly (same
+        description and body) changes nothing and answers it with `duplicate` set; other
+        entries with the same or a near body are named in `similar`, never refused."""
         self.layout.entry(name)
         facts.check_content(content, self.settings.max_entry_bytes, "entry")
         self.require_writable("global entries")
         entry, _created = self._write_entry(name, description, content, task, workflow)
         return entry
 
-    def _entry_twins(self, name: str, content: str) -> tuple[str | None, tuple[Similar, ...]]:
-        """The entry that says exactly this, or the ones that say nearly this. Only entries
-        whose cached fingerprint could match (the body's key, shared band keys) are read."""
+    def _entry_twins(self, name: str, content: str) -> tuple[Similar, ...]:
+        """The other entries that say this or nearly this. Only entries whose cached
+        fingerprint could match (the body's key, shared band keys) are read."""
         prints = entries.fingerprints(self.layout, self.store)
         others = []
         for other in duplicates.candidates(name, content, prints):
@@ -268,8 +269,9 @@ class WorkflowMemory(MemoryBase):
                 request.name, request.description, request.content, task, workflow
             )
             if entry.duplicate:
-                return Applied("global", entry.name, "duplicate", entry.hint)
-            return Applied("global", request.name, "created" if created else "updated", entry.hint)
+                return Applied("global", entry.name, "unchanged", entry.hint)
+            action = "created" if created else "updated"
+            return Applied("global", request.name, action, entry.hint, entry.similar)
         if task is None:
             raise ValidationError("a task note needs the current task (--task ID)")
         added = self.add_note(task, request.content, workflow=workflow, step=step)

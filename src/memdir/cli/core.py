@@ -238,7 +238,7 @@ def _search(args: argparse.Namespace) -> Any:
 def _procedure_write(args: argparse.Namespace) -> Any:
     content = text_arg(args.file) if args.file == "-" else read_file(args.file)
     proc = memory_for(args).write_procedure(args.name, content)
-    return _written(args, proc, "not written", f"procedure {proc.name} written ({proc.path})")
+    return _written(args, proc, "unchanged", f"procedure {proc.name} written ({proc.path})")
 
 
 def _procedure_show(args: argparse.Namespace) -> Any:

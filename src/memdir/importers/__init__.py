@@ -3,8 +3,10 @@
 Each format's module reads its source into a Plan (importers/plan.py) and writes nothing;
 `run` then applies the plan through the public Memory API, so every rule of a normal write
 holds: names (X1), the secret scan (X2), size caps (X3), read-only subagents (U2), the
-duplicate guard. Whole files memdir keeps as they are (daily logs, identity files, the
-heartbeat state) are written atomically after the same checks.
+duplicate guard (X5: an entry or procedure under a new name is stored, with a note naming
+what it resembles; a fact that an active fact says exactly, case, Unicode form and spacing
+aside, is skipped as a duplicate). Whole files memdir keeps as they are (daily logs,
+identity files, the heartbeat state) are written atomically after the same checks.
 
 An item that cannot be imported (a secret, a bad name, too big, a malformed record, memory
 that exists already) is skipped with its one-line reason: one bad item never stops the
@@ -39,6 +41,7 @@ READERS: dict[str, ModuleType] = {
     "afk": afk,
 }
 EXISTS = "exists (use --force to overwrite)"
+SAME = "the store's copy holds exactly this already"
 FULL_HOT = "imported-hot-md"
 # what one item's write may raise; anything else is a bug and should be seen
 ITEM_ERRORS = (MemdirError, OSError, ValueError)
@@ -112,8 +115,9 @@ class _Applier:
         if self.dry_run:
             return None
         written = memory.write_entry(item.name, item.description, item.content)
-        if written.duplicate:  # the guard answers with the entry that says it already
-            return f"duplicate of entry {written.name}"
+        if written.duplicate:  # --force over an entry that holds exactly this: a no-op
+            return SAME
+        self.note = written.hint  # stored; what it resembles, if anything (X5)
         return None
 
     def _procedure(self, item: ProcedureItem) -> str | None:
@@ -129,8 +133,9 @@ class _Applier:
         if self.dry_run:
             return None
         written = memory.write_procedure(item.name, item.content)
-        if written.duplicate:  # the guard answers with the procedure that says it already
-            return f"duplicate of procedure {written.name}"
+        if written.duplicate:  # --force over a procedure that holds exactly this: a no-op
+            return SAME
+        self.note = written.hint
         return None
 
     def _hot(self, item: HotItem) -> str | None:
@@ -146,21 +151,23 @@ class _Applier:
         cap = memory.settings.hot_cap_chars
         if len(item.text) > cap:
             name = self.plan.unique_name(FULL_HOT)
+            reason = None
             while os.path.exists(memory.layout.entry(name)):  # an earlier import's copy stays
+                if _body_of_entry(memory, name) == item.text.strip("\n") + "\n":
+                    break  # ... and is reused when it holds this very text
                 name = self.plan.unique_name(FULL_HOT)
-            copy = EntryItem(
-                name,
-                f"The whole HOT.md imported from {item.source} ({len(item.text):,} chars, "
-                f"over the {cap:,} cap)",
-                item.text,
-                item.source,
-            )
-            before = len(self.skipped)
-            self.item(copy)
-            reason = (self.skipped[-1].reason or "") if len(self.skipped) > before else None
-            if reason is not None and reason.startswith("duplicate of entry "):
-                name = reason.removeprefix("duplicate of entry ")  # kept there already
-            elif reason is not None:
+            else:
+                copy = EntryItem(
+                    name,
+                    f"The whole HOT.md imported from {item.source} ({len(item.text):,} chars, "
+                    f"over the {cap:,} cap)",
+                    item.text,
+                    item.source,
+                )
+                before = len(self.skipped)
+                self.item(copy)
+                reason = (self.skipped[-1].reason or "") if len(self.skipped) > before else None
+            if reason is not None:
                 return (
                     f"{len(item.text):,} chars, over the {cap:,} cap, and its whole text could "
                     f"not be kept in entry {name}: {reason}"
@@ -282,6 +289,13 @@ class _Applier:
 
     def _skip_fact(self, fact: FactRow, reason: str) -> None:
         self.skipped.append(ImportItem("fact", "", fact.source, reason))
+
+
+def _body_of_entry(memory: Memory, name: str) -> str | None:
+    try:
+        return memory.entry(name).content
+    except MemdirError:
+        return None
 
 
 def _chains(rows: list[FactRow]) -> dict[int, set[int]]:

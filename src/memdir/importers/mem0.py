@@ -7,8 +7,8 @@ mem0's `get_all` / export answers a JSON list of memories, or `{"results": [...]
 hold), written by agent_id (else "mem0"), surface "import". Its category comes from mem0's
 categories and metadata: anything naming a preference -> preference, a decision ->
 decision, a convention, rule or guideline -> convention, else learning. A repeat of an
-earlier memory of the file (same text, normalised) is skipped; a repeat of an active fact
-of the archive is skipped by the shared apply step.
+earlier memory of the file (the same text up to case, Unicode form and spacing, X5) is
+skipped; a repeat of an active fact of the archive is skipped by the shared apply step.
 """
 
 from __future__ import annotations

@@ -302,6 +302,47 @@ def _entry_fingerprints(db: sqlite3.Connection) -> None:
     )
 
 
+def _exact_keys(db: sqlite3.Connection) -> None:
+    """X5: an exact duplicate is now the same text up to case, Unicode form (NFC) and
+    spacing; punctuation and markdown no longer are set aside (`credit - debit` and
+    `credit + debit` were one text, refused; they are two). So every fact's key
+    (`facts.norm`) is computed again; the near-duplicate band keys of a fact change only
+    where its case-folded text was not NFC (the measure now folds that too), and only those
+    are replaced; the entry and procedure fingerprints hold body keys of the old form, and
+    are caches: emptied, they refill on the next read.
+
+    No uniqueness rests on the key: `facts_norm` is a plain index, and the guard checks
+    under the write lock. Facts that were one text and are two now simply get two keys;
+    facts that are one text now and were two (an NFC and an NFD spelling, both active)
+    share a key and stay, both of them: doctor reports them as exact duplicates, and
+    nothing is refused or removed."""
+    import unicodedata
+
+    from .. import similarity
+
+    rows = db.execute("SELECT id, content, status, norm FROM facts").fetchall()
+    keys = [(similarity.text_key(content), fact_id) for fact_id, content, _, _ in rows]
+    db.executemany(
+        "UPDATE facts SET norm = ? WHERE id = ?",
+        [(key, fact_id) for (key, fact_id), row in zip(keys, rows, strict=True) if key != row[3]],
+    )
+    gone, added = [], []
+    for fact_id, content, status, _ in rows:
+        folded = content.casefold()
+        stable = unicodedata.is_normalized("NFC", content) and unicodedata.is_normalized(
+            "NFC", folded
+        )
+        if status != "active" or stable:
+            continue  # the words measured are what they were
+        before = similarity.band_keys(similarity.words_of_normal(folded))
+        gone += [(key, fact_id) for key in before]
+        added += [(key, fact_id) for key in similarity.band_keys(similarity.words(content))]
+    db.executemany("DELETE FROM fact_sketch WHERE key = ? AND fact_id = ?", gone)
+    db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", added)
+    db.execute("DELETE FROM entry_cache")
+    db.execute("DELETE FROM procedure_prints")
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
@@ -310,4 +351,5 @@ MIGRATIONS: list[Migration] = [
     (5, "search index: file chunks, their FTS5 index and vectors", _search_index),
     (6, "validity windows, duplicate keys, past facts' index, fact usage", _curation),
     (7, "body keys and band keys of each entry and procedure", _entry_fingerprints),
+    (8, "exact-duplicate keys up to case, Unicode form and spacing only", _exact_keys),
 ]

@@ -122,7 +122,7 @@ class CurationRows(Rows):
         return mapping
 
     def fact_saying(self, content: str) -> Fact | None:
-        """The active fact whose normalised text is content's, if any."""
+        """The active fact whose normalised text (similarity.normalize) is content's."""
         db = self._conn()
         if db is None:
             return None
@@ -283,7 +283,7 @@ class CurationRows(Rows):
         decides: a 64-bit collision is not a duplicate)."""
         wanted = similarity.normalize(content)
         if not wanted:
-            return None  # nothing but punctuation: no text to be a duplicate of
+            return None  # nothing but spacing: no text to be a duplicate of
         for row in db.execute(
             f"SELECT {FACT_COLUMNS} FROM facts WHERE norm = ? AND status = 'active' ORDER BY id",
             (key,),
