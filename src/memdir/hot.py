@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Callable
 
+from . import advice
 from .errors import NotFoundError, StorageError, ValidationError
 from .models import HotWrite
 from .paths import Layout
@@ -109,7 +110,9 @@ def without_line(current: str, line: str) -> str:
     exact = [i for i, text in enumerate(lines) if _bare(text) in (wanted, _bare(wanted))]
     found = exact or [i for i, text in enumerate(lines) if wanted in text]
     if not found:
-        raise NotFoundError(f"no line of HOT.md contains {wanted!r}: see `memdir hot show`")
+        raise NotFoundError(
+            f"no line of HOT.md contains {wanted!r}: see its lines with {advice.hot_show()}"
+        )
     if len(found) > 1:
         raise ValidationError(
             f"{len(found)} lines of HOT.md contain {wanted!r}: give the whole line to remove"
@@ -134,7 +137,9 @@ def without_section(current: str, heading: str) -> str:
                     break
                 end += 1
             return "\n".join(lines[:start] + lines[end:])
-    raise NotFoundError(f"HOT.md has no section headed {heading!r}: see `memdir hot show`")
+    raise NotFoundError(
+        f"HOT.md has no section headed {heading!r}: see its lines with {advice.hot_show()}"
+    )
 
 
 def _bare(line: str) -> str:
@@ -150,6 +155,6 @@ def _warning(chars: int, cap: int, cut: int) -> str | None:
     if chars >= WARN_RATIO * cap:
         return (
             f"hot memory is {100 * chars // cap}% full ({chars:,}/{cap:,} chars): move details "
-            "to the fact archive (memdir fact add) before it is cut"
+            f"to the fact archive ({advice.fact_add()}) before it is cut"
         )
     return None

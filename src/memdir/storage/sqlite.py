@@ -13,6 +13,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
+from .. import advice
 from ..errors import ConflictError, NotFoundError, QueryError, StorageError
 from ..lazy import lazy
 from ..models import Fact, Provenance, Session, Task
@@ -242,7 +243,7 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
             if same is not None and same.id != old_id:
                 raise ConflictError(
                     f"fact {same.id} already says this; fact {old_id} was left as it is: "
-                    f"to retire {old_id}, remove it (`memdir fact rm {old_id}`)"
+                    f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
                 )
             start = valid_from or now
             new_id = self._insert_fact(
@@ -401,11 +402,18 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
     def _active_fact(self, db: sqlite3.Connection, fact_id: int, action: str) -> Fact:
         fact = self._fact(db, fact_id)
         if fact is None:
-            raise NotFoundError(f"no fact with id {fact_id}: search for it with `memdir search`")
+            raise NotFoundError(
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
+            )
         if fact.status == "superseded":
+            newer = fact.superseded_by
+            assert newer is not None
+            again = advice.fact_supersede(newer) if action == "supersede" else (
+                advice.fact_remove(newer)
+            )
             raise ConflictError(
-                f"fact {fact_id} was already superseded by fact {fact.superseded_by}; "
-                f"{action} {fact.superseded_by} instead"
+                f"fact {fact_id} was already superseded by fact {newer}; {action} {newer} "
+                f"instead: {again}"
             )
         if fact.status == "removed":
             raise ConflictError(
@@ -499,7 +507,8 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
                 return existing
             if parent_id is not None and self._task(db, parent_id) is None:
                 raise NotFoundError(
-                    f"unknown parent task {parent_id!r}: start it first with `memdir task start`"
+                    f"unknown parent task {parent_id!r}: start it first: "
+                    f"{advice.task_start(parent_id)}"
                 )
             db.execute(
                 "INSERT INTO tasks (id, parent_id, state, started) VALUES (?, ?, 'running', ?)",
@@ -511,7 +520,10 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
         with self._write() as db:
             task = self._task(db, task_id)
             if task is None:
-                raise NotFoundError(f"unknown task {task_id!r}: see `memdir task start`")
+                raise NotFoundError(
+                    f"unknown task {task_id!r}: tasks are registered with "
+                    f"{advice.task_start(task_id)}"
+                )
             if task.state != "running":
                 raise ConflictError(f"task {task_id} already ended ({task.state} at {task.ended})")
             db.execute("UPDATE tasks SET state = ?, ended = ? WHERE id = ?", (state, now, task_id))
