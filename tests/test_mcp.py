@@ -420,8 +420,8 @@ async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -
             "category": "decision", "content": "the team decided to use React."}))["fact"]
         assert again["duplicate"] is True and again["id"] == react["id"]
         # issue 11: the hint is the tool call that does it
-        assert ('`memory_update {"action": "supersede", "supersedes": %d, "content": '
-                '"<new text>"}`' % react["id"]) in again["hint"]
+        hinted = {"action": "supersede", "supersedes": react["id"], "content": "<new text>"}
+        assert f"`memory_update {json.dumps(hinted)}`" in again["hint"]
         near = (await call(client, "memory_update", {
             "category": "decision", "content": "The team chose React for the frontend"}))["fact"]
         assert near["duplicate"] is False

@@ -269,23 +269,26 @@ def _call(
     return f"`{method}({', '.join(shown)})`"
 
 
+# R4: a live marker in a hint could be echoed back into an output and open a block
+_MARKER = r"([A-Z][A-Z0-9_]*?)_(MEMORIZE_(?:BEGIN|END))"
+
+
 def _json(arguments: dict[str, Any]) -> str:
     import json
     import re
 
     text = json.dumps(arguments, ensure_ascii=False)
-    # R4: a live marker in a hint could be echoed back into an output and open a block
-    return re.sub(r"([A-Z][A-Z0-9_]*?)_(MEMORIZE_(?:BEGIN|END))", r"\1\\u005f\2", text)
+    return re.sub(_MARKER, r"\1\\u005f\2", text)
 
 
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,")
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-./:=@%+,")
 
 
 def _shell(word: str) -> str:
-    """A POSIX shell word; a marker keyword split by quotes, inert as written (R4)."""
+    """A POSIX shell word; a marker keyword is split by quotes, inert as written (R4)."""
     if word and all(c in _SAFE for c in word):
-        return word
+        return word  # no "_" among them: no marker either
     import re
 
     quoted = "'" + word.replace("'", "'\\''") + "'"
-    return re.sub(r"([A-Z][A-Z0-9_]*?)_(MEMORIZE_(?:BEGIN|END))", r"\1''_\2", quoted)
+    return re.sub(_MARKER, r"\1''_\2", quoted)

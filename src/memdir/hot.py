@@ -106,6 +106,7 @@ def without_line(current: str, line: str) -> str:
     wanted = line.strip()
     if not wanted:
         raise ValidationError("give the line to remove from hot memory")
+    _not_empty(current, f"no line contains {wanted!r}")
     lines = strip_marker(current).split("\n")
     exact = [i for i, text in enumerate(lines) if _bare(text) in (wanted, _bare(wanted))]
     found = exact or [i for i, text in enumerate(lines) if wanted in text]
@@ -125,6 +126,7 @@ def without_section(current: str, heading: str) -> str:
     """Drop a markdown section: its heading and everything up to the next heading of the
     same or a higher level."""
     wanted = heading.strip().lstrip("#").strip().lower()
+    _not_empty(current, f"no section is headed {heading!r}")
     lines = strip_marker(current).split("\n")
     for start, text in enumerate(lines):
         match = HEADING_RE.match(text)
@@ -140,6 +142,12 @@ def without_section(current: str, heading: str) -> str:
     raise NotFoundError(
         f"HOT.md has no section headed {heading!r}: see its lines with {advice.hot_show()}"
     )
+
+
+def _not_empty(current: str, what: str) -> None:
+    """Nothing to remove, and nothing to look at either (a pointer to it would fail)."""
+    if not strip_marker(current).strip():
+        raise NotFoundError(f"hot memory is empty: {what}")
 
 
 def _bare(line: str) -> str:

@@ -406,15 +406,24 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
                 f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
             )
         if fact.status == "superseded":
-            newer = fact.superseded_by
-            assert newer is not None
-            again = advice.fact_supersede(newer) if action == "supersede" else (
-                advice.fact_remove(newer)
+            # the hint names the version that holds now: the next one may be superseded too
+            newest = fact
+            while newest.status == "superseded" and newest.superseded_by is not None:
+                newest = self._fact(db, newest.superseded_by) or newest._replace(status="gone")
+            via = (
+                f" (its newest version is fact {newest.id})"
+                if newest.id != fact.superseded_by
+                else ""
             )
-            raise ConflictError(
-                f"fact {fact_id} was already superseded by fact {newer}; {action} {newer} "
-                f"instead: {again}"
+            said = f"fact {fact_id} was already superseded by fact {fact.superseded_by}{via}"
+            if newest.status != "active":
+                raise ConflictError(f"{said}, which is no longer active; nothing to {action}")
+            again = (
+                advice.fact_supersede(newest.id)
+                if action == "supersede"
+                else advice.fact_remove(newest.id)
             )
+            raise ConflictError(f"{said}; {action} {newest.id} instead: {again}")
         if fact.status == "removed":
             raise ConflictError(
                 f"fact {fact_id} was removed on {fact.updated}; nothing to {action}"
