@@ -436,3 +436,18 @@ def test_every_hint_in_the_library_is_a_method_call_that_succeeds(
     preamble = memory.recall().text.split("[Long-term Memory]\n", 1)[1].split("\n", 1)[0]
     [read] = python_hints(preamble)
     assert read.name == "ci-duration"
+
+
+def test_direct_function_calls_get_tool_call_hints_and_the_library_its_own(
+    memory: Memory,
+) -> None:  # A3
+    """memdir.tools speaks in tool calls wherever it runs; the library around it keeps
+    speaking Python."""
+    from memdir.tools import call_tool
+
+    call_tool(memory, "memory_update", {"category": "decision", "content": "Use SQLite"})
+    again = call_tool(memory, "memory_update", {"category": "decision", "content": "use sqlite"})
+    [(tool, arguments)] = tool_calls(again["fact"]["hint"], {"memory_update"})
+    assert arguments == {"action": "supersede", "supersedes": 1, "content": "<new text>"}
+    assert advice.surface() == "python"
+    assert "`memory.supersede_fact(1, " in (memory.add_fact("Use  SQLite", "decision").hint or "")

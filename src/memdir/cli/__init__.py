@@ -112,7 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     # hints name commands (advice.py), with the store the user named: they run as written
     state_dir = getattr(args, "state_dir", None)
-    advice.use("cli", ["memdir", *(["--state-dir", state_dir] if state_dir else [])])
+    token = advice.use("cli", ["memdir", *(["--state-dir", state_dir] if state_dir else [])])
+    try:
+        return _run(args)
+    finally:
+        advice.reset(token)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         _emit(args.handler(args), as_json(args))
     except MemdirError as exc:
