@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from memdir import Memory
-from memdir.distill import INSTRUCTION
+from memdir import Memory, advice
+from memdir.distill import instruction
 from memdir.errors import ConfigError, ReadOnlyError, ValidationError
 from memdir.testing import FixedClock
 
@@ -74,8 +74,8 @@ def test_gathers_daily_logs_and_ended_tasks_oldest_first(state_dir: Path,
         assert handed(gathered) == [day1, build, day2, failed, day3]
         assert [i.kind for i in gathered.items] == ["daily", "task", "daily", "task", "daily"]
         assert (gathered.since, gathered.until, gathered.left) == (None, iso(T0 + 500), 0)
-        assert gathered.text.startswith(INSTRUCTION)
-        blocks = gathered.text[len(INSTRUCTION):].split("\n\n### ")[1:]
+        assert gathered.text.startswith(instruction())
+        blocks = gathered.text[len(instruction()):].split("\n\n### ")[1:]
         assert [b.split("\n", 1)[0] for b in blocks] == handed(gathered)
         for item, block in zip(gathered.items, blocks, strict=True):
             on_disk = Path(mem.path, item.path).read_text(encoding="utf-8")
@@ -90,9 +90,18 @@ def test_gathers_daily_logs_and_ended_tasks_oldest_first(state_dir: Path,
         (i.kind, i.path) for i in gathered.items]
     assert data["items"][1]["time"] == iso(T0 + 200)
     assert data["items"][1]["chars"] == len(gathered.items[1].text)
-    assert data["text"] == gathered.text and data["left"] == 0
+    # the same material; the instruction names the calls of the caller's surface (issue 11)
+    token = advice.use("cli")
+    try:
+        on_the_command_line = instruction()
+    finally:
+        advice.reset(token)
+    assert "`memdir distill --done`" in on_the_command_line
+    assert data["text"] == on_the_command_line + gathered.text[len(instruction()):]
+    assert data["left"] == 0
     text = run("distill")
-    assert text.code == 0 and text.out.startswith(INSTRUCTION) and "### tasks/build.md" in text.out
+    assert text.code == 0 and text.out.startswith(on_the_command_line)
+    assert "### tasks/build.md" in text.out
 
 
 def test_done_moves_the_watermark_nothing_lost_nothing_twice(state_dir: Path,
@@ -180,7 +189,8 @@ def test_an_item_bigger_than_the_budget_is_cut_with_a_pointer(state_dir: Path,
             [item] = gathered.items
             head, pointer = item.text.rsplit("\n", 1)
             assert full.startswith(head)
-            more = int(re.fullmatch(rf"\(… ([\d,]+) chars more: read {big} with `memdir get`\)",
+            read = re.escape(advice.get(big))
+            more = int(re.fullmatch(rf"\(… ([\d,]+) chars more: read them with {read}\)",
                                     pointer)[1].replace(",", ""))  # type: ignore[index]
             assert len(head) + more == len(full)
         mem.distill_done()

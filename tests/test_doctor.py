@@ -141,7 +141,8 @@ def test_hand_edited_memory_md_is_found_and_rebuilt(healthy: Memory) -> None:
     report = doctor.run(healthy)
     [finding] = report.findings
     assert (finding.check, finding.severity, finding.fixable) == ("entries.index", "warning", True)
-    assert "my own note" in finding.message and "--fix" in finding.action
+    # issue 11: advice in the caller's terms, here the library's
+    assert "my own note" in finding.message and "doctor.run(memory, fix=True)" in finding.action
     fixed = doctor.run(healthy, fix=True)
     assert fixed.findings == [] and any("MEMORY.md" in line for line in fixed.fixed)
     assert index.read_text(encoding="utf-8") == good
@@ -202,7 +203,7 @@ def test_hot_md_over_its_cap_by_hand_is_an_error_never_cut(healthy: Memory) -> N
     report = doctor.run(healthy, fix=True)
     [finding] = report.findings
     assert (finding.check, finding.severity, finding.fixable) == ("hot.cap", "error", False)
-    assert "6,000" in finding.message and "memdir fact add" in finding.action
+    assert "6,000" in finding.message and "`memory.add_fact(" in finding.action
     assert hot.read_text(encoding="utf-8") == "x" * 6000
 
 
@@ -234,7 +235,7 @@ def test_empty_procedure_is_a_warning(healthy: Memory) -> None:
     healthy.search("deploy", mode="lexical")
     [finding] = doctor.run(healthy).findings
     assert (finding.check, finding.severity) == ("procedures.empty", "warning")
-    assert "memdir procedure write todo" in finding.action
+    assert "`memory.write_procedure('todo', " in finding.action
 
 
 # -- tasks (T4) -------------------------------------------------------------------------------
@@ -277,7 +278,7 @@ def test_a_task_left_running_without_notes_is_noted(healthy: Memory, clock: Fixe
     os.utime(Path(healthy.path) / "tasks" / "fix-login.md", (clock.now - 95 * DAY,) * 2)
     report = doctor.run(healthy, stale_days=90)
     [idle] = find(report, "tasks.idle")
-    assert idle.where == ["fix-login"] and "memdir task end" in idle.action
+    assert idle.where == ["fix-login"] and "`memory.end_task(" in idle.action
 
 
 # -- duplicates and stale facts ---------------------------------------------------------------

@@ -60,7 +60,9 @@ def test_an_exact_duplicate_fact_is_not_stored_twice(memory: Memory) -> None:  #
     first = memory.add_fact("The user prefers dark mode.", "preference")
     again = memory.add_fact("  the USER   prefers DARK mode.\n", "decision")
     assert again.duplicate and again.id == first.id and again.content == first.content
-    assert again.hint is not None and f"supersede {first.id}" in again.hint
+    # issue 11: the hint is the library call that does it
+    assert again.hint is not None
+    assert f"`memory.supersede_fact({first.id}, '<new text>')`" in again.hint
     assert memory.stats().facts_active == 1
 
 

@@ -419,7 +419,9 @@ async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -
         again = (await call(client, "memory_update", {
             "category": "decision", "content": "the team  decided to use REACT"}))["fact"]
         assert again["duplicate"] is True and again["id"] == react["id"]
-        assert f"supersede {react['id']}" in again["hint"]
+        # issue 11: the hint is the tool call that does it
+        hinted = {"action": "supersede", "supersedes": react["id"], "content": "<new text>"}
+        assert f"`memory_update {json.dumps(hinted)}`" in again["hint"]
         near = (await call(client, "memory_update", {
             "category": "decision", "content": "The team chose React for the frontend"}))["fact"]
         assert near["duplicate"] is False

@@ -112,7 +112,7 @@ def test_session_from_option_or_env_and_cli_default(run, state_dir: Path) -> Non
 
 
 def test_unknown_session_is_a_clear_error(memory: Memory) -> None:  # U4
-    with pytest.raises(NotFoundError, match="session start"):
+    with pytest.raises(NotFoundError, match=r"start one with `memory\.start_session\(\)`"):
         Memory(session="nope-123").add_fact("x", "learning")
     with pytest.raises(ValidationError):
         Memory(session="bad id with spaces")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import daily
+from . import advice, daily
 from .clock import epoch
 from .paths import Layout
 from .records import Record
@@ -23,13 +23,17 @@ if TYPE_CHECKING:
 
 WATERMARK = "distill.watermark"
 PENDING = "distill.pending"
-INSTRUCTION = (
-    "Distill the material below into long-term memory. Keep only what will matter later: "
-    "decisions and why, conventions, preferences, lessons learned. Write each as a global "
-    "entry (a memorize block with scope global, a kebab-case name and a one-line "
-    "description) or as a fact (memory_update, with a category); skip what memory already "
-    "holds (search first). Then run `memdir distill --done`."
-)
+
+
+def instruction() -> str:
+    """What the agent is asked to do with the material, in the calls of its surface."""
+    return (
+        "Distill the material below into long-term memory. Keep only what will matter later: "
+        "decisions and why, conventions, preferences, lessons learned. Write each as a global "
+        "entry (a memorize block with scope global, a kebab-case name and a one-line "
+        f"description) or as a fact ({advice.fact_add()}); skip what memory already holds "
+        f"(search first: {advice.search()}). Then mark it distilled: {advice.distill_done()}."
+    )
 
 
 class Item(Record):
@@ -71,7 +75,8 @@ def gather(layout: Layout, store: Store, max_chars: int) -> Distillation:
         key=_key,
     )
     chosen: list[Item] = []
-    used = len(INSTRUCTION)
+    intro = instruction()
+    used = len(intro)
     for item in items:
         block = _block(item)
         if used + len(block) > max_chars:
@@ -84,7 +89,7 @@ def gather(layout: Layout, store: Store, max_chars: int) -> Distillation:
         chosen.append(item)
         used += len(block)
     until = chosen[-1].time if chosen else None
-    text = INSTRUCTION + "".join(_block(i) for i in chosen) if chosen else ""
+    text = intro + "".join(_block(i) for i in chosen) if chosen else ""
     since = None if watermark is None else watermark[0]
     return Distillation(_iso(since), _iso(until), chosen, len(items) - len(chosen), text)
 
@@ -111,7 +116,7 @@ def _key(item: Item) -> tuple[float, str]:
 
 
 def _pointer(item: Item, room: int) -> str:
-    return f"\n(… {len(item.text) - room:,} chars more: read {item.path} with `memdir get`)"
+    return f"\n(… {len(item.text) - room:,} chars more: read them with {advice.get(item.path)})"
 
 
 def _block(item: Item) -> str:

@@ -27,7 +27,7 @@ entries with one body under two names are a finding, not an error).
 
 from __future__ import annotations
 
-from . import similarity
+from . import advice, similarity
 from .models import Fact, Similar
 from .records import Record
 
@@ -58,34 +58,56 @@ class DuplicateGroup(Record):
 
 
 # -- hints -------------------------------------------------------------------------------
+# Each names the call that does what it advises, on the caller's surface (advice.py), so
+# an agent can make it as written: issue 11.
 
 
 def fact_hint(fact: Fact) -> str:
     return (
-        f"fact {fact.id} already says this; nothing was stored. To change it: "
-        f"`memdir fact supersede {fact.id} TEXT` (memory_update action=supersede id={fact.id})"
+        f"fact {fact.id} already says this; nothing was stored. If it changed, supersede it: "
+        f"{advice.fact_supersede(fact.id)}"
     )
 
 
-def similar_hint(similar: tuple[Similar, ...]) -> str | None:
+def similar_hint(
+    similar: tuple[Similar, ...], written: int | str | None = None, prefix: str = "MEMDIR"
+) -> str | None:
+    """What to do about the near duplicates of an item just stored as `written` (a fact's
+    id, an entry's or procedure's name); `prefix`: the store's marker prefix."""
     if not similar:
         return None
     first = similar[0]
-    shown = f"fact {first.ref}" if first.kind == "fact" else f"{first.kind} {first.ref}"
     more = f" (and {len(similar) - 1} more)" if len(similar) > 1 else ""
-    action = (
-        f"if it replaces it, supersede {first.ref} instead"
-        if first.kind == "fact"
-        else f"if it says the same, keep one: update {first.ref} instead"
+    shown = f"fact {first.ref}" if first.kind == "fact" else f"{first.kind} {first.ref!r}"
+    found = f"stored; it resembles {shown}{more} ({first.how} {first.score:.2f})"
+    if first.kind == "fact":
+        # Superseding the old fact by this text is refused now that the text is stored:
+        # retiring the old one is what a replacement comes to.
+        return f"{found}: if it replaces fact {first.ref}, retire that one: " + (
+            advice.fact_remove(first.ref)
+        )
+    ref = str(first.ref)
+    if first.kind == "procedure":
+        write, remove = advice.procedure_write(ref), None
+        if written is not None:
+            remove = advice.procedure_remove(str(written))
+    else:
+        write = advice.entry_write(ref, prefix=prefix)
+        remove = None if written is None else advice.entry_remove(str(written))
+    keep = f"if they say the same, keep one: write it all under {ref!r} with {write}"
+    return f"{found}: {keep}" + (f", then {remove}" if remove else "")
+
+
+def named_hint(kind: str, name: str, prefix: str = "MEMDIR") -> str:
+    """An entry or procedure whose text `name` holds already: nothing was written."""
+    write = (
+        advice.procedure_write(name)
+        if kind == "procedure"
+        else advice.entry_write(name, prefix=prefix)
     )
-    return f"stored; it resembles {shown}{more} ({first.how} {first.score:.2f}): {action}"
-
-
-def named_hint(kind: str, name: str) -> str:
-    command = "memdir procedure write" if kind == "procedure" else "the memorize block / write"
     return (
-        f"{kind} {name!r} holds exactly this already; nothing was rewritten. To change it, "
-        f"write {name!r} again with what is new ({command} with its name)"
+        f"{kind} {name!r} holds exactly this already; nothing was rewritten. "
+        f"To change it, write {name!r} again with what is new: {write}"
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from . import advice
 from .errors import MemdirError, NotFoundError, ValidationError
 from .lazy import lazy
 from .models import Entry, Similar
@@ -108,7 +109,9 @@ def read(layout: Layout, name: str) -> Entry:
     path = layout.entry(name)
     text = _read_inside(path, layout)
     if text is None:
-        raise NotFoundError(f"no global entry named {name!r}: see `memdir list`")
+        raise NotFoundError(
+            f"no global entry named {name!r}: the entries are in {advice.entry_list()}"
+        )
     entry = _entry_from(name, text, path, layout)
     try:
         _meta, body = frontmatter.parse(text, _rel(path, layout))
@@ -129,7 +132,9 @@ def remove(layout: Layout, store: Store, name: str) -> Entry:
         try:
             os.unlink(layout.entry(name))
         except FileNotFoundError:
-            raise NotFoundError(f"no global entry named {name!r}: see `memdir list`") from None
+            raise NotFoundError(
+                f"no global entry named {name!r}: the entries are in {advice.entry_list()}"
+            ) from None
         _write_index(layout, store)
     return entry
 

@@ -4,7 +4,7 @@ tool. Mixed into Memory."""
 
 from __future__ import annotations
 
-from . import facts
+from . import advice, facts
 from .errors import MemdirError, NotFoundError, ValidationError
 from .lazy import lazy
 from .memory_base import MemoryBase
@@ -56,7 +56,7 @@ class FactMemory(MemoryBase):
         except MemdirError:
             return fact
         similar = tuple(s for s in similar if s.ref != exclude)
-        return fact._replace(similar=similar, hint=duplicates.similar_hint(similar))
+        return fact._replace(similar=similar, hint=duplicates.similar_hint(similar, fact.id))
 
     def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
         """Bulk import: (content, category) pairs in one transaction."""
@@ -146,7 +146,9 @@ class FactMemory(MemoryBase):
         fact_id = facts.check_id(fact_id)
         fact = self.store.get_fact(fact_id)
         if fact is None:
-            raise NotFoundError(f"no fact with id {fact_id}: search for it with `memdir search`")
+            raise NotFoundError(
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
+            )
         return fact
 
     def fact_history(self, fact_id: int | str) -> list[Fact]:

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Callable
 
+from . import advice
 from .errors import NotFoundError, StorageError, ValidationError
 from .models import HotWrite
 from .paths import Layout
@@ -105,11 +106,14 @@ def without_line(current: str, line: str) -> str:
     wanted = line.strip()
     if not wanted:
         raise ValidationError("give the line to remove from hot memory")
+    _not_empty(current, f"no line contains {wanted!r}")
     lines = strip_marker(current).split("\n")
     exact = [i for i, text in enumerate(lines) if _bare(text) in (wanted, _bare(wanted))]
     found = exact or [i for i, text in enumerate(lines) if wanted in text]
     if not found:
-        raise NotFoundError(f"no line of HOT.md contains {wanted!r}: see `memdir hot show`")
+        raise NotFoundError(
+            f"no line of HOT.md contains {wanted!r}: see its lines with {advice.hot_show()}"
+        )
     if len(found) > 1:
         raise ValidationError(
             f"{len(found)} lines of HOT.md contain {wanted!r}: give the whole line to remove"
@@ -122,6 +126,7 @@ def without_section(current: str, heading: str) -> str:
     """Drop a markdown section: its heading and everything up to the next heading of the
     same or a higher level."""
     wanted = heading.strip().lstrip("#").strip().lower()
+    _not_empty(current, f"no section is headed {heading!r}")
     lines = strip_marker(current).split("\n")
     for start, text in enumerate(lines):
         match = HEADING_RE.match(text)
@@ -134,7 +139,15 @@ def without_section(current: str, heading: str) -> str:
                     break
                 end += 1
             return "\n".join(lines[:start] + lines[end:])
-    raise NotFoundError(f"HOT.md has no section headed {heading!r}: see `memdir hot show`")
+    raise NotFoundError(
+        f"HOT.md has no section headed {heading!r}: see its lines with {advice.hot_show()}"
+    )
+
+
+def _not_empty(current: str, what: str) -> None:
+    """Nothing to remove, and nothing to look at either (a pointer to it would fail)."""
+    if not strip_marker(current).strip():
+        raise NotFoundError(f"hot memory is empty: {what}")
 
 
 def _bare(line: str) -> str:
@@ -150,6 +163,6 @@ def _warning(chars: int, cap: int, cut: int) -> str | None:
     if chars >= WARN_RATIO * cap:
         return (
             f"hot memory is {100 * chars // cap}% full ({chars:,}/{cap:,} chars): move details "
-            "to the fact archive (memdir fact add) before it is cut"
+            f"to the fact archive ({advice.fact_add()}) before it is cut"
         )
     return None

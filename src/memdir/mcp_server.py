@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from . import __version__
+from . import __version__, advice
 from .errors import MemdirError
 from .memory import Memory
 from .tools import call_tool, tools
@@ -29,14 +29,14 @@ RECALL_URI = "memdir://recall"
 RECALL_PROMPT = types.Prompt(
     name="recall",
     description="The memory to start a step with: hot memory, the long-term index and, with "
-    "a task, its notes and its ancestors' (R1), within the recall budget.",
+    "a task, its notes and its ancestors', within the recall budget.",
     arguments=[
         types.PromptArgument(name="task", description="The current task id.", required=False)
     ],
 )
 BOOT_PROMPT = types.Prompt(
     name="boot",
-    description="The context a new session starts with (E3): hot memory, identity files, "
+    description="The context a new session starts with: hot memory, identity files, "
     "today's and yesterday's logs and, for a main session, the long-term index.",
     arguments=[],
 )
@@ -63,9 +63,17 @@ def build_server(memory: Memory) -> Server[Any]:
             tools=[
                 types.Tool(
                     name=tool.name,
+                    title=tool.title,
                     description=tool.description,
                     input_schema=tool.input_schema,
-                    annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
+                    output_schema=tool.output_schema,
+                    annotations=types.ToolAnnotations(
+                        title=tool.title,
+                        read_only_hint=tool.read_only,
+                        destructive_hint=tool.destructive,
+                        idempotent_hint=tool.idempotent,
+                        open_world_hint=False,
+                    ),
                 )
                 for tool in offered
             ]
@@ -89,6 +97,11 @@ def build_server(memory: Memory) -> Server[Any]:
 
     readers = {HOT_URI: memory.hot, RECALL_URI: lambda: memory.recall().text}
 
+    async def run_as_mcp(run: Callable[..., Any], *args: Any) -> Any:
+        """run(*args) on a worker thread, its advice in tool calls (advice.py)."""
+        async with lock:
+            return await anyio.to_thread.run_sync(advice.running_as, "mcp", run, *args)
+
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(
             resources=[
@@ -96,14 +109,14 @@ def build_server(memory: Memory) -> Server[Any]:
                     name="hot-memory",
                     uri=HOT_URI,
                     mime_type="text/markdown",
-                    description="HOT.md: what every turn needs to know (H1).",
+                    description="HOT.md: what every turn needs to know.",
                 ),
                 types.Resource(
                     name="recall",
                     uri=RECALL_URI,
                     mime_type="text/markdown",
                     description="Hot memory and the long-term index, within the "
-                    "recall budget (R1).",
+                    "recall budget.",
                 ),
             ]
         )
@@ -117,8 +130,7 @@ def build_server(memory: Memory) -> Server[Any]:
                 types.INVALID_PARAMS,
                 f"unknown resource {params.uri}: the resources are {', '.join(readers)}",
             )
-        async with lock:
-            text = await anyio.to_thread.run_sync(reader)
+        text = await run_as_mcp(reader)
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
@@ -135,6 +147,11 @@ def build_server(memory: Memory) -> Server[Any]:
 
     prompts = {RECALL_PROMPT.name: recall_text, BOOT_PROMPT.name: boot_text}
 
+    async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        # none: every resource has a fixed URI. Answered, not -32601, which clients such as
+        # the MCP Inspector treat as a failed connection.
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[RECALL_PROMPT, BOOT_PROMPT])
 
@@ -147,8 +164,7 @@ def build_server(memory: Memory) -> Server[Any]:
             )
         arguments = dict(params.arguments or {})
         try:
-            async with lock:
-                text = await anyio.to_thread.run_sync(render, arguments)
+            text = await run_as_mcp(render, arguments)
         except MemdirError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         return types.GetPromptResult(
@@ -166,6 +182,7 @@ def build_server(memory: Memory) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call,
         on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
         on_read_resource=read_resource,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,

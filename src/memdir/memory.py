@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from . import (
+    advice,
     facts,
     index,
     procedures,
@@ -214,7 +215,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         if self.unembedded:
             return (
                 f"{self.unembedded:,} item(s) are not embedded yet, so semantic search "
-                "does not see them: run `memdir reindex`"
+                f"does not see them: {advice.reindex()}"
             )
         if self._embedder is not None or embeddings.available() or not self.settings.enabled:
             return None
@@ -250,7 +251,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         similar = duplicates.merged(
             result.similar, self._similar_files("procedure", name, duplicates.body_of(content))
         )
-        return result._replace(similar=similar, hint=duplicates.similar_hint(similar))
+        return result._replace(similar=similar, hint=duplicates.similar_hint(similar, name))
 
     def procedure(self, name: str) -> Procedure:
         return procedures.read(self.layout, name)
@@ -264,7 +265,10 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         if parent is not None:
             sessions.check_id(parent)
             if self.store.get_session(parent) is None:
-                raise NotFoundError(f"unknown parent session {parent!r}: see `memdir sessions`")
+                raise NotFoundError(
+                    f"unknown parent session {parent!r}: the sessions are listed by "
+                    f"{advice.sessions()}"
+                )
         self._enabled("start a session")
         now = self.clock()
         return self.store.start_session(sessions.new_id(now), surface, parent, iso(now))
@@ -275,7 +279,9 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         sessions.check_id(session_id)
         found = self.store.get_session(session_id)
         if found is None:
-            raise NotFoundError(f"unknown session {session_id!r}: see `memdir sessions`")
+            raise NotFoundError(
+                f"unknown session {session_id!r}: the sessions are listed by {advice.sessions()}"
+            )
         if found.is_subagent:
             return found
         if found.ended is not None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 
 from . import (
+    advice,
     search,
     sessions,
 )
@@ -106,7 +107,8 @@ class MemoryBase:
             found = self.store.get_session(self.session_id)
             if found is None:
                 raise NotFoundError(
-                    f"unknown session {self.session_id!r}: start one with `memdir session start`"
+                    f"unknown session {self.session_id!r}: start one with "
+                    f"{advice.session_start()}"
                 )
             self._session = found
         return self._session

@@ -52,6 +52,10 @@ class Fact(Record):
         return data
 
 
+SIMILAR_HOWS = ("exact", "lexical", "semantic")
+APPLIED_ACTIONS = ("created", "updated", "unchanged", "noted", "duplicate")
+
+
 class Similar(Record):
     """What a write resembles (X5: reported, never refused): what it is, which one, and
     how alike (0-1)."""

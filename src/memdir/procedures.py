@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import query
+from . import advice, query
 from .errors import NotFoundError, ValidationError
 from .models import Procedure, Similar
 from .paths import Layout, is_name
@@ -59,7 +59,9 @@ def read(layout: Layout, name: str) -> Procedure:
     path = layout.procedure(name)
     text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
     if text is None:
-        raise NotFoundError(f"no procedure named {name!r}: see `memdir procedure list`")
+        raise NotFoundError(
+            f"no procedure named {name!r}: find the procedures with {advice.procedure_list()}"
+        )
     return _load(layout, name, path, text)
 
 

@@ -21,6 +21,7 @@ lineage. Everything recalled is defanged (R4): no marker in it can act as a live
 
 from __future__ import annotations
 
+from . import advice
 from .errors import ValidationError
 from .markers import defang
 from .models import Note, Recalled
@@ -129,7 +130,7 @@ def _index_share(budget: int, index_need: int, notes_need: int) -> int:
 def _preamble(memory_dir: str) -> str:
     return (
         f"{LONG_TERM}\nDurable entries, one line each; the full text of one is in "
-        f"{memory_dir}/global/<name>.md (or `memdir show <name>`)."
+        f"{memory_dir}/global/<name>.md ({advice.entry_show('<name>')})."
     )
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import time
 
+from . import advice
 from .errors import ReadOnlyError, ValidationError
 from .models import Session
 
@@ -22,7 +23,7 @@ def check_id(session_id: str) -> str:
     if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
         raise ValidationError(
             f"bad session id {session_id!r}: use letters, digits, '.', '_', ':' or '-' "
-            "(at most 128), as printed by `memdir session start`"
+            f"(at most 128); a new session gets one from {advice.session_start()}"
         )
     return session_id
 

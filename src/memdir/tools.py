@@ -13,18 +13,32 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from . import advice
 from .errors import ValidationError
 from .markers import defang
 from .memory import Memory
 from .models import CATEGORIES
+from .tool_output import OUTPUT
 
 
 class Tool(NamedTuple):
+    """A tool and what an MCP client is told of it: a display title, and hints of whether it
+    writes (`read_only`), may overwrite or delete what memory holds (`destructive`), and
+    changes nothing more when repeated with the same arguments (`idempotent`). None of them
+    reaches outside memory (openWorldHint false)."""
+
     name: str
+    title: str
     description: str
     input_schema: dict[str, Any]
     read_only: bool
+    destructive: bool
+    idempotent: bool
     run: Callable[..., dict[str, Any]]
+
+    @property
+    def output_schema(self) -> dict[str, Any]:
+        return OUTPUT[self.name]
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -153,6 +167,7 @@ def _required(value: Any, field: str, action: str) -> Any:
 
 _SEARCH = Tool(
     name="memory_search",
+    title="Search memory",
     description=(
         "Search all of long-term memory — facts, procedures, global entries, task notes and "
         "daily logs — with a question in plain words (FTS5 syntax also works: AND, OR, NOT, "
@@ -204,11 +219,14 @@ _SEARCH = Tool(
         "additionalProperties": False,
     },
     read_only=True,
+    destructive=False,
+    idempotent=True,
     run=memory_search,
 )
 
 _UPDATE = Tool(
     name="memory_update",
+    title="Update a fact or hot memory",
     description=(
         "Write long-term memory. Two places, for different things:\n"
         "- target 'hot' (HOT.md) is shown at the start of every session and capped at 5,250 "
@@ -249,11 +267,14 @@ _UPDATE = Tool(
         "additionalProperties": False,
     },
     read_only=False,
+    destructive=True,
+    idempotent=False,
     run=memory_update,
 )
 
 _PROCEDURE = Tool(
     name="procedure_write",
+    title="Write a procedure",
     description=(
         "Save a reusable procedure: how to do a recurring task, step by step (deploy, release, "
         "triage...). Markdown, optionally with YAML frontmatter (description, tags). Writing an "
@@ -274,11 +295,14 @@ _PROCEDURE = Tool(
         "additionalProperties": False,
     },
     read_only=False,
+    destructive=True,
+    idempotent=True,
     run=procedure_write,
 )
 
 _MEMORIZE = Tool(
     name="memorize",
+    title="Memorize blocks from output",
     description=(
         "Store what your output says to remember, written as blocks:\n"
         "MEMDIR_MEMORIZE_BEGIN\n"
@@ -303,11 +327,14 @@ _MEMORIZE = Tool(
         "additionalProperties": False,
     },
     read_only=False,
+    destructive=True,
+    idempotent=True,
     run=memorize,
 )
 
 _RECALL = Tool(
     name="memory_recall",
+    title="Recall the memory a step starts with",
     description=(
         "The memory a step starts with: hot memory, the index of durable entries, and the "
         "notes of the task and its parent tasks, within a character budget. Call it at the "
@@ -331,11 +358,14 @@ _RECALL = Tool(
         "additionalProperties": False,
     },
     read_only=True,
+    destructive=False,
+    idempotent=True,
     run=memory_recall,
 )
 
 _GET = Tool(
     name="memory_get",
+    title="Read lines of a memory file",
     description=(
         "Read exact lines of a memory file — after a search or recall names one — instead of "
         "the whole file: a global entry (global/<name>.md), a procedure, a task's notes "
@@ -353,11 +383,14 @@ _GET = Tool(
         "additionalProperties": False,
     },
     read_only=True,
+    destructive=False,
+    idempotent=True,
     run=memory_get,
 )
 
 _DAILY = Tool(
     name="daily_append",
+    title="Append to today's log",
     description=(
         "Log what happened today in the daily log (one markdown file per local day): an "
         "event, a conversation, a result. It lands under a `## HH:MM` heading, or under "
@@ -375,6 +408,8 @@ _DAILY = Tool(
         "additionalProperties": False,
     },
     read_only=False,
+    destructive=False,
+    idempotent=False,
     run=daily_append,
 )
 
@@ -393,7 +428,13 @@ def tool_schemas(read_only: bool = False) -> list[dict[str, Any]]:
 
 
 def call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """Validate the arguments against the tool's schema, then run it. Errors are MemdirError."""
+    """Validate the arguments against the tool's schema, then run it. Errors are MemdirError.
+    The caller speaks in tool calls: every hint and error names tool calls (advice.py)."""
+    result: dict[str, Any] = advice.running_as("mcp", _call_tool, memory, name, arguments)
+    return result
+
+
+def _call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     tool = TOOLS.get(name)
     if tool is None:
         raise ValidationError(f"unknown tool {name!r}: the tools are {', '.join(TOOLS)}")

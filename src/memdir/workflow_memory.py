@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable
 
 from . import (
+    advice,
     facts,
     search,
 )
@@ -104,10 +105,12 @@ class WorkflowMemory(MemoryBase):
             twins=lambda: self._entry_twins(name, content),
         )
         if entry.duplicate:
-            return entry._replace(hint=duplicates.named_hint("entry", entry.name)), False
+            same = duplicates.named_hint("entry", entry.name, self.settings.marker_prefix)
+            return entry._replace(hint=same), False
         self._count("entries")
         similar = duplicates.merged(entry.similar, self._similar_files("global", name, content))
-        return entry._replace(similar=similar, hint=duplicates.similar_hint(similar)), created
+        hint = duplicates.similar_hint(similar, name, self.settings.marker_prefix)
+        return entry._replace(similar=similar, hint=hint), created
 
     def _similar_files(self, kind: str, name: str, content: str) -> tuple[Similar, ...]:
         """Entries or procedures that mean nearly this, when the embedding model is loaded
@@ -171,7 +174,9 @@ class WorkflowMemory(MemoryBase):
         self.layout.task_notes(task_id)
         found = self.store.get_task(task_id)
         if found is None:
-            raise NotFoundError(f"unknown task {task_id!r}: see `memdir task start`")
+            raise NotFoundError(
+                f"unknown task {task_id!r}: tasks are registered with {advice.task_start(task_id)}"
+            )
         return found
 
     def add_note(
@@ -273,7 +278,9 @@ class WorkflowMemory(MemoryBase):
             action = "created" if created else "updated"
             return Applied("global", request.name, action, entry.hint, entry.similar)
         if task is None:
-            raise ValidationError("a task note needs the current task (--task ID)")
+            raise ValidationError(
+                f"a task note needs the current task: {advice.memorize_with_task()}"
+            )
         added = self.add_note(task, request.content, workflow=workflow, step=step)
         return Applied("task", task, "noted" if added else "duplicate")
 

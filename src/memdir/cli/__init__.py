@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 
+from .. import advice
 from ..errors import MemdirError
 from .common import Builder, Parser, Raw, as_json, common_options
 
@@ -109,6 +110,16 @@ def _emit(result: Any, json_output: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
+    # hints name commands (advice.py), with the store the user named: they run as written
+    state_dir = getattr(args, "state_dir", None)
+    token = advice.use("cli", ["memdir", *(["--state-dir", state_dir] if state_dir else [])])
+    try:
+        return _run(args)
+    finally:
+        advice.reset(token)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         _emit(args.handler(args), as_json(args))
     except MemdirError as exc:

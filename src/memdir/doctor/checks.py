@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from .. import entries, heartbeat, hot, index
+from .. import advice, entries, heartbeat, hot, index
 from ..clock import epoch, iso
 from ..errors import StorageError
 from ..paths import Layout
@@ -23,8 +23,8 @@ def check_hot(memory: Memory, found: list[Finding]) -> None:
     text = hot.read(memory.layout)
     cap, chars = memory.settings.hot_cap_chars, len(text)
     move = (
-        "move details to the fact archive (`memdir fact add TEXT -c CATEGORY`), then drop "
-        "them from HOT.md (`memdir hot rm LINE`, or edit the file)"
+        f"move details to the fact archive ({advice.fact_add()}), then drop them from HOT.md "
+        f"({advice.hot_remove()}, or edit the file)"
     )
     if chars > cap:
         found.append(
@@ -56,8 +56,8 @@ def check_hot(memory: Memory, found: list[Finding]) -> None:
                 ["HOT.md"],
                 f"HOT.md was cut at its cap earlier: {cut:,} chars were lost (its last line "
                 "says so)",
-                "check that what every turn needs is still there; `memdir hot set` with the "
-                "whole text clears the marker",
+                "check that what every turn needs is still there; writing the whole text "
+                f"({advice.hot_set()}) clears the marker",
             )
         )
 
@@ -92,8 +92,8 @@ def check_entries(view: Memory, usable: bool, skip: set[str], found: list[Findin
                     f"{_named(entry.path, entry.error)}; the entry is left out of MEMORY.md "
                     "and recall",
                     f"edit {os.path.join(layout.memory_dir, entry.path)} (frontmatter: "
-                    "`---`, `name:`, `description:`, `---`), or `memdir rm "
-                    f"{entry.name}`",
+                    "`---`, `name:`, `description:`, `---`), or remove it: "
+                    f"{advice.entry_remove(entry.name)}",
                 )
             )
     expected = "".join(
@@ -123,7 +123,7 @@ def check_entries(view: Memory, usable: bool, skip: set[str], found: list[Findin
                 behind,
                 f"the entry cache in memory.db is behind {len(behind)} entry file(s) changed "
                 f"by hand: {few(behind)} (the next list or recall catches up, G4)",
-                "nothing to do; `memdir doctor --fix` refreshes it now",
+                f"nothing to do; {advice.doctor(fix=True)} refreshes it now",
                 fixable=True,
             )
         )
@@ -153,8 +153,8 @@ def _index_finding(expected: str, actual: str | None) -> Finding:
         "warning",
         ["MEMORY.md", *sorted(set(extra) | set(missed) | set(changed))],
         f"MEMORY.md does not match global/: {'; '.join(parts)} (G3)",
-        "`memdir doctor --fix` (or `memdir reindex`) rebuilds it from the files; MEMORY.md is "
-        "derived, so text written into it by hand is not kept",
+        f"{advice.doctor(fix=True)} (or {advice.reindex()}) rebuilds it from the files; "
+        "MEMORY.md is derived, so text written into it by hand is not kept",
         fixable=True,
     )
 
@@ -199,7 +199,7 @@ def check_index(layout: Layout, store: ReadOnlyStore, skip: set[str], found: lis
                 list(paths),
                 f"the search index is behind the files ({counts}): {few(paths)} (the next "
                 "search catches up, G4)",
-                "nothing to do; `memdir doctor --fix` re-indexes now",
+                f"nothing to do; {advice.doctor(fix=True)} re-indexes now",
                 fixable=True,
             )
         )
@@ -227,7 +227,7 @@ def check_procedures(view: Memory, found: list[Finding]) -> None:
                     "warning",
                     [proc.path],
                     f"procedure {proc.name} is empty: no steps after its frontmatter (P1)",
-                    f"write it (`memdir procedure write {proc.name} FILE`) or delete {full}",
+                    f"write it ({advice.procedure_write(proc.name)}) or delete {full}",
                 )
             )
 
@@ -251,8 +251,8 @@ def check_tasks(view: Memory, scan: Scan, stale_days: int, found: list[Finding])
                 old,
                 f"{len(old)} notes file(s) of tasks the registry does not know, untouched for "
                 f"longer than task_retention ({retention}): {few(old)} (T4)",
-                "`memdir doctor --fix` (or `memdir prune`) removes them; if the retention sweep "
-                "should have, check that it runs (the server runs it every 6 hours)",
+                f"{advice.doctor(fix=True)} (or {advice.prune()}) removes them; if the retention "
+                "sweep should have, check that it runs (the server runs it every 6 hours)",
                 fixable=True,
             )
         )
@@ -264,7 +264,7 @@ def check_tasks(view: Memory, scan: Scan, stale_days: int, found: list[Finding])
                 young,
                 f"{len(young)} notes file(s) of tasks the registry does not know: "
                 f"{few(young)}; they are kept until untouched for {retention} (T4)",
-                "register a task still in use (`memdir task start ID`), or leave them: the "
+                f"register a task still in use ({advice.task_start()}), or leave them: the "
                 "sweep removes them in time",
             )
         )
@@ -276,7 +276,7 @@ def check_tasks(view: Memory, scan: Scan, stale_days: int, found: list[Finding])
                 expired,
                 f"{len(expired)} notes file(s) of tasks that ended more than {retention} ago: "
                 f"{few(expired)} (T4)",
-                "`memdir doctor --fix` (or `memdir prune`) removes them",
+                f"{advice.doctor(fix=True)} (or {advice.prune()}) removes them",
                 fixable=True,
             )
         )
@@ -294,7 +294,7 @@ def check_tasks(view: Memory, scan: Scan, stale_days: int, found: list[Finding])
                 list(idle),
                 f"{len(idle)} task(s) still running with no note for {stale_days} days: "
                 f"{few(idle)}; a running task's notes are never swept (T4)",
-                "end the ones that are over: `memdir task end ID --state cancelled`",
+                f"end the ones that are over: {advice.task_end()}",
             )
         )
 
@@ -311,18 +311,28 @@ def check_duplicates(view: Memory, found: list[Finding]) -> None:
         first, rest = group.members[0], group.members[1:]
         if group.kind == "fact":
             keep = f"keep fact {first}, remove the repeats: " + "; ".join(
-                f"`memdir fact rm {m}`" for m in rest[:SHOWN]
+                advice.fact_remove(m) for m in rest[:SHOWN]
             )
             merge = (
-                f"if they say the same, keep one (`memdir fact supersede {first} TEXT`) and "
-                "`memdir fact rm` the others"
+                f"if they say the same, keep one ({advice.fact_supersede(first)}) and remove "
+                f"the others ({advice.fact_remove('<id>')})"
             )
         elif group.kind == "entry":
-            keep = f"keep {first}, `memdir rm NAME` the others"
-            merge = "if they say the same, merge them into one and `memdir rm NAME` the others"
+            keep = f"keep {first}, remove the others: " + "; ".join(
+                advice.entry_remove(str(m)) for m in rest[:SHOWN]
+            )
+            merge = (
+                "if they say the same, merge them into one and remove the others "
+                f"({advice.entry_remove('<name>')})"
+            )
         else:
-            keep = f"keep {first}, delete procedures/NAME.md of the others"
-            merge = "if they say the same, merge them into one and delete the others' files"
+            keep = f"keep {first}, remove the others: " + "; ".join(
+                advice.procedure_remove(str(m)) for m in rest[:SHOWN]
+            )
+            merge = (
+                "if they say the same, merge them into one and remove the others "
+                f"({advice.procedure_remove('<name>')})"
+            )
         what = f"{len(group.members)} {PLURALS[group.kind]}"
         found.append(
             Finding(
@@ -356,9 +366,9 @@ def check_stale(view: Memory, stale_days: int, found: list[Finding]) -> None:
                 ids,
                 f"{len(ids):,} active fact(s) no search has found in {stale_days} days (nor "
                 f"written or imported since): {few(ids)}",
-                "review them (`memdir fact show ID`); supersede what changed (`memdir fact "
-                "supersede ID TEXT`) and remove what no longer holds (`memdir fact rm ID`); "
-                "--stale-days N sets the window",
+                f"review them ({advice.fact_show('<id>')}); supersede what changed "
+                f"({advice.fact_supersede('<id>')}) and remove what no longer holds "
+                f"({advice.fact_remove('<id>')}); --stale-days N sets the window",
             )
         )
 

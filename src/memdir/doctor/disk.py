@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Callable
 
+from .. import advice
 from ..daily import DATE_RE
 from ..errors import MemdirError, StorageError
 from ..paths import TASK_ID_RE, Layout, is_inside, is_name, lock_of
@@ -152,7 +153,7 @@ def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -
                 [rel],
                 f"memory.db has schema version {schema}; this memdir's is {latest} (the checks "
                 "that read the database were skipped)",
-                "any memdir write upgrades it; `memdir doctor --fix` does it now",
+                f"any memdir write upgrades it; {advice.doctor(fix=True)} does it now",
                 fixable=True,
             )
         )
@@ -267,7 +268,7 @@ def check_layout(layout: Layout, scan: Scan, found: list[Finding]) -> None:
                 "warning",
                 list(left),
                 f"{len(left)} temp file(s) left by a write that was killed: {few(left)}",
-                "`memdir doctor --fix` removes them",
+                f"{advice.doctor(fix=True)} removes them",
                 fixable=True,
             )
         )

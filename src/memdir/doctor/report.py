@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from .. import advice
 from ..errors import MemdirError
 from ..records import Record
 
@@ -76,7 +77,7 @@ def checked(what: str, found: list[Finding], check: Callable[[], None]) -> None:
                 "warning",
                 [],
                 f"the {what} check could not run: {str(exc)}",
-                "fix what the message names and run `memdir doctor` again",
+                f"fix what the message names and run doctor again: {advice.doctor()}",
             )
         )
 

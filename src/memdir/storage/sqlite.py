@@ -13,6 +13,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
+from .. import advice
 from ..errors import ConflictError, NotFoundError, QueryError, StorageError
 from ..lazy import lazy
 from ..models import Fact, Provenance, Session, Task
@@ -242,7 +243,7 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
             if same is not None and same.id != old_id:
                 raise ConflictError(
                     f"fact {same.id} already says this; fact {old_id} was left as it is: "
-                    f"to retire {old_id}, remove it (`memdir fact rm {old_id}`)"
+                    f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
                 )
             start = valid_from or now
             new_id = self._insert_fact(
@@ -401,12 +402,28 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
     def _active_fact(self, db: sqlite3.Connection, fact_id: int, action: str) -> Fact:
         fact = self._fact(db, fact_id)
         if fact is None:
-            raise NotFoundError(f"no fact with id {fact_id}: search for it with `memdir search`")
-        if fact.status == "superseded":
-            raise ConflictError(
-                f"fact {fact_id} was already superseded by fact {fact.superseded_by}; "
-                f"{action} {fact.superseded_by} instead"
+            raise NotFoundError(
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
             )
+        if fact.status == "superseded":
+            # the hint names the version that holds now: the next one may be superseded too
+            newest = fact
+            while newest.status == "superseded" and newest.superseded_by is not None:
+                newest = self._fact(db, newest.superseded_by) or newest._replace(status="gone")
+            via = (
+                f" (its newest version is fact {newest.id})"
+                if newest.id != fact.superseded_by
+                else ""
+            )
+            said = f"fact {fact_id} was already superseded by fact {fact.superseded_by}{via}"
+            if newest.status != "active":
+                raise ConflictError(f"{said}, which is no longer active; nothing to {action}")
+            again = (
+                advice.fact_supersede(newest.id)
+                if action == "supersede"
+                else advice.fact_remove(newest.id)
+            )
+            raise ConflictError(f"{said}; {action} {newest.id} instead: {again}")
         if fact.status == "removed":
             raise ConflictError(
                 f"fact {fact_id} was removed on {fact.updated}; nothing to {action}"
@@ -499,7 +516,8 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
                 return existing
             if parent_id is not None and self._task(db, parent_id) is None:
                 raise NotFoundError(
-                    f"unknown parent task {parent_id!r}: start it first with `memdir task start`"
+                    f"unknown parent task {parent_id!r}: start it first: "
+                    f"{advice.task_start(parent_id)}"
                 )
             db.execute(
                 "INSERT INTO tasks (id, parent_id, state, started) VALUES (?, ?, 'running', ?)",
@@ -511,7 +529,10 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
         with self._write() as db:
             task = self._task(db, task_id)
             if task is None:
-                raise NotFoundError(f"unknown task {task_id!r}: see `memdir task start`")
+                raise NotFoundError(
+                    f"unknown task {task_id!r}: tasks are registered with "
+                    f"{advice.task_start(task_id)}"
+                )
             if task.state != "running":
                 raise ConflictError(f"task {task_id} already ended ({task.state} at {task.ended})")
             db.execute("UPDATE tasks SET state = ?, ended = ? WHERE id = ?", (state, now, task_id))
