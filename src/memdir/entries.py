@@ -67,7 +67,7 @@ def write(
         previous = _meta_of(files.read_text(path), path, layout)
         created = now if previous is None else str(previous.get("created") or now)
         meta: dict[str, object] = {"name": name, "description": description}
-        meta.update({k: v for k, v in provenance.items() if v})
+        meta.update(_provenance(previous, provenance))
         meta.update({"created": created, "updated": now})
         body = content.strip("\n") + "\n"
         files.sweep_temps(path)
@@ -77,15 +77,34 @@ def write(
         name,
         description,
         _rel(path, layout),
-        provenance.get("agent"),
-        provenance.get("task"),
-        provenance.get("workflow"),
+        _str(meta.get("agent")),
+        _str(meta.get("task")),
+        _str(meta.get("workflow")),
         created,
         now,
         body,
         similar=similar,
+        updated_by=_str(meta.get("updated_by")),
     )
     return entry, previous is None
+
+
+PROVENANCE = ("agent", "task", "workflow")
+
+
+def _provenance(
+    previous: dict[str, object] | None, provenance: dict[str, str | None]
+) -> dict[str, object]:
+    """G1, G2: who created an entry (agent, task, workflow) is kept through every upsert,
+    whoever writes it; the agent of the latest update is `updated_by` (left out when the
+    update names none, so a stale name is never shown). A file whose frontmatter cannot
+    be read has no creator to keep: this write creates it."""
+    if not previous:
+        return {k: v for k, v in provenance.items() if v}
+    kept = {k: previous[k] for k in PROVENANCE if previous.get(k)}
+    if provenance.get("agent"):
+        kept["updated_by"] = provenance["agent"]
+    return kept
 
 
 def read(layout: Layout, name: str) -> Entry:
@@ -267,6 +286,7 @@ def _entry_from(name: str, text: str, path: str, layout: Layout) -> Entry:
         workflow=_str(meta.get("workflow")),
         created=_str(meta.get("created")),
         updated=_str(meta.get("updated")),
+        updated_by=_str(meta.get("updated_by")),
     )
 
 
