@@ -200,13 +200,14 @@ def test_an_upsert_keeps_the_creator_and_records_the_updater(
         "ci-duration", "CI takes ~12 min", "v0", task="t-1", workflow="triage")
     for n, agent in enumerate(updaters, 1):
         clock.advance(3600)
+        named = {"task": "t-2", "workflow": "release"} if n == 1 else {}  # later: none
         written = Memory(agent=agent, clock=clock).write_entry(
-            "ci-duration", f"CI takes ~{12 + n} min", f"v{n}", task="t-2", workflow="release")
+            "ci-duration", f"CI takes ~{12 + n} min", f"v{n}", **named)
     last = updaters[-1]
     meta = _frontmatter(state_dir / "memory" / "global" / "ci-duration.md")
     expected = {"name": "ci-duration", "description": f"CI takes ~{12 + len(updaters)} min",
-                "task": "t-1", "workflow": "triage", "created": "2026-05-28T20:26:40Z",
-                "updated": clock_iso(clock)}
+                "task": "t-2", "workflow": "release", "created": "2026-05-28T20:26:40Z",
+                "updated": clock_iso(clock)}  # task and workflow: the latest named
     if creator:
         expected["agent"] = creator
     if last:
@@ -215,7 +216,7 @@ def test_an_upsert_keeps_the_creator_and_records_the_updater(
     mem = Memory()
     for entry in (written, mem.entry("ci-duration"), *mem.entries()):
         assert (entry.agent, entry.updated_by, entry.task, entry.workflow, entry.created) == (
-            creator, last, "t-1", "triage", "2026-05-28T20:26:40Z")
+            creator, last, "t-2", "release", "2026-05-28T20:26:40Z")
         data = entry.to_dict()
         assert data["agent"] == creator and data["updated_by"] == last  # both keys, always
 

@@ -89,19 +89,23 @@ def write(
     return entry, previous is None
 
 
-PROVENANCE = ("agent", "task", "workflow")
-
-
 def _provenance(
     previous: dict[str, object] | None, provenance: dict[str, str | None]
 ) -> dict[str, object]:
-    """G1, G2: who created an entry (agent, task, workflow) is kept through every upsert,
-    whoever writes it; the agent of the latest update is `updated_by` (left out when the
-    update names none, so a stale name is never shown). A file whose frontmatter cannot
-    be read has no creator to keep: this write creates it."""
+    """G1, G2: `agent` is who created the entry, kept through every upsert whoever writes;
+    the agent of the latest update is `updated_by` (left out when that update names none,
+    so a stale name is never shown). `task` and `workflow` are the latest ones named: a
+    write that names none keeps the earlier. A file whose frontmatter cannot be read has
+    no creator to keep: this write creates it."""
     if not previous:
         return {k: v for k, v in provenance.items() if v}
-    kept = {k: previous[k] for k in PROVENANCE if previous.get(k)}
+    kept: dict[str, object] = {}
+    if previous.get("agent"):
+        kept["agent"] = previous["agent"]
+    for key in ("task", "workflow"):
+        value = provenance.get(key) or previous.get(key)
+        if value:
+            kept[key] = value
     if provenance.get("agent"):
         kept["updated_by"] = provenance["agent"]
     return kept

@@ -61,8 +61,9 @@ def common_options() -> argparse.ArgumentParser:
         "--state-dir",
         default=argparse.SUPPRESS,
         metavar="DIR",
-        help="the state folder (default: $MEMDIR_STATE_DIR, the nearest "
-        ".memdir/, or ~/.memdir/state)",
+        help="the state folder (default: $MEMDIR_STATE_DIR, the nearest .memdir/, or "
+        "~/.memdir/state); one named here or in $MEMDIR_STATE_DIR must exist: "
+        "`memdir init --state-dir DIR` makes it",
     )
     common.add_argument(
         "--session",
