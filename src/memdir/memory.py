@@ -299,7 +299,7 @@ class InitResult(Record):
     state_dir: str
     created: bool  # the state dir was made now
     gitignore: str | None  # the .gitignore a line was added to
-    memory_dir: str = ""
+    memory_dir: str
 
 
 def init_project(
