@@ -108,12 +108,12 @@ def code_key() -> str:
 
 
 def open_memory(state_dir: str, **options: Any) -> Any:
-    """A Memory on exactly this state dir: no MEMDIR_* variable of ours may redirect it.
-    `options` go to Memory (e.g. clock=...)."""
+    """A Memory on exactly this state dir, made when missing: no MEMDIR_* variable of ours
+    may redirect it. `options` go to Memory (e.g. clock=...)."""
     from memdir import Memory
 
     state_dir = os.path.abspath(state_dir)
-    return Memory(state_dir, env={}, cwd=state_dir, **options)
+    return Memory(state_dir, env={}, cwd=state_dir, create=True, **options)
 
 
 def db_path(state_dir: str) -> str:

@@ -1,4 +1,6 @@
-"""Every test gets its own state dir (MEMDIR_STATE_DIR -> tmp), so no test touches ~/.memdir."""
+"""Every test gets its own state dir (MEMDIR_STATE_DIR -> tmp), so no test touches ~/.memdir.
+The folder exists, as `memdir init` would leave it: a state dir that is named but missing
+is an error (L1), tested in test_settings_paths.py."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("MEMDIR_STATE_DIR", "MEMDIR_MEMORY_DIR", "MEMDIR_SESSION_ID"):
         monkeypatch.delenv(var, raising=False)
     state = tmp_path / "state"
+    state.mkdir()
     monkeypatch.setenv("MEMDIR_STATE_DIR", str(state))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return state

@@ -33,7 +33,7 @@ PROCEDURE_WITH_FRONTMATTER = (
 def build_store(state: Path) -> dict[str, Any]:
     """A store holding every kind of record, written through the public API."""
     clock = FixedClock(T0)
-    with Memory(str(state), clock=clock) as mem:
+    with Memory(str(state), create=True, clock=clock) as mem:
         top = mem.start_session(surface="repl")
         sub = mem.start_session(surface="repl", parent=top.id)  # a subagent session (U2)
         with Memory(str(state), clock=clock, session=top.id, agent="coder") as agent:
@@ -101,12 +101,12 @@ def stored_files(state: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def export_file(state: Path, out: Path) -> archive.Exported:
-    with Memory(str(state)) as mem:
+    with Memory(str(state), create=True) as mem:
         return archive.export_to(mem, str(out))
 
 
 def import_file(state: Path, path: Path | str, **options: Any) -> Any:
-    with Memory(str(state)) as mem:
+    with Memory(str(state), create=True) as mem:
         return archive.import_archive(mem, str(path), **options)
 
 
@@ -141,7 +141,7 @@ def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # issue 7, F
     assert rows(target) == before_rows  # every column of every fact, usage, task, session...
     assert stored_files(target) == before_files  # byte for byte, mtime to the nanosecond
     assert (target / "memory" / "MEMORY.md").read_text(encoding="utf-8") == index_before  # G3
-    with Memory(str(target)) as mem:
+    with Memory(str(target), create=True) as mem:
         chain = mem.fact_history(made["chain"][-1])  # F3: the whole chain, same ids
         assert [f.id for f in chain] == made["chain"]
         assert [f.status for f in chain] == ["superseded", "superseded", "active"]
@@ -157,7 +157,7 @@ def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # issue 7, F
         assert mem.procedure("release").description == "how a release is cut"
         assert [e.name for e in mem.entries()] == ["ci-duration", "release-day"]
         assert not mem.distill().items  # the watermark came along: nothing to distill again
-        assert [c.last for c in mem.heartbeat_due() if c.name == "email"] == [T0 + 180 + DAY]
+        assert [c.last for c in mem.heartbeat_status() if c.name == "email"] == [T0 + 180 + DAY]
         # the search index was rebuilt: facts, entries, procedures and logs are found
         kinds = {hit.kind for hit in mem.search("canary OR CI OR calendar OR tag",
                                                 mode="lexical", limit=20)}
@@ -188,7 +188,7 @@ def test_archive_format(tmp_path: Path) -> None:  # issue 7: header, kinds, base
 
 def test_export_leaves_out_links_and_hidden_folders(tmp_path: Path) -> None:  # X1, L6
     state = tmp_path / "a"
-    with Memory(str(state)) as mem:
+    with Memory(str(state), create=True) as mem:
         mem.hot_set("Name: Ada")
     memory = state / "memory"
     (tmp_path / "outside.md").write_text("not memory\n", encoding="utf-8")
@@ -226,7 +226,7 @@ def test_import_refuses_a_store_that_holds_memory(tmp_path: Path) -> None:  # is
     out = tmp_path / "backup.jsonl"
     export_file(tmp_path / "a", out)
     target = tmp_path / "b"
-    with Memory(str(target)) as mem:
+    with Memory(str(target), create=True) as mem:
         mem.add_fact("The target's own fact", "learning")
     before_rows, before_files = rows(target), stored_files(target)
     with pytest.raises(ConflictError, match="not empty .*--force"):
@@ -241,7 +241,7 @@ def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
     out = tmp_path / "backup.jsonl"
     export_file(tmp_path / "a", out)
     target = tmp_path / "b"
-    with Memory(str(target)) as mem:
+    with Memory(str(target), create=True) as mem:
         own = [mem.add_fact(f"The target's own fact number {i}", "learning").id for i in (1, 2)]
         mem.start_task("sprint-12")
         mem.hot_set("The target's hot memory")
@@ -254,7 +254,7 @@ def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
     assert skipped[("hot", "HOT.md.bak")] == "the store keeps its own HOT.md.bak"
     [hot] = [i for i in report.imported if i.target == "HOT.md"]
     assert hot.note == "replaced the store's HOT.md (the previous one kept in HOT.md.bak)"
-    with Memory(str(target)) as mem:
+    with Memory(str(target), create=True) as mem:
         new_ids = {int(i.target) for i in report.imported if i.kind == "fact"}
         assert len(new_ids) == 5 and min(new_ids) > max(own)
         assert [f.content for f in mem.store.facts_by_id(own).values()] == [
@@ -274,7 +274,7 @@ def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
     again = import_file(target, out, force=True)
     assert [(i.kind, i.target) for i in again.imported] == []
     assert len([i for i in again.skipped if i.kind == "fact"]) == 5
-    with Memory(str(target)) as mem:
+    with Memory(str(target), create=True) as mem:
         assert sum(mem.store.count_facts().values()) == 7
 
 
@@ -419,7 +419,7 @@ def test_not_an_archive(tmp_path: Path) -> None:  # Z
 
 def test_a_subagent_session_cannot_import(tmp_path: Path, backup: Path) -> None:  # U2
     target = tmp_path / "b"
-    with Memory(str(target)) as mem:
+    with Memory(str(target), create=True) as mem:
         child = mem.start_session(parent=mem.start_session().id)
     with Memory(str(target), session=child.id) as sub, pytest.raises(ReadOnlyError):
         archive.import_archive(sub, str(backup))
@@ -435,6 +435,7 @@ def test_cli_round_trip_through_a_pipe(tmp_path: Path, state_dir: Path,
     assert exported.code == 0, exported.err
     assert exported.err.startswith("exported 13 files, 5 facts, 1 fact usage row, 2 tasks")
     target = tmp_path / "restored"
+    assert run("init", "--state-dir", str(target)).code == 0  # a named state dir must exist (L1)
     imported = run("import", "-", "--state-dir", str(target), input=exported.out)
     assert imported.code == 0, imported.err
     assert "imported 5 facts\n" in imported.out and "imported 2 global entries" in imported.out
@@ -472,6 +473,7 @@ def test_cli_import_errors_are_one_line(tmp_path: Path, backup: Path,
     data = backup.read_bytes()
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[:-40])
+    (tmp_path / "b").mkdir()  # a named state dir must exist (L1)
     for args in (("import", str(cut)), ("import", str(tmp_path / "missing")),
                  ("import", str(backup), "--from", "no-such-format")):
         result = run(*args, "--state-dir", str(tmp_path / "b"))
@@ -496,13 +498,13 @@ def test_an_import_cut_off_after_the_facts_keeps_their_links(
         real(self, rows)
 
     monkeypatch.setattr(SQLiteStore, "restore_rows", cut_off)
-    with Memory(str(target)) as mem, pytest.raises(OSError):
+    with Memory(str(target), create=True) as mem, pytest.raises(OSError):
         archive.import_archive(mem, str(backup), dry_run=False, force=False)
-    with Memory(str(target)) as mem:
+    with Memory(str(target), create=True) as mem:
         archive.import_archive(mem, str(backup), dry_run=False, force=True)  # finish it
         links = mem.store._require().execute(
             "SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id").fetchall()
-    with Memory(str(tmp_path / "a")) as source:
+    with Memory(str(tmp_path / "a"), create=True) as source:
         expected = source.store._require().execute(
             "SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id").fetchall()
     assert links == expected
@@ -511,12 +513,12 @@ def test_an_import_cut_off_after_the_facts_keeps_their_links(
 def test_a_merge_does_not_store_a_fact_the_store_says_already(tmp_path: Path) -> None:
     """Issue 7.1 on the import path: --force into a store that holds the same text (other
     case and spacing, X5) skips it as a duplicate; links to it lead to the store's."""
-    with Memory(str(tmp_path / "b")) as other:
+    with Memory(str(tmp_path / "b"), create=True) as other:
         old = other.add_fact("Deploys go through make ship", "convention")
         other.supersede_fact(old.id, "Deploys go through make release")
     out = tmp_path / "b.jsonl"
     export_file(tmp_path / "b", out)
-    with Memory(str(tmp_path / "a")) as mem:
+    with Memory(str(tmp_path / "a"), create=True) as mem:
         mine = mem.add_fact("deploys go through  make RELEASE", "convention")
         report = archive.import_archive(mem, str(out), dry_run=False, force=True)
         assert [i.reason for i in report.skipped if i.kind == "fact"] == [

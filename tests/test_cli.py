@@ -17,7 +17,8 @@ COMMANDS = [
     ["procedure", "list"], ["session", "start"], ["session", "end"], ["sessions"], ["serve"],
     ["list"], ["show"], ["rm"], ["reindex"], ["prune"], ["memorize"], ["recall"],
     ["task", "start"], ["task", "end"], ["task", "show"], ["daily", "append"], ["daily", "show"],
-    ["boot"], ["get"], ["heartbeat", "due"], ["heartbeat", "mark"], ["distill"], ["stats"],
+    ["boot"], ["get"], ["heartbeat", "due"], ["heartbeat", "status"], ["heartbeat", "mark"],
+    ["distill"], ["stats"],
     ["doctor"], ["export"], ["import"],
 ]
 
@@ -71,6 +72,7 @@ def test_search_json_hits_have_the_documented_fields(run) -> None:  # C, Q1
 
 def test_options_work_before_and_after_the_command(run, tmp_path: Path) -> None:  # C
     other = str(tmp_path / "other")
+    (tmp_path / "other").mkdir()  # a named state dir must exist (L1)
     assert run("--state-dir", other, "fact", "add", "a", "-c", "learning").code == 0
     assert run("fact", "add", "b", "-c", "learning", "--state-dir", other).code == 0
     assert len(run("--json", "search", "a OR b", "--state-dir", other).json()) == 2
@@ -133,7 +135,8 @@ def test_bad_input_loses_nothing(run) -> None:  # Z
 
 def test_cli_start_imports_nothing_heavy() -> None:  # C: cold start stays fast
     code = ("import sys, memdir.cli; heavy = {'mcp', 'yaml', 'click', 'numpy', 'pydantic', "
-            "'tomllib', 'dataclasses'} & set(sys.modules); print(sorted(heavy))")
+            "'tomllib', 'dataclasses', 'importlib.metadata'} & set(sys.modules); "
+            "print(sorted(heavy))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]"
 
@@ -156,3 +159,18 @@ def test_undecodable_arguments_are_a_clear_error() -> None:  # Z
                            "learning"], capture_output=True)
     assert proc.returncode == 1 and b"not valid text" in proc.stderr
     assert b"Traceback" not in proc.stderr
+
+
+def test_version(run) -> None:  # C (issue 11.7): `memdir --version`, the installed version
+    from importlib.metadata import version
+
+    import memdir
+
+    expected = version("memdir")
+    assert memdir.__version__ == expected  # the one the CLI prints is the package's
+    for args in (["--version"], ["--state-dir", "/no/such/dir", "--version"]):
+        result = run(*args)
+        assert (result.code, result.out, result.err) == (0, f"memdir {expected}\n", "")
+    assert run("--version", "--json").json() == {"version": expected}
+    assert "--version" in run("--help").out
+    assert run("fact", "--version").code == 1  # only before a command

@@ -405,7 +405,6 @@ db.close()
 def test_write_to_a_locked_database_fails_cleanly_and_can_be_retried(
     workers: Workers, state_dir: Path, run: Callable[..., Any]
 ) -> None:  # Z F1 L3
-    state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "config.toml").write_text("[memory]\nbusy_timeout_ms = 200\n")
     earlier = [f"earlier fact number {i} about lockwatch" for i in range(3)]
     for text in earlier:
@@ -456,7 +455,7 @@ for r in range(rounds):
     wait_for_file(os.path.join(sync, f"go-{r}"))
     try:
         # The first use of a new state dir creates memory.db and runs the migrations.
-        with Memory(os.path.join(base, f"store-{r}")) as mem:
+        with Memory(os.path.join(base, f"store-{r}"), create=True) as mem:
             fact = mem.add_fact(f"fresh store {r} worker {idx}", "decision")
         result = {"ok": True, "id": fact.id}
     except Exception as exc:

@@ -212,7 +212,6 @@ def test_bad_budget_on_the_cli_and_in_config(state_dir: Path,
         res = run("distill", "--max-chars", value)
         assert res.code == 1 and res.out == "" and res.err.count("\n") == 1
         assert res.err.startswith("memdir: error: bad distill budget")
-    state_dir.mkdir(parents=True, exist_ok=True)
     config = state_dir / "config.toml"
     config.write_text("[distill]\nmax_chars = 100\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="distill.max_chars"):
@@ -263,7 +262,6 @@ def test_stats_empty_store(state_dir: Path, run: Callable[..., Any]) -> None:  #
 
 
 def test_stats_counts_and_sizes(state_dir: Path, run: Callable[..., Any]) -> None:  # D2
-    state_dir.mkdir(parents=True)
     (state_dir / "config.toml").write_text("[memory]\nhot_cap_chars = 2000\n", encoding="utf-8")
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:

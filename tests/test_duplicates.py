@@ -86,7 +86,6 @@ def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # 7.1
 
 
 def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # 7.1 S
-    state_dir.mkdir(parents=True)
     (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\n", "utf-8")
     with Memory() as mem:
         mem.add_fact("The user prefers dark mode", "preference")

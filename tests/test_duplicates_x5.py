@@ -363,11 +363,11 @@ def test_x5_a_forced_reimport_reuses_the_copy_of_a_long_hot_md(
 
 
 def test_x5_an_archive_merge_keeps_facts_that_differ_in_punctuation(tmp_path: Path) -> None:
-    with Memory(str(tmp_path / "a")) as mem:
+    with Memory(str(tmp_path / "a"), create=True) as mem:
         for text in ("credit - debit", ".5 seconds", "uses tabs", "C++"):
             mem.add_fact(text, "convention")
         archive.export_to(mem, str(tmp_path / "a.jsonl"))
-    with Memory(str(tmp_path / "b")) as mem:
+    with Memory(str(tmp_path / "b"), create=True) as mem:
         for text in ("credit + debit", "5 seconds", "USES  TABS", "C#"):
             mem.add_fact(text, "convention")
         report = archive.import_archive(mem, str(tmp_path / "a.jsonl"), force=True)

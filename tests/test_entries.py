@@ -173,3 +173,71 @@ def test_no_tier_reads_a_symlink_out_of_the_root(memory: Memory, tmp_path: Path)
     written = memory.write_procedure("kiwi", "- 2026-01-01T00:00:00Z the kiwi secret\n")
     assert not written.duplicate  # the guard compared nothing it may not read
     assert secret.read_text().startswith("- 2026")
+
+
+# -- provenance through upserts (G1, G2; issue 11.7) ----------------------------------------
+
+MEMORIZE = (
+    "MEMDIR_MEMORIZE_BEGIN\n"
+    '{{"scope": "global", "name": "ci-duration", "description": "CI takes ~{n} min", '
+    '"content": "Main\'s CI runs {n} minutes."}}\n'
+    "MEMDIR_MEMORIZE_END\n"
+)
+
+
+@pytest.mark.parametrize(("creator", "updaters"), [
+    ("triage", ["reviewer"]),  # another agent
+    ("triage", [None]),  # no agent: must not erase the creator
+    ("triage", ["reviewer", None]),  # the last update named none: no stale updated_by
+    ("triage", [None, "triage"]),  # the creator itself updates
+    (None, ["reviewer"]),  # created by nobody known: stays unknown
+])
+def test_an_upsert_keeps_the_creator_and_records_the_updater(
+    state_dir: Path, creator: str | None, updaters: list[str | None]
+) -> None:  # G1 G2
+    clock = FixedClock()
+    Memory(agent=creator, clock=clock).write_entry(
+        "ci-duration", "CI takes ~12 min", "v0", task="t-1", workflow="triage")
+    for n, agent in enumerate(updaters, 1):
+        clock.advance(3600)
+        named = {"task": "t-2", "workflow": "release"} if n == 1 else {}  # later: none
+        written = Memory(agent=agent, clock=clock).write_entry(
+            "ci-duration", f"CI takes ~{12 + n} min", f"v{n}", **named)
+    last = updaters[-1]
+    meta = _frontmatter(state_dir / "memory" / "global" / "ci-duration.md")
+    expected = {"name": "ci-duration", "description": f"CI takes ~{12 + len(updaters)} min",
+                "task": "t-2", "workflow": "release", "created": "2026-05-28T20:26:40Z",
+                "updated": clock_iso(clock)}  # task and workflow: the latest named
+    if creator:
+        expected["agent"] = creator
+    if last:
+        expected["updated_by"] = last
+    assert meta == expected
+    mem = Memory()
+    for entry in (written, mem.entry("ci-duration"), *mem.entries()):
+        assert (entry.agent, entry.updated_by, entry.task, entry.workflow, entry.created) == (
+            creator, last, "t-2", "release", "2026-05-28T20:26:40Z")
+        data = entry.to_dict()
+        assert data["agent"] == creator and data["updated_by"] == last  # both keys, always
+
+
+def clock_iso(clock: FixedClock) -> str:
+    from memdir.clock import iso
+    return iso(clock())
+
+
+def test_list_and_show_show_the_creator_and_the_updater(run, state_dir: Path) -> None:
+    # G2 G5 C: every write path keeps the creator (the CLI's memorize here)
+    first = run("memorize", "--agent", "scout", input=MEMORIZE.format(n=12))
+    assert first.code == 0 and "ci-duration" not in first.out
+    assert run("memorize", "--agent", "fixer", input=MEMORIZE.format(n=14)).code == 0
+    [listed] = run("list", "--json").json()
+    shown = run("show", "ci-duration", "--json").json()
+    for data in (listed, shown):
+        assert (data["agent"], data["updated_by"]) == ("scout", "fixer")
+        assert data["created"] <= data["updated"]
+    assert "by scout, updated by fixer" in run("list").out
+    assert run("memorize", input=MEMORIZE.format(n=15)).code == 0  # no agent
+    [listed] = run("list", "--json").json()
+    assert (listed["agent"], listed["updated_by"]) == ("scout", None)
+    assert listed["description"] == "CI takes ~15 min"

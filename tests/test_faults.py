@@ -107,7 +107,6 @@ def limit_file_size() -> None:  # runs in the child, before exec: both survive t
 
 
 def write_small_versions(state_dir: Path) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "config.toml").write_text(
         "[memory]\nhot_cap_chars = 1000000\nmax_entry_bytes = 1000000\n"
     )

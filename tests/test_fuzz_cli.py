@@ -3,6 +3,7 @@ bytes and random frontmatter text never raise anything but memdir's own errors."
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -39,12 +40,18 @@ def test_random_command_lines_fail_cleanly(argv: list[str], tmp_path: Path) -> N
     if "--state-dir" in argv:  # keep every run inside its tmp state dir
         argv = [a for a in argv if a != "--state-dir"]
     state = tmp_path / "state"
+    state.mkdir(exist_ok=True)  # a named state dir must exist (L1): fuzz the commands
     proc = subprocess.run(cli_command(*argv), capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL, env=cli_env(str(state)), cwd=tmp_path)
     assert "Traceback" not in proc.stderr, (argv, proc.stderr[-2000:])
-    assert "internal error" not in proc.stderr, (argv, proc.stderr[-2000:])
+    assert "internal error" not in proc.stderr + proc.stdout, (argv, proc.stderr[-2000:])
     assert proc.returncode in (0, 1), (argv, proc.returncode, proc.stderr[-2000:])
-    if proc.returncode == 1:
+    if proc.returncode == 1 and "--json" in argv:
+        # with --json the error is a JSON object on stdout (doctor's report, for doctor)
+        data = json.loads(proc.stdout)
+        assert isinstance(data, dict) and ("error" in data or argv[0] == "doctor"), argv
+        assert "memdir: error" not in proc.stderr, (argv, proc.stderr)
+    elif proc.returncode == 1:
         assert proc.stderr.count("\n") == 1 and proc.stderr.endswith("\n"), (argv, proc.stderr)
 
 

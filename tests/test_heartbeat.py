@@ -23,7 +23,7 @@ def state_file(state_dir: Path) -> Path:
 
 
 def by_name(mem: Memory) -> dict[str, Any]:
-    return {c.name: c for c in mem.heartbeat_due()}
+    return {c.name: c for c in mem.heartbeat_status()}
 
 
 def test_state_file_format(state_dir: Path) -> None:  # B1
@@ -52,7 +52,8 @@ def test_state_file_format(state_dir: Path) -> None:  # B1
 
 def test_default_thresholds_and_never_done_checks_are_due(state_dir: Path) -> None:  # B2
     with Memory(clock=FixedClock(T0)) as mem:
-        checks = mem.heartbeat_due()
+        checks = mem.heartbeat_status()
+        assert checks == mem.heartbeat_due()  # nothing done yet: every check is due
         assert {c.name: c.hours for c in checks} == DEFAULT_HOURS
         assert all(c.due and c.last is None and c.next_due is None for c in checks)
         # anything else: 4 hours
@@ -76,8 +77,8 @@ def test_due_exactly_when_the_threshold_has_passed(state_dir: Path, check: str,
         clock.now = T0 + 10 * hours * 3600
         assert by_name(mem)[check].due is True
         # due checks come first
-        assert [c.due for c in mem.heartbeat_due()] == sorted(
-            (c.due for c in mem.heartbeat_due()), reverse=True)
+        assert [c.due for c in mem.heartbeat_status()] == sorted(
+            (c.due for c in mem.heartbeat_status()), reverse=True)
 
 
 def test_null_means_never_done(state_dir: Path) -> None:  # B1 B2
@@ -89,16 +90,16 @@ def test_null_means_never_done(state_dir: Path) -> None:  # B1 B2
         assert found["email"].due and found["email"].last is None
         assert found["backup"].due and found["backup"].hours == 4.0
         assert not found["hn"].due
-        assert [c.name for c in mem.heartbeat_due()][-1] == "hn"
+        assert [c.name for c in mem.heartbeat_status()][-1] == "hn"
+        assert "hn" not in {c.name for c in mem.heartbeat_due()}
 
 
 def test_thresholds_from_config(state_dir: Path) -> None:  # B2 S
-    state_dir.mkdir(parents=True)
     (state_dir / "config.toml").write_text(
         "[heartbeat]\nemail = 1\nbackup = 0.5\ndefault = 10\n", encoding="utf-8")
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
-        hours = {c.name: c.hours for c in mem.heartbeat_due()}
+        hours = {c.name: c.hours for c in mem.heartbeat_status()}
         assert hours == {**DEFAULT_HOURS, "email": 1.0, "backup": 0.5}
         for check in ("email", "backup", "other", "weather"):
             mem.heartbeat_mark(check)
@@ -125,14 +126,34 @@ def test_bad_check_names(state_dir: Path, run: Callable[..., Any]) -> None:  # B
     assert not state_file(state_dir).exists()
 
 
-def test_cli_due_and_mark(state_dir: Path, run: Callable[..., Any]) -> None:  # B1 B2 C
-    res = run("heartbeat", "due", "--json")
-    assert res.code == 0, res.err
-    assert {c["name"]: (c["due"], c["hours"], c["last"]) for c in res.json()} == {
-        name: (True, hours, None) for name, hours in DEFAULT_HOURS.items()}
+def test_due_lists_only_what_is_due(state_dir: Path) -> None:  # B2 (issue 11.7)
+    clock = FixedClock(T0)
+    with Memory(clock=clock) as mem:
+        mem.heartbeat_mark("email")
+        mem.heartbeat_mark("backup")
+        assert {c.name for c in mem.heartbeat_due()} == {"calendar", "hn", "twitter", "weather"}
+        assert all(c.due for c in mem.heartbeat_due())
+        clock.advance(4 * 3600)  # email and backup fall due together
+        assert {c.name for c in mem.heartbeat_due()} >= {"email", "backup"}
+        for check in [*DEFAULT_HOURS, "backup"]:
+            mem.heartbeat_mark(check)
+        assert mem.heartbeat_due() == []
+        assert len(mem.heartbeat_status()) == 6 and not any(c.due for c in mem.heartbeat_status())
+
+
+def test_cli_due_status_and_mark(state_dir: Path, run: Callable[..., Any]) -> None:
+    # B1 B2 C (issue 11.7: `due` lists what is due, `status` every check)
+    for command in ("due", "status"):
+        res = run("heartbeat", command, "--json")
+        assert res.code == 0, res.err
+        assert {c["name"]: (c["due"], c["hours"], c["last"]) for c in res.json()} == {
+            name: (True, hours, None) for name, hours in DEFAULT_HOURS.items()}
     text = run("heartbeat", "due")
     assert text.code == 0 and len(text.out.splitlines()) == 5
-    assert all(" DUE " in line and "last never" in line for line in text.out.splitlines())
+    assert all("last never" in line for line in text.out.splitlines())
+    status = run("heartbeat", "status")
+    assert all(" DUE " in line and "last never, next now" in line
+               for line in status.out.splitlines())
 
     mark = run("heartbeat", "mark", "email")
     assert mark.code == 0 and mark.out.startswith("email done; next due ")
@@ -140,15 +161,30 @@ def test_cli_due_and_mark(state_dir: Path, run: Callable[..., Any]) -> None:  # 
     assert marked["name"] == "twitter" and marked["due"] is False and marked["hours"] == 2.0
     assert marked["next_due"] == marked["last"] + 2 * 3600
 
-    checks = run("heartbeat", "due", "--json").json()
+    checks = run("heartbeat", "status", "--json").json()
     due = {c["name"]: c["due"] for c in checks}
     assert due == {"email": False, "twitter": False, "calendar": True, "hn": True,
                    "weather": True}
     assert [c["due"] for c in checks] == [True, True, True, False, False]  # due ones first
+    by = {c["name"]: c for c in checks}
+    assert by["twitter"]["next_due"] == marked["next_due"] and by["hn"]["next_due"] is None
+    assert [c["name"] for c in run("heartbeat", "due", "--json").json()] == [
+        "calendar", "hn", "weather"]
+    lines = run("heartbeat", "due").out.splitlines()
+    assert [line.split()[0] for line in lines] == ["calendar", "hn", "weather"]
+    shown = {line.split()[0]: line for line in run("heartbeat", "status").out.splitlines()}
+    assert set(shown) == set(DEFAULT_HOURS)
+    assert " ok " in shown["email"] and "next 20" in shown["email"]  # when it is next due
+    assert " DUE " in shown["hn"] and "next now" in shown["hn"]
     state = json.loads(state_file(state_dir).read_text())
     assert set(state["lastChecks"]) == {"email", "twitter"}
     assert state["lastChecks"]["twitter"] == marked["last"]
-    assert "ok " in run("heartbeat", "due").out
+
+    for check in DEFAULT_HOURS:
+        run("heartbeat", "mark", check)
+    assert run("heartbeat", "due", "--json").json() == []
+    assert run("heartbeat", "due").out.startswith("nothing is due")
+    assert len(run("heartbeat", "status", "--json").json()) == 5
 
 
 CORRUPT = [
@@ -172,16 +208,19 @@ def test_a_corrupt_state_file_is_reported_and_left_alone(
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
     with Memory() as mem:
-        with pytest.raises(StorageError, match="heartbeat-state.json"):
-            mem.heartbeat_due()
+        for look in (mem.heartbeat_due, mem.heartbeat_status):
+            with pytest.raises(StorageError, match="heartbeat-state.json"):
+                look()
         with pytest.raises(StorageError, match="heartbeat-state.json"):
             mem.heartbeat_mark("email")
-    for args in (["heartbeat", "due"], ["heartbeat", "due", "--json"],
-                 ["heartbeat", "mark", "email"]):
+    for args in (["heartbeat", "due"], ["heartbeat", "status"], ["heartbeat", "mark", "email"]):
         res = run(*args)
         assert res.code == 1 and res.out == "", (args, res.out)
         assert res.err.startswith("memdir: error: ") and res.err.count("\n") == 1, res.err
         assert str(path) in res.err and "Traceback" not in res.err
+        res = run(*args, "--json")  # Z: with --json the error is JSON, on stdout
+        assert res.code == 1 and res.err == "", (args, res.err)
+        assert res.json()["kind"] == "StorageError" and str(path) in res.json()["error"]
     assert path.read_bytes() == content  # byte for byte
     assert [p.name for p in path.parent.iterdir() if p.name.startswith("heartbeat")] == [
         "heartbeat-state.json"]

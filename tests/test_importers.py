@@ -188,7 +188,7 @@ def test_openclaw_workspace(memory: Memory, tmp_path: Path, state_dir: Path) -> 
     ).read_text() == "# USER.md\n\n- Name: Ada\n- Timezone: Europe/London\n"
     booted = {part.name: part.text for part in memory.boot().parts}
     assert "Be direct" in booted["SOUL.md"]  # E3: the boot sequence reads what came in
-    checks = {c.name: c for c in memory.heartbeat_due()}
+    checks = {c.name: c for c in memory.heartbeat_status()}
     assert checks["email"].last == 1767225600
     assert checks["weather"].last is None
     reasons = skipped(report)

@@ -441,7 +441,6 @@ def memory_files(state_dir: Path) -> dict[str, str]:
 
 
 def write_config(state_dir: Path, text: str) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "config.toml").write_text(text, encoding="utf-8")
 
 

@@ -685,7 +685,6 @@ sys.stdin.read()
 def test_search_answers_while_the_database_is_locked(
     state_dir: Path, run: Callable[..., Any]
 ) -> None:  # Q1 L3 Z
-    state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "config.toml").write_text("[memory]\nbusy_timeout_ms = 200\n", "utf-8")
     with Memory(embedder=HashEmbedder()) as mem:
         mem.add_fact("kiwi harvest is in March", "learning")

@@ -36,7 +36,7 @@ def test_init_creates_project_memory_and_ignores_it_in_git(
 ) -> None:  # L1, L6
     monkeypatch.delenv("MEMDIR_STATE_DIR")
     repo = tmp_path / "repo"
-    repo.mkdir()
+    (repo / ".git").mkdir(parents=True)  # a git work tree
     (repo / ".gitignore").write_text("node_modules/")  # no trailing newline
     result = init_project(str(repo))
     assert result.created and (repo / ".memdir" / "config.toml").exists()
@@ -67,8 +67,8 @@ def test_two_processes_share_one_store(run, state_dir: Path) -> None:  # L3
 
 
 def test_two_stores_never_see_each_other(tmp_path: Path) -> None:  # L4
-    a = Memory(str(tmp_path / "a"))
-    b = Memory(str(tmp_path / "b"))
+    a = Memory(str(tmp_path / "a"), create=True)
+    b = Memory(str(tmp_path / "b"), create=True)
     a.add_fact("secret plan of project a", "decision")
     a.hot_set("A")
     assert b.search("plan") == [] and b.hot() == ""
@@ -78,6 +78,7 @@ def test_memory_dir_env_overrides_the_memory_root_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state_dir: Path
 ) -> None:  # L5
     other = tmp_path / "shared-memory"
+    other.mkdir()
     monkeypatch.setenv("MEMDIR_MEMORY_DIR", str(other))
     mem = Memory()
     assert mem.state.path == str(state_dir) and mem.path == str(other)
@@ -88,14 +89,16 @@ def test_memory_dir_env_overrides_the_memory_root_alone(
 
 
 def test_memory_path_setting_relocates_memory(state_dir: Path, tmp_path: Path) -> None:  # L6, S
-    state_dir.mkdir(parents=True)
     (state_dir / "config.toml").write_text('[memory]\npath = "../team-memory"\n')
+    (tmp_path / "team-memory").mkdir()  # a folder the team commits
     mem = Memory()
     assert mem.path == str(tmp_path / "team-memory")
+    mem.add_fact("shared with the team", "convention")
+    assert (tmp_path / "team-memory" / "memory.db").exists()
+    assert not (state_dir / "memory").exists()
 
 
 def test_config_values_are_read(state_dir: Path) -> None:  # S
-    state_dir.mkdir(parents=True)
     (state_dir / "config.toml").write_text(
         "[memory]\nmax_inject_chars = 2000\nmax_entry_bytes = 100\ntask_retention = \"2d\"\n"
         "hot_cap_chars = 1200\nmarker_prefix = \"APIARY\"\nbusy_timeout_ms = 50\n"
@@ -120,7 +123,6 @@ def test_config_values_are_read(state_dir: Path) -> None:  # S
 def test_malformed_config_is_a_clear_error(
     state_dir: Path, text: str, line: int | None, key: str | None
 ) -> None:  # S
-    state_dir.mkdir(parents=True)
     path = state_dir / "config.toml"
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
@@ -132,7 +134,6 @@ def test_malformed_config_is_a_clear_error(
 
 
 def test_broken_config_from_the_cli_is_one_line(run, state_dir: Path) -> None:  # S, C
-    state_dir.mkdir(parents=True)
     (state_dir / "config.toml").write_text("[memory\n")
     result = run("fact", "add", "x", "-c", "learning")
     assert result.code == 1
@@ -141,7 +142,6 @@ def test_broken_config_from_the_cli_is_one_line(run, state_dir: Path) -> None:  
 
 
 def test_disabled_memory_persists_nothing(state_dir: Path) -> None:  # S
-    state_dir.mkdir(parents=True)
     (state_dir / "config.toml").write_text("[memory]\nenabled = false\n")
     mem = Memory()
     for write in (lambda: mem.add_fact("x", "learning"), lambda: mem.hot_append("x"),

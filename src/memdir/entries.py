@@ -72,7 +72,7 @@ def write(
             similar = twins()
         created = now if previous is None else str(previous.get("created") or now)
         meta: dict[str, object] = {"name": name, "description": description}
-        meta.update({k: v for k, v in provenance.items() if v})
+        meta.update(_provenance(previous, provenance))
         meta.update({"created": created, "updated": now})
         files.sweep_temps(path)
         files.atomic_write(path, frontmatter.dump(meta, body))
@@ -81,13 +81,14 @@ def write(
         name,
         description,
         _rel(path, layout),
-        provenance.get("agent"),
-        provenance.get("task"),
-        provenance.get("workflow"),
+        _str(meta.get("agent")),
+        _str(meta.get("task")),
+        _str(meta.get("workflow")),
         created,
         now,
         body,
         similar=similar,
+        updated_by=_str(meta.get("updated_by")),
     )
     return entry, previous is None
 
@@ -103,6 +104,28 @@ def _holds(
         and meta.get("description") == description
         and frontmatter.split(text)[1] == body
     )
+
+
+def _provenance(
+    previous: dict[str, object] | None, provenance: dict[str, str | None]
+) -> dict[str, object]:
+    """G1, G2: `agent` is who created the entry, kept through every upsert whoever writes;
+    the agent of the latest update is `updated_by` (left out when that update names none,
+    so a stale name is never shown). `task` and `workflow` are the latest ones named: a
+    write that names none keeps the earlier. A file whose frontmatter cannot be read has
+    no creator to keep: this write creates it."""
+    if not previous:
+        return {k: v for k, v in provenance.items() if v}
+    kept: dict[str, object] = {}
+    if previous.get("agent"):
+        kept["agent"] = previous["agent"]
+    for key in ("task", "workflow"):
+        value = provenance.get(key) or previous.get(key)
+        if value:
+            kept[key] = value
+    if provenance.get("agent"):
+        kept["updated_by"] = provenance["agent"]
+    return kept
 
 
 def read(layout: Layout, name: str) -> Entry:
@@ -288,6 +311,7 @@ def _entry_from(name: str, text: str, path: str, layout: Layout) -> Entry:
         workflow=_str(meta.get("workflow")),
         created=_str(meta.get("created")),
         updated=_str(meta.get("updated")),
+        updated_by=_str(meta.get("updated_by")),
     )
 
 

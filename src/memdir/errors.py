@@ -3,6 +3,7 @@
 MemdirError                 exit 1: anything the user can fix; str() is one line
 ├── ConfigError             config.toml is malformed (path, line, key)
 ├── ValidationError         a bad name, category, date, size or argument
+│   └── UsageError          a command line the CLI cannot parse
 ├── QueryError              a search query FTS5 cannot run (carries a hint)
 ├── NotFoundError           no fact, procedure, session or line with that id/name
 ├── ReadOnlyError           a subagent session tried to write (U2)
@@ -39,6 +40,11 @@ class ConfigError(MemdirError):
 
 class ValidationError(MemdirError):
     pass
+
+
+class UsageError(ValidationError):
+    """argparse's complaint, raised rather than printed so every front-end error is
+    rendered in one place (as JSON with --json)."""
 
 
 class QueryError(MemdirError):

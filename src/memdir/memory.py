@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from . import (
     advice,
@@ -40,9 +40,12 @@ from .models import (
 )
 from .paths import (
     PROJECT_DIR,
+    git_work_tree,
+    memory_dir_source,
+    resolve_state_dir,
 )
 from .records import Record
-from .settings import config_template
+from .settings import config_template, load_settings
 from .storage import embeddings, files
 from .workflow_memory import WorkflowMemory
 from .workspace_memory import WorkspaceMemory
@@ -67,7 +70,9 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
     """One store, seen by one caller. Cheap to create; the database opens on first use.
 
     Memory(state_dir=None, *, session=None, surface="cli", agent=None, env=None, cwd=None,
-    clock=time.time): the state dir resolves as L1 says when not given.
+    clock=time.time, create=False): the state dir resolves as L1 says when not given. A
+    state dir or memory root named by the caller must exist unless `create` (see
+    MemoryBase).
     """
 
     def hot(self) -> str:
@@ -299,35 +304,59 @@ def open_memory(state_dir: str | None = None, **options: Any) -> Memory:
 
 class InitResult(Record):
     state_dir: str
-    created: bool
-    gitignore: str | None
+    created: bool  # the state dir was made now
+    gitignore: str | None  # the .gitignore a line was added to
+    memory_dir: str
 
 
-def init_project(cwd: str | None = None) -> InitResult:
-    """L1/L6: make `.memdir/` here, with a commented config, and keep its memory out of git."""
+def init_project(
+    cwd: str | None = None,
+    state_dir: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> InitResult:
+    """L1/L6: make a store: `state_dir`, else $MEMDIR_STATE_DIR, else ./.memdir; with a
+    commented config.toml and its memory root ($MEMDIR_MEMORY_DIR, `memory.path`, else
+    <state>/memory). A default memory root inside a git work tree is kept out of git."""
+    env = os.environ if env is None else env
     cwd = os.getcwd() if cwd is None else cwd
-    state_dir = os.path.join(cwd, PROJECT_DIR)
-    created = not os.path.isdir(state_dir)
-    files.ensure_dir(os.path.join(state_dir, "memory"))
-    config = os.path.join(state_dir, "config.toml")
+    state = resolve_state_dir(state_dir, env, cwd)
+    path = state.path if state.explicit else os.path.join(cwd, PROJECT_DIR)
+    created = not os.path.isdir(path)
+    files.ensure_dir(path)
+    config = os.path.join(path, "config.toml")
     if not os.path.exists(config):
         files.atomic_write(config, config_template())
-    return InitResult(state_dir, created, _ignore_in_git(cwd))
+    settings = load_settings(config)
+    memory_dir, named_by = memory_dir_source(path, settings.path, env, cwd)
+    files.ensure_dir(memory_dir)
+    gitignore = _ignore_in_git(path, memory_dir) if named_by is None else None
+    return InitResult(path, created, gitignore, memory_dir)
 
 
-def _ignore_in_git(cwd: str) -> str | None:
-    """Append `.memdir/memory/` to ./.gitignore unless an equivalent line is there already.
-    Only appends: the user's lines are never rewritten."""
-    path = os.path.join(cwd, ".gitignore")
-    line = f"{PROJECT_DIR}/memory/"
+def _ignore_in_git(state_dir: str, memory_dir: str) -> str | None:
+    """L6: inside a git work tree, add the memory root to the .gitignore beside the state
+    dir (in it, when the state dir is the top of the work tree), unless an equivalent line
+    is there already. Outside one, no .gitignore is written. Only appends: the user's lines
+    are never rewritten."""
+    top = git_work_tree(state_dir)
+    if top is None:
+        return None
+    folder = state_dir if top == os.path.abspath(state_dir) else os.path.dirname(state_dir)
+    rel = os.path.relpath(memory_dir, folder).replace(os.sep, "/")
+    path = os.path.join(folder, ".gitignore")
     current = files.read_text(path) or ""
     present = {x.strip().strip("/") for x in current.splitlines()}
-    if {PROJECT_DIR, f"{PROJECT_DIR}/memory", line.strip("/")} & present:
+    covered = {rel}
+    while "/" in rel:  # an ignored parent (".memdir") covers the memory root too
+        rel = rel.rsplit("/", 1)[0]
+        covered.add(rel)
+    if covered & present:
         return None
     with open(path, "a", encoding="utf-8") as handle:
         if current and not current.endswith("\n"):
             handle.write("\n")
-        handle.write(line + "\n")
+        handle.write(os.path.relpath(memory_dir, folder).replace(os.sep, "/") + "/\n")
     return path
 
 

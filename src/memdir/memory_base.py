@@ -23,7 +23,9 @@ from .paths import (
     SESSION_ENV,
     STATE_ENV,
     Layout,
-    resolve_memory_dir,
+    memory_dir_source,
+    require_memory_dir,
+    require_state_dir,
     resolve_state_dir,
 )
 from .settings import Settings, load_settings
@@ -37,7 +39,12 @@ if TYPE_CHECKING:
 
 
 class MemoryBase:
-    """One store, seen by one caller. Cheap to create; the database opens on first use."""
+    """One store, seen by one caller. Cheap to create; the database opens on first use.
+
+    A state dir the caller names (the argument, MEMDIR_STATE_DIR) or a memory root it names
+    (MEMDIR_MEMORY_DIR, `memory.path`) must exist: a typo is an error, never a new empty
+    store. `create=True` makes them instead. The default places (the nearest .memdir/,
+    else ~/.memdir/state) are made on the first write."""
 
     def __init__(
         self,
@@ -50,12 +57,15 @@ class MemoryBase:
         cwd: str | None = None,
         clock: Clock = time.time,
         embedder: Embedder | None = None,
+        create: bool = False,
     ) -> None:
         env = os.environ if env is None else env
         cwd = os.getcwd() if cwd is None else cwd
         self.state = resolve_state_dir(state_dir, env, cwd)
+        require_state_dir(self.state, create)
         self.settings: Settings = load_settings(os.path.join(self.state.path, "config.toml"))
-        memory_dir = resolve_memory_dir(self.state.path, self.settings.path, env, cwd)
+        memory_dir, named_by = memory_dir_source(self.state.path, self.settings.path, env, cwd)
+        require_memory_dir(memory_dir, named_by, self.state.path, create)
         self.layout = Layout(self.state.path, memory_dir)
         self.surface = sessions.check_surface(surface)
         self.agent = agent

@@ -150,16 +150,19 @@ class Entry(Record):
     agent: str | None = None
     task: str | None = None
     workflow: str | None = None
-    created: str | None = None
+    created: str | None = None  # `agent`, `task`, `workflow`: who created it (G2 keeps them)
     updated: str | None = None
     content: str | None = None
     error: str | None = None  # broken frontmatter: the file is reported and left as it is
     duplicate: bool = False  # the write changed nothing: the entry held exactly this
     similar: tuple[Similar, ...] = ()
     hint: str | None = None
+    updated_by: str | None = None  # the agent of the latest update, when it named one
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in self._asdict().items() if v is not None}
+        if self.error is None:  # who created and who last updated: always both keys
+            data.update(agent=self.agent, updated_by=self.updated_by)
         data["similar"] = [s.to_dict() for s in self.similar]
         if not self.duplicate:
             del data["duplicate"]

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from .errors import ValidationError
+from .errors import NotFoundError, ValidationError
 from .records import Record
 
 STATE_ENV = "MEMDIR_STATE_DIR"
@@ -25,6 +25,12 @@ NAME_MAX = 64
 class StateDir(Record):
     path: str
     source: str  # how it was found: "argument", "env", "project" or "user"
+
+    @property
+    def explicit(self) -> bool:
+        """Named by the caller (an argument or MEMDIR_STATE_DIR), not found by looking:
+        such a folder must exist, since a typo must never start an empty store (L1)."""
+        return self.source in ("argument", "env")
 
 
 class Layout(Record):
@@ -104,11 +110,92 @@ def resolve_memory_dir(
     state_dir: str, configured: str | None, env: Mapping[str, str], cwd: str
 ) -> str:
     """L5 before L2: MEMDIR_MEMORY_DIR wins over `memory.path`, which wins over <state>/memory."""
+    return memory_dir_source(state_dir, configured, env, cwd)[0]
+
+
+def memory_dir_source(
+    state_dir: str, configured: str | None, env: Mapping[str, str], cwd: str
+) -> tuple[str, str | None]:
+    """(the memory root, what named it: MEMDIR_MEMORY_DIR, "memory.path" or None for the
+    default <state>/memory)."""
+    default = os.path.join(state_dir, "memory")
     if env.get(MEMORY_ENV):
-        return _absolute(env[MEMORY_ENV], cwd)
-    if configured:
-        return _absolute(configured, state_dir)
-    return os.path.join(state_dir, "memory")
+        return _absolute(env[MEMORY_ENV], cwd), MEMORY_ENV
+    if configured and _absolute(configured, state_dir) != default:
+        return _absolute(configured, state_dir), "memory.path"
+    return default, None
+
+
+def require_state_dir(state: StateDir, create: bool = False) -> None:
+    """L1: a state dir the caller named must exist (or be made, with `create`); the ones
+    found by looking (.memdir/ upwards, ~/.memdir/state) are made on first write."""
+    if not state.explicit:
+        return
+    if os.path.isdir(state.path):
+        return
+    if os.path.exists(state.path) and not os.path.isdir(state.path):  # made meanwhile: fine
+        raise ValidationError(f"state dir {state.path} is a file, not a folder: fix the path")
+    if create:
+        _make(state.path)
+        return
+    hint = f"create it with `memdir init --state-dir {_quoted(state.path)}`"
+    if state.source == "argument":
+        raise NotFoundError(f"state dir {state.path} does not exist: {hint}, or fix the path")
+    raise NotFoundError(
+        f"{STATE_ENV} points at {state.path}, which does not exist: {hint}, "
+        "or fix the variable"
+    )
+
+
+def require_memory_dir(
+    memory_dir: str, named_by: str | None, state_dir: str, create: bool = False
+) -> None:
+    """L5, L6: a memory root named by MEMDIR_MEMORY_DIR or `memory.path` must exist too (or
+    be made, with `create`); the default <state>/memory is made on first write."""
+    if named_by is None or os.path.isdir(memory_dir):
+        return
+    if os.path.exists(memory_dir) and not os.path.isdir(memory_dir):
+        raise ValidationError(f"memory dir {memory_dir} ({named_by}) is a file, not a folder")
+    if create:
+        _make(memory_dir)
+        return
+    hint = f"create it with `memdir init --state-dir {_quoted(state_dir)}`"
+    if named_by == MEMORY_ENV:
+        raise NotFoundError(
+            f"{MEMORY_ENV} points at {memory_dir}, which does not exist: {hint}, "
+            "or fix the variable"
+        )
+    config = os.path.join(state_dir, "config.toml")
+    raise NotFoundError(
+        f"memory dir {memory_dir} (memory.path in {config}) does not exist: {hint}, "
+        "or fix memory.path"
+    )
+
+
+def git_work_tree(folder: str) -> str | None:
+    """The top of the git work tree holding `folder`, found as git does: the nearest `.git`
+    (a folder, or the file of a worktree or submodule) upwards. No git process is run."""
+    here = os.path.abspath(folder)
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def _make(folder: str) -> None:
+    from .storage import files
+
+    files.ensure_dir(folder)
+
+
+def _quoted(path: str) -> str:
+    """A path as a shell word, so the hinted command runs as written."""
+    import shlex  # only on the error path
+
+    return shlex.quote(path)
 
 
 def is_name(name: object) -> bool:

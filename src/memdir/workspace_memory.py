@@ -124,7 +124,12 @@ class WorkspaceMemory(MemoryBase):
         return safe_path(self.path, path)
 
     def heartbeat_due(self) -> list[heartbeat.Check]:
-        """B2: every known check with whether it is due; due ones first."""
+        """B2: the checks that are due now (never done, or their threshold has passed)."""
+        return [check for check in self.heartbeat_status() if check.due]
+
+    def heartbeat_status(self) -> list[heartbeat.Check]:
+        """B2: every known check (configured or in the state file), with its last run and
+        when it is next due; due ones first."""
         return heartbeat.checks(self.layout, dict(self.settings.heartbeat_hours), self.clock())
 
     def heartbeat_mark(self, check: str) -> heartbeat.Check:

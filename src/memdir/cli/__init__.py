@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from .. import advice
+from .. import __version__, advice
 from ..errors import MemdirError
 from .common import Builder, Parser, Raw, as_json, common_options
 
@@ -66,6 +66,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         parents=[common],
         description="Memory that outlasts the session, for AI agents.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"memdir {__version__}", help="print the version"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
     builder = Builder(common, commands)
@@ -109,21 +112,20 @@ def _emit(result: Any, json_output: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
-    # hints name commands (advice.py), with the store the user named: they run as written
-    state_dir = getattr(args, "state_dir", None)
-    token = advice.use("cli", ["memdir", *(["--state-dir", state_dir] if state_dir else [])])
+    json_output = _wants_json(argv)  # before parsing: a usage error is rendered as asked
+    token = None
     try:
-        return _run(args)
-    finally:
-        advice.reset(token)
-
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        _emit(args.handler(args), as_json(args))
+        if _command_name(argv) is None and "--version" in argv:
+            _emit({"version": __version__} if json_output else f"memdir {__version__}", json_output)
+            return 0
+        args = build_parser(argv).parse_args(argv)
+        json_output = as_json(args)
+        # hints name commands (advice.py), with the store the user named: they run as written
+        state_dir = getattr(args, "state_dir", None)
+        token = advice.use("cli", ["memdir", *(["--state-dir", state_dir] if state_dir else [])])
+        _emit(args.handler(args), json_output)
     except MemdirError as exc:
-        print(f"memdir: error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}", type(exc).__name__, json_output, exc)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -133,13 +135,41 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bug: still one line, and a way to see more
         if os.environ.get("MEMDIR_DEBUG"):
             raise
-        print(
-            f"memdir: internal error: {type(exc).__name__}: {exc} "
+        _error(
+            f"internal error: {type(exc).__name__}: {exc} "
             "(run with MEMDIR_DEBUG=1 for the traceback, and please report it)",
-            file=sys.stderr,
+            "InternalError",
+            json_output,
         )
         return 2
+    finally:
+        if token is not None:
+            advice.reset(token)
     return 0
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    """--json anywhere among the options (after `--` it is an argument, not the flag)."""
+    options = argv[: list(argv).index("--")] if "--" in argv else argv
+    return "--json" in options
+
+
+def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
+    """C, Z: one line. With --json, a JSON object on stdout where the answer would have been
+    (`error`, `kind`, and the error's context such as `path`, `line`, `key`, `hint`);
+    else `memdir: <line>` on stderr."""
+    if not json_output:
+        print(f"memdir: {line}", file=sys.stderr)
+        return
+    import json
+
+    message = line.removeprefix("error: ")
+    data: dict[str, Any] = {"error": message, "kind": kind}
+    for field in ("path", "line", "key", "hint"):
+        value = getattr(exc, field, None)
+        if value is not None:
+            data[field] = value
+    print(json.dumps(data, ensure_ascii=False))
 
 
 __all__ = ["build_parser", "main"]

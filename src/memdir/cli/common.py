@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from ..errors import ValidationError
+from ..errors import UsageError, ValidationError
 from ..memory import Memory
 
 # argparse passes each of its own strings through gettext, which searches the disk for a
@@ -45,9 +45,10 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        """A usage error is a user error: one line and exit 1, like every other."""
+        """A usage error is a user error: one line and exit 1 like every other, rendered by
+        main (as JSON with --json)."""
         message = " ".join(message.splitlines())  # an argument may hold line breaks
-        self.exit(1, f"memdir: error: {message} (see `{self.prog} --help`)\n")
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -60,8 +61,9 @@ def common_options() -> argparse.ArgumentParser:
         "--state-dir",
         default=argparse.SUPPRESS,
         metavar="DIR",
-        help="the state folder (default: $MEMDIR_STATE_DIR, the nearest "
-        ".memdir/, or ~/.memdir/state)",
+        help="the state folder (default: $MEMDIR_STATE_DIR, the nearest .memdir/, or "
+        "~/.memdir/state); one named here or in $MEMDIR_STATE_DIR must exist: "
+        "`memdir init --state-dir DIR` makes it",
     )
     common.add_argument(
         "--session",

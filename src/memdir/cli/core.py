@@ -19,7 +19,12 @@ if TYPE_CHECKING:
 
 
 def add_init(b: Builder) -> None:
-    b.command(b.commands, "init", _init, "create .memdir/ here (project-scoped memory)")
+    b.command(
+        b.commands,
+        "init",
+        _init,
+        "create a store: --state-dir DIR or $MEMDIR_STATE_DIR if given, else .memdir/ here",
+    )
 
 
 def add_path(b: Builder) -> None:
@@ -129,12 +134,16 @@ def add_serve(b: Builder) -> None:
 
 
 def _init(args: argparse.Namespace) -> Any:
-    result = init_project()
+    result = init_project(state_dir=getattr(args, "state_dir", None))
     if as_json(args):
         return result._asdict()
-    lines = [("Created" if result.created else "Already initialised:") + f" {result.state_dir}"]
+    lines = [
+        ("Created" if result.created else "Already initialised:") + f" {result.state_dir}",
+        f"memory files in {result.memory_dir}",
+    ]
     if result.gitignore:
-        lines.append(f"Added .memdir/memory/ to {result.gitignore}")
+        ignored = os.path.relpath(result.memory_dir, os.path.dirname(result.gitignore))
+        lines.append(f"Added {ignored}/ to {result.gitignore}")
     return "\n".join(lines)
 
 

@@ -13,6 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..models import Entry
+
 
 def add_entries(b: Builder) -> None:
     b.command(b.commands, "list", _list, "list the global entries")
@@ -74,13 +76,18 @@ def _list(args: argparse.Namespace) -> Any:
     found = memory_for(args).entries()
     if as_json(args):
         return [e.to_dict() for e in found]
-    rows = [
-        f"{e.name}  BROKEN: {e.error}"
-        if e.error
-        else f"{e.name} — {e.description}  ({e.updated or '?'}{', ' + e.agent if e.agent else ''})"
-        for e in found
-    ]
+    rows = [f"{e.name}  BROKEN: {e.error}" if e.error else _entry_line(e) for e in found]
     return "\n".join(rows) if rows else "no global entries"
+
+
+def _entry_line(entry: Entry) -> str:
+    """name — description (updated, creator, updated by whom)."""
+    who = [entry.updated or "?"]
+    if entry.agent:
+        who.append(f"by {entry.agent}")
+    if entry.updated_by and entry.updated_by != entry.agent:
+        who.append(f"updated by {entry.updated_by}")
+    return f"{entry.name} — {entry.description}  ({', '.join(who)})"
 
 
 def _show(args: argparse.Namespace) -> Any:

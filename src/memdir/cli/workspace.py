@@ -43,7 +43,10 @@ def add_get(b: Builder) -> None:
 
 def add_heartbeat(b: Builder) -> None:
     group = b.group("heartbeat", "periodic checks and when they are due")
-    b.command(group, "due", _heartbeat_due, "list the checks, due ones first")
+    b.command(group, "due", _heartbeat_due, "list the checks that are due now")
+    b.command(
+        group, "status", _heartbeat_status, "every check: its last run and when it is next due"
+    )
     b.command(group, "mark", _heartbeat_mark, "record that a check was done now").add_argument(
         "check"
     )
@@ -94,9 +97,18 @@ def _heartbeat_due(args: argparse.Namespace) -> Any:
     checks = memory_for(args).heartbeat_due()
     if as_json(args):
         return [c.to_dict() for c in checks]
+    rows = [f"{c.name:<12} every {c.hours:g}h, last {when(c.last)}" for c in checks]
+    return "\n".join(rows) or "nothing is due (`memdir heartbeat status` shows every check)"
+
+
+def _heartbeat_status(args: argparse.Namespace) -> Any:
+    checks = memory_for(args).heartbeat_status()
+    if as_json(args):
+        return [c.to_dict() for c in checks]
     return (
         "\n".join(
-            f"{c.name:<12} {'DUE' if c.due else 'ok ':<4} every {c.hours:g}h, last {when(c.last)}"
+            f"{c.name:<12} {'DUE' if c.due else 'ok ':<4} every {c.hours:g}h, "
+            f"last {when(c.last)}, next {'now' if c.due else when(c.next_due)}"
             for c in checks
         )
         or "no checks configured"

@@ -64,7 +64,7 @@ def check_hot(memory: Memory, found: list[Finding]) -> None:
 
 def check_heartbeat(memory: Memory, found: list[Finding]) -> None:
     try:
-        memory.heartbeat_due()
+        memory.heartbeat_status()
     except StorageError as exc:
         rel = os.path.relpath(heartbeat.state_path(memory.layout), memory.layout.memory_dir)
         found.append(
