@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir import Hit, Memory, MissingExtraError, QueryError, ValidationError
+from memdir.extras import install_command
 from memdir.query import is_structured
 from memdir.storage import embeddings
 from memdir.testing import FixedClock, HashEmbedder
@@ -470,19 +471,25 @@ def test_unchanged_text_is_not_embedded_again(
 ) -> None:  # Q2
     sem.add_fact("alpha beta gamma", "learning")
     sem.write_entry("greek", "letters", "## One\n\nalpha one\n\n## Two\n\nbeta two\n")
-    # the duplicate guard (model loaded) embedded the fact, kept, and the entry's body, not
-    # kept: an entry is embedded by sections
-    assert len(embedder.take("alpha")) == 2
+    # the model is loaded, so each write embedded what it made: the fact (once, shared with
+    # the duplicate guard) and the entry's two sections (the guard also embedded its body)
+    written = embedder.take()
+    assert written.count("alpha beta gamma") == 1
+    assert [t for t in written if t.startswith(("greek", "## Two"))] == [
+        "greek — letters\n## One\n\nalpha one", "## Two\n\nbeta two"]
     sem.search("alpha", mode="semantic")
-    assert len(embedder.take("alpha")) == 2  # the two sections; the fact kept its vector
     sem.search("alpha", mode="hybrid")
-    assert embedder.take("alpha") == []
+    assert embedder.take("alpha") == []  # a search embeds its question only (issue 11)
+    assert len(vector_rows(sem)) == 3
 
     path = Path(sem.path, "global", "greek.md")
     path.write_text(path.read_text(encoding="utf-8").replace("beta two", "beta 2"), "utf-8")
     bump_mtime(path)
     sem.search("alpha", mode="semantic")
-    assert embedder.take("alpha") == ["## Two\n\nbeta 2"]  # the other section kept its vector
+    assert embedder.take("alpha") == []  # the hand edit waits for reindex
+    assert sem.search_notice() is not None and "1 item is not embedded" in sem.search_notice()
+    assert sem.reindex().embedded == 1
+    assert embedder.take() == ["## Two\n\nbeta 2"]  # the other section kept its vector
 
     bump_mtime(path)
     sem.search("alpha", mode="semantic")
@@ -491,8 +498,9 @@ def test_unchanged_text_is_not_embedded_again(
     assert done.embedded == 0 and embedder.take() == []
 
     sem.add_fact("delta epsilon", "learning")
+    assert embedder.take() == ["delta epsilon"]
     sem.search("alpha", mode="semantic")
-    assert embedder.take("alpha") == ["delta epsilon"]
+    assert embedder.take("alpha") == []
     assert len(vector_rows(sem)) == 4
 
 
@@ -562,6 +570,8 @@ def pets(memory: Memory) -> Memory:
     memory.add_fact(PET, "learning")
     for text in UNRELATED:
         memory.add_fact(text, "decision")
+    if embeddings.available():
+        assert memory.embed_pending() == 4  # as `memdir import` and `reindex` do
     return memory
 
 
@@ -602,10 +612,12 @@ def test_cli_semantic_search(pets: Memory, run: Callable[..., Any]) -> None:  # 
 @pytest.mark.embeddings
 @needs_model
 def test_cli_reindex_reports_counts(pets: Memory, run: Callable[..., Any]) -> None:  # Q3 C
-    pets.write_entry("dog", "the dog", "## Walks\n\nMax walks at seven.\n\n## Food\n\nKibble.\n")
+    with Memory() as cli_like:  # no model loaded there: its write waits to be embedded
+        cli_like.write_entry("dog", "the dog",
+                             "## Walks\n\nMax walks at seven.\n\n## Food\n\nKibble.\n")
     result = run("reindex", "--json")
     assert result.code == 0, result.err
-    assert result.json() == {"entries": 1, "files": 1, "embedded": 6, "broken": []}
+    assert result.json() == {"entries": 1, "files": 1, "embedded": 2, "broken": []}
     result = run("reindex")
     assert result.code == 0, result.err
     assert "1 entries" in result.out and "1 files, 0 items embedded" in result.out
@@ -620,12 +632,13 @@ def test_without_the_extra_search_is_lexical_and_says_so(
     monkeypatch.setattr(embeddings, "available", lambda: False)  # the package is missing
     memory.add_fact("kiwi harvest is in March", "learning")
     assert memory.search_mode() == "lexical"
+    command = install_command("embeddings")  # the command for where memdir is installed
     for mode in ("semantic", "hybrid"):
-        with pytest.raises(MissingExtraError, match=re.escape("pip install 'memdir[embeddings]'")):
+        with pytest.raises(MissingExtraError, match=re.escape(command)):
             memory.search("kiwi", mode=mode)
     assert contents(memory.search("kiwi")) == ["kiwi harvest is in March"]
     notice = memory.search_notice()
-    assert notice is not None and "lexical" in notice and "memdir[embeddings]" in notice
+    assert notice is not None and "lexical" in notice and notice.endswith(command)
     assert memory.search_notice() is None
     with Memory() as again:  # once per store, not per process
         assert again.search_notice() is None
@@ -635,7 +648,7 @@ def test_without_the_extra_search_is_lexical_and_says_so(
 def test_the_tool_says_so_once(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:  # Q2 A3
     monkeypatch.setattr(embeddings, "available", lambda: False)
     first = call_tool(memory, "memory_search", {"query": "kiwi"})
-    assert "memdir[embeddings]" in first["note"]
+    assert install_command("embeddings") in first["note"]
     assert "note" not in call_tool(memory, "memory_search", {"query": "kiwi"})
 
 
@@ -719,6 +732,9 @@ def test_search_answers_while_the_database_is_locked(
             holder.stdout.close()  # type: ignore[union-attr]
         kinds = [h.kind for h in mem.search("kiwi", mode="hybrid")]
         assert sorted(kinds) == ["fact", "fact", "global"]
+        assert "2 items are not embedded yet" in (mem.search_notice() or "")
+        assert mem.embed_pending() == 2  # the other process's fact, the new file's section
+        mem.search("kiwi", mode="hybrid")
         assert mem.search_notice() is None
 
 
