@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir import Hit, Memory, MissingExtraError, QueryError, ValidationError
-from memdir.extras import install_command
+from memdir.extras import command_for, install_command
 from memdir.query import is_structured
 from memdir.storage import embeddings
-from memdir.testing import FixedClock, HashEmbedder
+from memdir.testing import FixedClock, HashEmbedder, cli_env
 from memdir.tools import call_tool
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -650,6 +650,110 @@ def test_the_tool_says_so_once(memory: Memory, monkeypatch: pytest.MonkeyPatch) 
     first = call_tool(memory, "memory_search", {"query": "kiwi"})
     assert install_command("embeddings") in first["note"]
     assert "note" not in call_tool(memory, "memory_search", {"query": "kiwi"})
+
+
+# A CLI process whose embeddings extra is missing: the real CLI, in a real process, with
+# the extra's check answering "not installed" (uninstalling packages is not a test's job).
+WITHOUT_EXTRA = (
+    "import sys; from memdir.storage import embeddings; embeddings.available = lambda: False; "
+    "from memdir.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_the_lexical_only_notice_is_shown_once_across_cli_calls(
+    state_dir: Path,
+) -> None:  # Q2 C, issue 11.7
+    env = cli_env(str(state_dir))
+    with Memory() as mem:
+        mem.add_fact("kiwi harvest is in March", "learning")
+    errs = []
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, "search", "kiwi"],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert "kiwi harvest is in March" in proc.stdout
+        errs.append(proc.stderr)
+    assert errs[1:] == ["", ""]
+    assert errs[0].startswith("memdir: warning: search is lexical only")
+    assert errs[0].strip().endswith(install_command("embeddings"))
+
+
+def test_the_install_command_follows_where_memdir_was_installed(tmp_path: Path) -> None:
+    """Q2, issue 11.7: the notice names a command that works from this install."""
+    py = "/opt/env/bin/python"
+    editable = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {"editable": True}})
+    plain_dir = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {}})
+    git = json.dumps({"url": "https://github.com/ada/memdir.git",
+                      "vcs_info": {"vcs": "git", "commit_id": "abc123"}})
+
+    def prefix(*marks: str, cfg: str = "home = /usr/bin\n") -> str:
+        folder = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        (folder / "pyvenv.cfg").write_text(cfg, "utf-8")
+        for mark in marks:
+            (folder / mark).write_text("{}", "utf-8")
+        return str(folder)
+
+    venv = prefix()
+    assert command_for("embeddings", venv, py, None, True) == (
+        "/opt/env/bin/python -m pip install 'memdir[embeddings]'")
+    assert command_for("embeddings", venv, py, editable, True) == (
+        "cd /home/ada/src/memdir && /opt/env/bin/python -m pip install -e '.[embeddings]'")
+    assert command_for("embeddings", venv, py, plain_dir, True) == (
+        "/opt/env/bin/python -m pip install 'memdir[embeddings] @ file:///home/ada/src/memdir'")
+    assert command_for("embeddings", venv, py, git, True) == (
+        "/opt/env/bin/python -m pip install "
+        "'memdir[embeddings] @ git+https://github.com/ada/memdir.git@abc123'")
+    uv_venv = prefix(cfg="home = /usr/bin\nuv = 0.5.1\n")
+    assert command_for("embeddings", uv_venv, py, None, False) == (
+        "uv pip install --python /opt/env/bin/python 'memdir[embeddings]'")
+    assert command_for("embeddings", uv_venv, py, None, True) == (
+        "/opt/env/bin/python -m pip install 'memdir[embeddings]'")
+    pipx = prefix("pipx_metadata.json")
+    assert command_for("embeddings", pipx, py, None, True) == (
+        "pipx install --force 'memdir[embeddings]'")
+    assert command_for("embeddings", pipx, py, editable, True) == (
+        "pipx install --force -e '/home/ada/src/memdir[embeddings]'")
+    uv_tool = prefix("uv-receipt.toml")
+    assert command_for("embeddings", uv_tool, py, None, False) == (
+        "uv tool install --force 'memdir[embeddings]'")
+    # this very install: an editable checkout in a venv with pip
+    here = install_command("embeddings")
+    assert "-m pip install -e '.[embeddings]'" in here
+    assert here.startswith(f"cd {Path(__file__).resolve().parents[1]} && ")
+
+
+# -- lexical scores: readable in any store (issue 11.7) -------------------------------------
+
+
+def test_lexical_scores_are_readable_in_a_small_store(
+    memory: Memory, run: Callable[..., Any]
+) -> None:  # Q1 F4, issue 11.7
+    """bm25 in a store of one to three items is ~1e-6 (FTS5 floors a word's idf there):
+    a score is the hit's share of the best match of its kind, 1.0 for the best."""
+    def readable(hits: list[Hit]) -> bool:
+        scores = [h.score for h in hits]
+        return (scores[0] == 1.0 and all(0.0001 <= s <= 1.0 and round(s, 4) == s
+                                          for s in scores)
+                and scores == sorted(scores, reverse=True))
+
+    first = memory.add_fact("kiwi vines need a male plant", "learning")
+    for n in (1, 2, 3):
+        hits = memory.search("kiwi male plant", mode="lexical")
+        assert readable(hits) and len(hits) == n, hits
+        if n == 2:  # every word's idf is at FTS5's floor here: the share counts words, 2 of 3
+            assert [h.score for h in hits] == [1.0, pytest.approx(2 / 3, abs=1e-4)]
+        if n < 3:
+            memory.add_fact(f"kiwi plant number {n} fruits late", "learning")
+    [only] = memory.search("male", mode="lexical")
+    assert (only.id, only.score) == (first.id, 1.0)
+    [then] = memory.search("male", as_of="2999-01-01")
+    assert then.score == 1.0
+    memory.write_procedure("kiwi-care", "# Kiwi care\n\nwater the male plant weekly\n")
+    hits = memory.search("male plant", mode="lexical")
+    assert {h.kind for h in hits} == {"fact", "procedure"} and readable(hits), hits
+    result = run("search", "male plant", "--mode", "lexical")
+    assert result.code == 0 and "score 1\n" in result.out and "e-0" not in result.out
 
 
 # -- A1, A3: the tool layer ----------------------------------------------------------------

@@ -21,14 +21,21 @@ DIST = "memdir"
 
 def install_command(extra: str) -> str:
     """The shell command that adds `extra` to this memdir, wherever it was installed."""
-    source = _source()
-    prefix = sys.prefix
+    return command_for(extra, sys.prefix, sys.executable or "python3", _direct_url(), _has_pip())
+
+
+def command_for(
+    extra: str, prefix: str, executable: str, direct_url: str | None, has_pip: bool
+) -> str:
+    """install_command for an interpreter at `prefix` whose memdir distribution records
+    `direct_url` (the text of its direct_url.json, None without one)."""
+    source = _source(direct_url)
     if os.path.exists(os.path.join(prefix, "pipx_metadata.json")):
         return _tool("pipx install --force", source, extra)
     if os.path.exists(os.path.join(prefix, "uv-receipt.toml")):
         return _tool("uv tool install --force", source, extra)
-    python = shlex.quote(sys.executable or "python3")
-    if _made_by_uv(prefix) and not _has_pip():
+    python = shlex.quote(executable)
+    if _made_by_uv(prefix) and not has_pip:
         pip = f"uv pip install --python {python}"
     else:
         pip = f"{python} -m pip install"
@@ -37,14 +44,17 @@ def install_command(extra: str) -> str:
     return f"{pip} {shlex.quote(_requirement(source, extra))}"
 
 
-def _source() -> tuple[str, str] | None:
-    """("editable", folder), ("url", a PEP 508 URL) or None (an index, or unknown)."""
+def _direct_url() -> str | None:
     from importlib import metadata
 
     try:
-        text = metadata.distribution(DIST).read_text("direct_url.json")
+        return metadata.distribution(DIST).read_text("direct_url.json")
     except (metadata.PackageNotFoundError, OSError):
         return None
+
+
+def _source(text: str | None) -> tuple[str, str] | None:
+    """("editable", folder), ("url", a PEP 508 URL) or None (an index, or unknown)."""
     try:
         direct = json.loads(text or "null")
     except ValueError:

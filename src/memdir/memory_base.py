@@ -170,14 +170,22 @@ class MemoryBase:
         """Issue 11: what one small write made gets its vectors now where that is cheap —
         the model is loaded in this process already — or from the background worker of a
         server. A CLI write does not load the model for it (~0.35 s against the ~30 ms of
-        the write): `memdir reindex` or the server embeds it later, and until then search
-        ranks it by its words. Never fails the write."""
+        the write) unless [search] embed_on_write = "always": `memdir reindex` or the
+        server embeds it later, and until then search ranks it by its words. Never fails
+        the write."""
         if self.embed_later is not None:
             self.embed_later()
             return
-        embedder = self._embedder
         small = len(fact_ids) + len(files) <= SMALL_WRITE
-        if embedder is None or not small or not self._wants_vectors():
+        if not small or not self._wants_vectors():
+            return
+        if self._embedder is None and self.settings.search_embed_on_write == "always":
+            try:
+                self._embedder = embeddings.default_embedder()
+            except MemdirError:
+                return
+        embedder = self._embedder
+        if embedder is None:
             return
         paths = [os.path.relpath(f, self.layout.memory_dir).replace(os.sep, "/") for f in files]
         try:

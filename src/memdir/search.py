@@ -41,6 +41,7 @@ KINDS = ("fact", *CHUNK_KINDS)
 MODES = ("lexical", "semantic", "hybrid")
 MAX_LIMIT = 1000
 SNIPPET_CHARS = 500
+MIN_SHARE = 0.0001  # the least lexical score a hit shows
 
 Key = tuple[str, int | str]  # (fact, id), (chunk, id) or (path, a procedure's path)
 
@@ -201,12 +202,14 @@ def _lexical_lists(
 
 def _relative(ranked: list[tuple[Key, Hit]]) -> list[tuple[Key, Hit]]:
     """Each score as its share of the list's best (bm25 or substring counts), so that 1.0
-    is the best match of its kind, whatever the size of the store or the query."""
+    is the best match of its kind, whatever the size of the store or the query; to four
+    decimals, and at least 0.0001: a hit that matched only words found in nearly every
+    item (bm25 near 0) reads as weak, not as 4e-06."""
     if not ranked:
         return ranked
     best = ranked[0][1].score
     return [
-        (key, hit._replace(score=round(hit.score / best, 6) if best > 0 else 1.0))
+        (key, hit._replace(score=max(round(hit.score / best, 4), MIN_SHARE) if best > 0 else 1.0))
         for key, hit in ranked
     ]
 

@@ -108,18 +108,33 @@ class EmbedWorker:
         self.memory, self.embed, self.warn = memory, embed, warn
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="memdir-embedder")
+        self._thread = threading.Thread(target=self._run, name="memdir-embedder", daemon=True)
+        self._turns = threading.Condition()
+        self._asked = 0  # pokes so far (start is the first)
+        self._answered = 0  # pokes seen by the last pass that ran out of work
         self.embedded = 0
 
     def start(self) -> None:
-        # A safety net for a caller that never calls stop(): the interpreter runs atexit
-        # callbacks before it finalises, so the thread is joined on every normal exit.
+        # A safety net for a caller that never calls stop(): atexit callbacks run before
+        # the interpreter finalises, so the thread is joined on every normal exit.
         atexit.register(self.stop)
+        self.poke()
         self._thread.start()
 
     def poke(self) -> None:
-        """Something may need vectors: look again (never blocks)."""
+        """Something may need vectors: look again. Never blocks."""
+        with self._turns:
+            self._asked += 1
         self._wake.set()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until what was asked before this call is embedded (a flush, and what tests
+        wait for); False on timeout, or when the worker has ended without it."""
+        with self._turns:
+            target = self._asked
+            return self._turns.wait_for(
+                lambda: self._answered >= target or not self._thread.is_alive(), timeout
+            ) and self._answered >= target
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop at the next boundary and wait for the thread; False if it is still running
@@ -134,6 +149,13 @@ class EmbedWorker:
         return True
 
     def _run(self) -> None:
+        try:
+            self._work()
+        finally:
+            with self._turns:
+                self._turns.notify_all()  # a wait_idle learns that the worker has ended
+
+    def _work(self) -> None:
         try:
             if not embeddings.preload(self._stop.is_set):
                 return
@@ -152,10 +174,16 @@ class EmbedWorker:
         with Memory(self.memory.state.path, embedder=embedder) as own:
             while not self._stop.is_set():
                 self._wake.clear()
+                with self._turns:
+                    seen = self._asked
                 wait: float | None = None
                 try:
                     own.sync_index()
                     self.embedded += embed_pending(own.store, embedder, stop=self._stop.is_set)
                 except MemdirError:
                     wait = RETRY_AFTER  # locked or busy: the next poke or a retry takes it
+                else:
+                    with self._turns:
+                        self._answered = seen
+                        self._turns.notify_all()
                 self._wake.wait(wait)
