@@ -128,7 +128,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
             run_mode, wanted_kinds = "lexical", ("fact",)
         else:
-            run_mode = self.search_mode(mode)
+            run_mode = search.effective_mode(self.search_mode(mode), query)
             # Keeping the index current writes, and a search must not fail because another
             # process holds the write lock: then it answers from the index as it stands.
             with contextlib.suppress(StorageError):

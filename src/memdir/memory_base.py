@@ -176,17 +176,16 @@ class MemoryBase:
         if self.embed_later is not None:
             self.embed_later()
             return
-        small = len(fact_ids) + len(files) <= SMALL_WRITE
-        if not small or not self._wants_vectors():
+        load = self.settings.search_embed_on_write == "always"
+        if self._embedder is None and not load:
+            return  # the CLI's path: not even a look for the extra
+        if len(fact_ids) + len(files) > SMALL_WRITE or not self._wants_vectors():
             return
-        if self._embedder is None and self.settings.search_embed_on_write == "always":
-            try:
-                self._embedder = embeddings.default_embedder()
-            except MemdirError:
-                return
-        embedder = self._embedder
-        if embedder is None:
+        try:
+            embedder = self._embedder or embeddings.default_embedder()
+        except MemdirError:
             return
+        self._embedder = embedder
         paths = [os.path.relpath(f, self.layout.memory_dir).replace(os.sep, "/") for f in files]
         try:
             if paths:

@@ -93,6 +93,12 @@ class VectorCache:
         return self.keys, self.matrix
 
 
+def effective_mode(mode: str, text: str) -> str:
+    """F4: AND, NOT, "phrases" mean exactly that, and similarity would not: a structured
+    query in hybrid mode runs lexically."""
+    return "lexical" if mode == "hybrid" and query.is_structured(text) else mode
+
+
 def search(
     store: Store,
     layout: Layout,
@@ -119,8 +125,7 @@ def search(
     node = query.parse_search(text)
     if node is None:
         return []  # nothing to look for: an empty list, not an error (Q2)
-    if mode == "hybrid" and query.is_structured(text):
-        mode = "lexical"  # F4: AND, NOT, "phrases" mean exactly that; similarity would not
+    mode = effective_mode(mode, text)
     depth = max(3 * limit, 30)
     if as_of is not None:
         match = query.to_fts5(node)
