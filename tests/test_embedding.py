@@ -17,7 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from memdir import Memory
 from memdir.storage import embeddings
@@ -350,3 +353,38 @@ def test_the_worker_stops_at_once_whatever_it_is_doing(sem: Memory) -> None:  # 
     assert worker.embedded % STEP == 0
     again = EmbedWorker(sem)
     assert again.stop(WAIT)  # never started: nothing to join
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.embeddings
+@needs_model
+@pytest.mark.anyio
+async def test_the_server_embeds_in_the_background(state_dir: Path) -> None:  # Q2 A2
+    """A real `memdir serve`: what was imported before it started, and what a tool call
+    writes, get their vectors from its worker; its searches then need no note."""
+    write_without_model(imported(20))
+    serve = cli_command("serve")
+    params = StdioServerParameters(command=serve[0], args=serve[1:], env=cli_env(str(state_dir)))
+
+    def waiting() -> int:
+        with Memory() as mem:
+            return mem.store.count_unembedded(embeddings.DEFAULT_MODEL)
+
+    async with Client(params, read_timeout_seconds=WAIT) as client:
+        written = await client.call_tool("memory_update", {
+            "category": "learning", "content": "giraffes sleep standing up"})
+        assert not written.is_error
+        with anyio.fail_after(WAIT):  # the worker's pass: an event to wait for, not a timing
+            while waiting():
+                await anyio.sleep(0.05)
+        found = await client.call_tool("memory_search", {"query": "giraffes", "mode": "semantic"})
+        result = found.structured_content
+        assert result is not None and "note" not in result
+        assert result["hits"][0]["content"] == "giraffes sleep standing up"
+        assert all("lexical_only" not in hit for hit in result["hits"])
+    with Memory() as mem:
+        assert vector_count(mem) == 21
