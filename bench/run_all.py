@@ -40,6 +40,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "secrets_fp": ([], ["--code-lines", "2000", "--secrets", "100"]),
     "doctor": ([], ["--facts", "2000", "--entries", "20", "--notes", "10", "--runs", "3"]),
     "duplicates": ([], ["--facts", "2000", "--exact", "50", "--near", "80", "--distinct", "50"]),
+    "first_search": ([], ["--facts", "300", "--runs", "2"]),
 }
 
 
@@ -125,6 +126,21 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
             {"bench": name, "figure": "add_fact p95 ms with the guard",
              "value": summary["add_fact_ms"]["p95"], "target": "≤ 5",
              "ok": summary["add_fact_ms"]["p95"] <= 5},
+        ]
+    if name == "first_search":
+        size = f"{summary['facts']:,} facts"
+        first = summary["first_search_ms"]
+        return [
+            {"bench": name, "figure": f"import ms with embedding ({size})",
+             "value": summary["import_ms"]["with embedding"], "target": "", "ok": None},
+            {"bench": name, "figure": f"import ms without embedding ({size})",
+             "value": summary["import_ms"]["without embedding"], "target": "", "ok": None},
+            {"bench": name, "figure": "first memdir search ms after a --no-embed import",
+             "value": first["not embedded, CLI default"], "target": "", "ok": None},
+            {"bench": name, "figure": "the same search, lexical",
+             "value": first["not embedded, CLI lexical"], "target": "", "ok": None},
+            {"bench": name, "figure": "consecutive searches answer the same",
+             "value": summary["stable"], "target": "yes", "ok": summary["stable"]},
         ]
     if name == "search_scale":
         size = f"{summary['facts']:,} facts + {summary['chunks']:,} chunks"

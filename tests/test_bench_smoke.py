@@ -31,6 +31,7 @@ TINY = {
     "doctor": ["--facts", "300", "--entries", "5", "--notes", "5", "--procedures", "2",
                "--runs", "1", "--no-vectors"],
     "duplicates": ["--facts", "300", "--exact", "20", "--near", "40", "--distinct", "20"],
+    "first_search": ["--facts", "60", "--runs", "1"],
 }
 SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
@@ -49,6 +50,8 @@ SUMMARY_KEYS = {
                      "cli_lexical_p50_ms", "ok"},
     "doctor": {"facts", "cli_p50_ms", "inprocess_fresh_p50_ms", "findings", "ok"},
     "duplicates": {"facts", "precision", "recall", "add_fact_ms", "raw_insert_ms", "ok"},
+    "first_search": {"facts", "import_ms", "first_search_ms", "cli_default_over_lexical",
+                     "stable", "ok"},
 }
 ROW_KEYS = {
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
@@ -63,6 +66,7 @@ ROW_KEYS = {
     "search_scale": {"table"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
+    "first_search": set(),  # two tables: imports and searches
 }
 
 

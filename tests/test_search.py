@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir import Hit, Memory, MissingExtraError, QueryError, ValidationError
+from memdir.extras import command_for, install_command
 from memdir.query import is_structured
 from memdir.storage import embeddings
-from memdir.testing import FixedClock, HashEmbedder
+from memdir.testing import FixedClock, HashEmbedder, cli_env
 from memdir.tools import call_tool
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -470,19 +471,25 @@ def test_unchanged_text_is_not_embedded_again(
 ) -> None:  # Q2
     sem.add_fact("alpha beta gamma", "learning")
     sem.write_entry("greek", "letters", "## One\n\nalpha one\n\n## Two\n\nbeta two\n")
-    # the duplicate guard (model loaded) embedded the fact, kept, and the entry's body, not
-    # kept: an entry is embedded by sections
-    assert len(embedder.take("alpha")) == 2
+    # the model is loaded, so each write embedded what it made: the fact (once, shared with
+    # the duplicate guard) and the entry's two sections (the guard also embedded its body)
+    written = embedder.take()
+    assert written.count("alpha beta gamma") == 1
+    assert [t for t in written if t.startswith(("greek", "## Two"))] == [
+        "greek — letters\n## One\n\nalpha one", "## Two\n\nbeta two"]
     sem.search("alpha", mode="semantic")
-    assert len(embedder.take("alpha")) == 2  # the two sections; the fact kept its vector
     sem.search("alpha", mode="hybrid")
-    assert embedder.take("alpha") == []
+    assert embedder.take("alpha") == []  # a search embeds its question only (issue 11)
+    assert len(vector_rows(sem)) == 3
 
     path = Path(sem.path, "global", "greek.md")
     path.write_text(path.read_text(encoding="utf-8").replace("beta two", "beta 2"), "utf-8")
     bump_mtime(path)
     sem.search("alpha", mode="semantic")
-    assert embedder.take("alpha") == ["## Two\n\nbeta 2"]  # the other section kept its vector
+    assert embedder.take("alpha") == []  # the hand edit waits for reindex
+    assert sem.search_notice() is not None and "1 item is not embedded" in sem.search_notice()
+    assert sem.reindex().embedded == 1
+    assert embedder.take() == ["## Two\n\nbeta 2"]  # the other section kept its vector
 
     bump_mtime(path)
     sem.search("alpha", mode="semantic")
@@ -491,8 +498,9 @@ def test_unchanged_text_is_not_embedded_again(
     assert done.embedded == 0 and embedder.take() == []
 
     sem.add_fact("delta epsilon", "learning")
+    assert embedder.take() == ["delta epsilon"]
     sem.search("alpha", mode="semantic")
-    assert embedder.take("alpha") == ["delta epsilon"]
+    assert embedder.take("alpha") == []
     assert len(vector_rows(sem)) == 4
 
 
@@ -562,6 +570,8 @@ def pets(memory: Memory) -> Memory:
     memory.add_fact(PET, "learning")
     for text in UNRELATED:
         memory.add_fact(text, "decision")
+    if embeddings.available():
+        assert memory.embed_pending() == 4  # as `memdir import` and `reindex` do
     return memory
 
 
@@ -602,10 +612,12 @@ def test_cli_semantic_search(pets: Memory, run: Callable[..., Any]) -> None:  # 
 @pytest.mark.embeddings
 @needs_model
 def test_cli_reindex_reports_counts(pets: Memory, run: Callable[..., Any]) -> None:  # Q3 C
-    pets.write_entry("dog", "the dog", "## Walks\n\nMax walks at seven.\n\n## Food\n\nKibble.\n")
+    with Memory() as cli_like:  # no model loaded there: its write waits to be embedded
+        cli_like.write_entry("dog", "the dog",
+                             "## Walks\n\nMax walks at seven.\n\n## Food\n\nKibble.\n")
     result = run("reindex", "--json")
     assert result.code == 0, result.err
-    assert result.json() == {"entries": 1, "files": 1, "embedded": 6, "broken": []}
+    assert result.json() == {"entries": 1, "files": 1, "embedded": 2, "broken": []}
     result = run("reindex")
     assert result.code == 0, result.err
     assert "1 entries" in result.out and "1 files, 0 items embedded" in result.out
@@ -620,12 +632,13 @@ def test_without_the_extra_search_is_lexical_and_says_so(
     monkeypatch.setattr(embeddings, "available", lambda: False)  # the package is missing
     memory.add_fact("kiwi harvest is in March", "learning")
     assert memory.search_mode() == "lexical"
+    command = install_command("embeddings")  # the command for where memdir is installed
     for mode in ("semantic", "hybrid"):
-        with pytest.raises(MissingExtraError, match=re.escape("pip install 'memdir[embeddings]'")):
+        with pytest.raises(MissingExtraError, match=re.escape(command)):
             memory.search("kiwi", mode=mode)
     assert contents(memory.search("kiwi")) == ["kiwi harvest is in March"]
     notice = memory.search_notice()
-    assert notice is not None and "lexical" in notice and "memdir[embeddings]" in notice
+    assert notice is not None and "lexical" in notice and notice.endswith(command)
     assert memory.search_notice() is None
     with Memory() as again:  # once per store, not per process
         assert again.search_notice() is None
@@ -635,8 +648,112 @@ def test_without_the_extra_search_is_lexical_and_says_so(
 def test_the_tool_says_so_once(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:  # Q2 A3
     monkeypatch.setattr(embeddings, "available", lambda: False)
     first = call_tool(memory, "memory_search", {"query": "kiwi"})
-    assert "memdir[embeddings]" in first["note"]
+    assert install_command("embeddings") in first["note"]
     assert "note" not in call_tool(memory, "memory_search", {"query": "kiwi"})
+
+
+# A CLI process whose embeddings extra is missing: the real CLI, in a real process, with
+# the extra's check answering "not installed" (uninstalling packages is not a test's job).
+WITHOUT_EXTRA = (
+    "import sys; from memdir.storage import embeddings; embeddings.available = lambda: False; "
+    "from memdir.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_the_lexical_only_notice_is_shown_once_across_cli_calls(
+    state_dir: Path,
+) -> None:  # Q2 C, issue 11.7
+    env = cli_env(str(state_dir))
+    with Memory() as mem:
+        mem.add_fact("kiwi harvest is in March", "learning")
+    errs = []
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, "search", "kiwi"],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert "kiwi harvest is in March" in proc.stdout
+        errs.append(proc.stderr)
+    assert errs[1:] == ["", ""]
+    assert errs[0].startswith("memdir: warning: search is lexical only")
+    assert errs[0].strip().endswith(install_command("embeddings"))
+
+
+def test_the_install_command_follows_where_memdir_was_installed(tmp_path: Path) -> None:
+    """Q2, issue 11.7: the notice names a command that works from this install."""
+    py = "/opt/env/bin/python"
+    editable = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {"editable": True}})
+    plain_dir = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {}})
+    git = json.dumps({"url": "https://github.com/ada/memdir.git",
+                      "vcs_info": {"vcs": "git", "commit_id": "abc123"}})
+
+    def prefix(*marks: str, cfg: str = "home = /usr/bin\n") -> str:
+        folder = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        (folder / "pyvenv.cfg").write_text(cfg, "utf-8")
+        for mark in marks:
+            (folder / mark).write_text("{}", "utf-8")
+        return str(folder)
+
+    venv = prefix()
+    assert command_for("embeddings", venv, py, None, True) == (
+        "/opt/env/bin/python -m pip install 'memdir[embeddings]'")
+    assert command_for("embeddings", venv, py, editable, True) == (
+        "cd /home/ada/src/memdir && /opt/env/bin/python -m pip install -e '.[embeddings]'")
+    assert command_for("embeddings", venv, py, plain_dir, True) == (
+        "/opt/env/bin/python -m pip install 'memdir[embeddings] @ file:///home/ada/src/memdir'")
+    assert command_for("embeddings", venv, py, git, True) == (
+        "/opt/env/bin/python -m pip install "
+        "'memdir[embeddings] @ git+https://github.com/ada/memdir.git@abc123'")
+    uv_venv = prefix(cfg="home = /usr/bin\nuv = 0.5.1\n")
+    assert command_for("embeddings", uv_venv, py, None, False) == (
+        "uv pip install --python /opt/env/bin/python 'memdir[embeddings]'")
+    assert command_for("embeddings", uv_venv, py, None, True) == (
+        "/opt/env/bin/python -m pip install 'memdir[embeddings]'")
+    pipx = prefix("pipx_metadata.json")
+    assert command_for("embeddings", pipx, py, None, True) == (
+        "pipx install --force 'memdir[embeddings]'")
+    assert command_for("embeddings", pipx, py, editable, True) == (
+        "pipx install --force -e '/home/ada/src/memdir[embeddings]'")
+    uv_tool = prefix("uv-receipt.toml")
+    assert command_for("embeddings", uv_tool, py, None, False) == (
+        "uv tool install --force 'memdir[embeddings]'")
+    # this very install: an editable checkout in a venv with pip
+    here = install_command("embeddings")
+    assert "-m pip install -e '.[embeddings]'" in here
+    assert here.startswith(f"cd {Path(__file__).resolve().parents[1]} && ")
+
+
+# -- lexical scores: readable in any store (issue 11.7) -------------------------------------
+
+
+def test_lexical_scores_are_readable_in_a_small_store(
+    memory: Memory, run: Callable[..., Any]
+) -> None:  # Q1 F4, issue 11.7
+    """bm25 in a store of one to three items is ~1e-6 (FTS5 floors a word's idf there):
+    a score is the hit's share of the best match of its kind, 1.0 for the best."""
+    def readable(hits: list[Hit]) -> bool:
+        scores = [h.score for h in hits]
+        return (scores[0] == 1.0 and all(0.0001 <= s <= 1.0 and round(s, 4) == s
+                                          for s in scores)
+                and scores == sorted(scores, reverse=True))
+
+    first = memory.add_fact("kiwi vines need a male plant", "learning")
+    for n in (1, 2, 3):
+        hits = memory.search("kiwi male plant", mode="lexical")
+        assert readable(hits) and len(hits) == n, hits
+        if n == 2:  # every word's idf is at FTS5's floor here: the share counts words, 2 of 3
+            assert [h.score for h in hits] == [1.0, pytest.approx(2 / 3, abs=1e-4)]
+        if n < 3:
+            memory.add_fact(f"kiwi plant number {n} fruits late", "learning")
+    [only] = memory.search("male", mode="lexical")
+    assert (only.id, only.score) == (first.id, 1.0)
+    [then] = memory.search("male", as_of="2999-01-01")
+    assert then.score == 1.0
+    memory.write_procedure("kiwi-care", "# Kiwi care\n\nwater the male plant weekly\n")
+    hits = memory.search("male plant", mode="lexical")
+    assert {h.kind for h in hits} == {"fact", "procedure"} and readable(hits), hits
+    result = run("search", "male plant", "--mode", "lexical")
+    assert result.code == 0 and "score 1\n" in result.out and "e-0" not in result.out
 
 
 # -- A1, A3: the tool layer ----------------------------------------------------------------
@@ -718,6 +835,9 @@ def test_search_answers_while_the_database_is_locked(
             holder.stdout.close()  # type: ignore[union-attr]
         kinds = [h.kind for h in mem.search("kiwi", mode="hybrid")]
         assert sorted(kinds) == ["fact", "fact", "global"]
+        assert "2 items are not embedded yet" in (mem.search_notice() or "")
+        assert mem.embed_pending() == 2  # the other process's fact, the new file's section
+        mem.search("kiwi", mode="hybrid")
         assert mem.search_notice() is None
 
 

@@ -440,7 +440,7 @@ def _holds_already(target: str, data: str | bytes) -> bool:
 
 def _rebuild(memory: Memory) -> None:
     """What is derived from the files: MEMORY.md, the entry cache, the search index
-    (reindex's first two steps; embeddings are left to the next search or reindex)."""
+    (reindex's first two steps; `memdir import` embeds next, or reindex, or the server)."""
     from . import entries, index
 
     entries.reindex(memory.layout, memory.store)

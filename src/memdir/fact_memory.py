@@ -31,7 +31,9 @@ class FactMemory(MemoryBase):
         fact = self.store.add_fact(category, content, self._now(), self._provenance(), start)
         if fact.duplicate:
             return fact._replace(hint=duplicates.fact_hint(fact))
-        return self._with_similar(fact)
+        fact = self._with_similar(fact)
+        self._embed_written([fact.id])
+        return fact
 
     def _valid_from(self, valid_from: str | None) -> str | None:
         """When a fact began to hold: now or before. The archive records what holds, not
@@ -68,7 +70,9 @@ class FactMemory(MemoryBase):
             for content, category in rows
         ]
         self.require_writable("facts")
-        return self.store.add_facts(checked, self._now(), self._provenance())
+        ids = self.store.add_facts(checked, self._now(), self._provenance())
+        self._embed_written(ids)
+        return ids
 
     def supersede_fact(
         self,
@@ -91,7 +95,9 @@ class FactMemory(MemoryBase):
         )
         if new.duplicate:
             return new._replace(hint=f"fact {fact_id} says this already; nothing changed")
-        return self._with_similar(new, exclude=fact_id)
+        new = self._with_similar(new, exclude=fact_id)
+        self._embed_written([new.id])
+        return new
 
     def remove_fact(self, fact_id: int | str) -> Fact:
         fact_id = facts.check_id(fact_id)
@@ -140,7 +146,9 @@ class FactMemory(MemoryBase):
                 superseded = fact["status"] == "superseded" and successor
                 fact["valid_to"] = successor if superseded else fact["updated"]
         self.require_writable("facts")
-        return self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
+        stored = self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
+        self._embed_written(list(stored.values()))
+        return stored
 
     def get_fact(self, fact_id: int | str) -> Fact:
         fact_id = facts.check_id(fact_id)

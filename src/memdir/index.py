@@ -47,6 +47,8 @@ def sync(
         if full or indexed.get(rel, ("", -1, -1, ""))[1:3] != (mtime, size)
     ]
     changes: list[tuple[str, FileState, list[NewChunk] | None]] = []
+    if progress is not None and stale:
+        progress(0, len(stale))  # a bar from the first file on, not after it
     for done, (rel, kind, path, mtime, size) in enumerate(stale, 1):
         text = _read_inside(layout, path)
         if text is None:

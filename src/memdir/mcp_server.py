@@ -10,8 +10,9 @@ Imported only by `memdir serve`: the SDK costs about a second of import time.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -220,49 +221,115 @@ def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
 
     Processes started from here reach the same memory (L5). Without a session given, the
     server runs as its own top-level session of surface `mcp`, recorded when it ends (U3).
+
+    Shutdown (stdin closed, SIGTERM, SIGINT) is the same path every time (issue 11): stop
+    the background threads at their next boundary and join them, record the session, then
+    let the interpreter exit. A thread left inside onnxruntime while the interpreter
+    finalises aborts the process (exit 134); none is.
     """
     import os
 
-    own = None
-    if memory.session_id is None and memory.settings.enabled:
-        own = memory.start_session("mcp")
-        memory.bind_session(own.id)
-    os.environ.update(memory.child_env())
-    stop_sweeping = _start_sweeper(memory)
-    _warm_embedder(memory)
     restore = _exit_on_sigterm()
+    own = None
+    stop_sweeping: Callable[[], object] = lambda: None  # noqa: E731
+    stop_embedding: Callable[[], bool] = lambda: True  # noqa: E731
     try:
+        if memory.session_id is None and memory.settings.enabled:
+            own = memory.start_session("mcp")
+            memory.bind_session(own.id)
+        os.environ.update(memory.child_env())
+        stop_sweeping = _start_sweeper(memory)
+        stop_embedding = _start_embedder(memory)
         if http is None:
             serve_stdio(memory)
         else:
             serve_http(memory, *http)
     finally:
-        stop_sweeping()
+        with _signals_held():
+            stopped = stop_embedding()
+            stop_sweeping()
+            memory.flush_hits()
+            if own is not None:
+                memory.end_session(own.id)
         restore()
-        memory.flush_hits()
-        if own is not None:
-            memory.end_session(own.id)
+        if not stopped:  # still inside the model after JOIN_TIMEOUT: never finalise
+            _exit_now()
 
 
-def _warm_embedder(memory: Memory) -> None:
-    """Load the embedding model in the background when searches will use it: the first
-    hybrid search does not wait ~0.4 s for it, and the duplicate guard compares meaning
-    (issue 7) from the first write on."""
-    import threading
+JOIN_TIMEOUT = 30.0  # seconds a background thread has to reach its next boundary
 
+
+def _start_embedder(memory: Memory) -> Callable[[], bool]:
+    """Issue 11: the background embedder (vectors.EmbedWorker) when searches use vectors.
+    It loads the model (the first hybrid search does not wait ~0.35 s for it, and the
+    duplicate guard compares meaning from the first write on), then embeds what has no
+    vector: at start, after every write, after a search that met such items. A read-only
+    session only loads the model. Returns the stop: True once the thread has ended."""
+    import sys
+
+    from . import vectors
+
+    if not memory.settings.enabled:
+        return lambda: True
     try:
         if memory.search_mode() == "lexical":
-            return
+            return lambda: True
     except MemdirError:
-        return  # semantic configured without the extra: the first search says so
+        return lambda: True  # semantic configured without the extra: the first search says so
 
-    def load() -> None:
+    def warn(message: str) -> None:
+        print(f"memdir: warning: {message}", file=sys.stderr)
+
+    worker = vectors.EmbedWorker(memory, embed=not memory.read_only, warn=warn)
+    if worker.embed:
+        memory.embed_later = worker.poke
+    worker.start()
+
+    def stop() -> bool:
+        memory.embed_later = None
+        return worker.stop(JOIN_TIMEOUT)
+
+    return stop
+
+
+def _signals_held() -> contextlib.AbstractContextManager[None]:
+    """SIGINT and SIGTERM wait while the server cleans up: a second Ctrl+C must not cut
+    the join of a thread short (that is the abort), nor leave the session unrecorded."""
+    import signal
+    import threading
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                          signal.SIGTERM)}
         try:
-            memory.embedder()
-        except MemdirError:
-            pass
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
-    threading.Thread(target=load, name="memdir-embedder", daemon=True).start()
+    return held()
+
+
+def _exit_now() -> None:
+    """Leave without finalising the interpreter, with the code the exit in hand means."""
+    import os
+    import sys
+
+    error = sys.exc_info()[1]
+    code = 0
+    if isinstance(error, SystemExit):
+        code = error.code if isinstance(error.code, int) else 1
+    elif isinstance(error, KeyboardInterrupt):
+        code = 130
+    elif error is not None:
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _exit_on_sigterm() -> Callable[[], object]:
@@ -305,5 +372,11 @@ def _start_sweeper(memory: Memory) -> Callable[[], object]:
             if stop.wait(SWEEP_EVERY):
                 return
 
-    threading.Thread(target=loop, name="memdir-sweep", daemon=True).start()
-    return stop.set
+    thread = threading.Thread(target=loop, name="memdir-sweep", daemon=True)
+    thread.start()
+
+    def stop_and_join() -> None:
+        stop.set()
+        thread.join(JOIN_TIMEOUT)  # a sweep under way ends its transaction first
+
+    return stop_and_join

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from . import (
     advice,
     facts,
-    index,
     procedures,
     search,
     sessions,
@@ -47,6 +46,7 @@ from .paths import (
 from .records import Record
 from .settings import config_template, load_settings
 from .storage import embeddings, files
+from .storage.embeddings import DEFAULT_MODEL
 from .workflow_memory import WorkflowMemory
 from .workspace_memory import WorkspaceMemory
 
@@ -64,6 +64,8 @@ else:
 
 
 HITS_EVERY = 60.0  # seconds between two writes of the facts searches found
+INSTALL_SHOWN = "search.notice"  # kv: the store was told search is lexical only
+_install_shown = False  # ...or, when the store could not record it, this process was
 
 
 class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
@@ -132,19 +134,25 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
             run_mode, wanted_kinds = "lexical", ("fact",)
         else:
-            run_mode = self.search_mode(mode)
+            run_mode = search.effective_mode(self.search_mode(mode), query)
             # Keeping the index current writes, and a search must not fail because another
             # process holds the write lock: then it answers from the index as it stands.
             with contextlib.suppress(StorageError):
                 self.sync_index()
+        self.unembedded, self._searched = 0, run_mode
         if run_mode != "lexical":
-            embedder = self.embedder()
-            try:
-                self.unembedded = search.embed_missing(
-                    self.store, embedder, search.EMBED_PER_SEARCH
-                )
-            except StorageError:
-                self.unembedded = self.store.count_unembedded(embedder.name)
+            # Issue 11: a search embeds its question only. What has no vector yet is ranked
+            # by its words. The model is loaded when there are vectors to compare the
+            # question with, or when a server holds it (or is loading it) anyway.
+            model = self._embedder.name if self._embedder is not None else DEFAULT_MODEL
+            stored = 0
+            with contextlib.suppress(StorageError):
+                self.unembedded = self.store.count_unembedded(model)
+                stored = self.store.vector_generation(model)[0]
+            if stored or self.embed_later is not None:
+                embedder = self.embedder()
+            if self.unembedded and self.embed_later is not None:
+                self.embed_later()  # another process wrote them, or a hand edit
         hits = search.search(
             self.store,
             self.layout,
@@ -159,6 +167,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
             cache=self._vectors,
             weights=(settings.search_lexical_weight, settings.search_semantic_weight),
             rrf_k=settings.search_rrf_k,
+            pending=self.unembedded,
             as_of=when,
         )
         self._note_hits(hits)
@@ -200,7 +209,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
             return "hybrid" if self._embedder is not None or embeddings.available() else "lexical"
         run = search.check_mode(wanted)
         if run != "lexical" and self._embedder is None and not embeddings.available():
-            raise MissingExtraError(embeddings.INSTALL)
+            raise MissingExtraError(embeddings.install_hint())
         return run
 
     def embedder(self) -> Embedder:
@@ -208,27 +217,36 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
             self._embedder = embeddings.default_embedder()
         return self._embedder
 
-    def sync_index(self) -> None:
-        """Bring the chunk index up to date with the files (cheap when nothing changed)."""
-        if self.settings.enabled:
-            index.sync(self.layout, self.store)
-
     def search_notice(self) -> str | None:
-        """Q2: what a front end should say about the last search, if anything: once per
-        store that semantic search needs the extra, or that items still wait to be
-        embedded."""
+        """Q2, issue 11: what a front end should say about the last search, if anything:
+        how many items it ranked by their words alone for want of a vector, and how they
+        get one; or, once per store, that search is lexical only without the embeddings
+        extra, with the command that installs it from where memdir was installed."""
         if self.unembedded:
-            return (
-                f"{self.unembedded:,} item(s) are not embedded yet, so semantic search "
-                f"does not see them: {advice.reindex()}"
-            )
+            n = self.unembedded
+            them, they = ("them", "they were") if n != 1 else ("it", "it was")
+            items = f"{n:,} item{'s are' if n != 1 else ' is'} not embedded yet"
+            if self._searched == "semantic":
+                seen = f"semantic search cannot see {them}, so {they} matched by words"
+            else:
+                seen = f"{they} ranked by words alone"
+            if self.embed_later is not None:
+                how = f"the server is embedding {them} in the background"
+            else:
+                how = f"to embed {them}: {advice.reindex()}"
+            return f"{items}: {seen}; {how}"
         if self._embedder is not None or embeddings.available() or not self.settings.enabled:
             return None
-        if self.store.get_value("search.notice") is not None:
+        global _install_shown
+        if _install_shown:
             return None
-        with contextlib.suppress(StorageError):
-            self.store.set_value("search.notice", "shown")
-        return f"search is lexical only; {embeddings.INSTALL}"
+        try:
+            if self.store.get_value(INSTALL_SHOWN) is not None:
+                return None
+            self.store.set_value(INSTALL_SHOWN, "shown")
+        except StorageError:
+            _install_shown = True  # the store cannot remember it: this process does
+        return f"search is lexical only: {embeddings.install_hint()}"
 
     def write_procedure(self, name: str, content: str) -> Procedure:
         """P1: create or overwrite. The name is the identity (X5): writing exactly what
@@ -253,6 +271,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         if result.duplicate:
             return result._replace(hint=duplicates.named_hint("procedure", result.name))
         self._count("procedures")
+        self._embed_written(files=[self.layout.procedure(name)])
         similar = duplicates.merged(
             result.similar, self._similar_files("procedure", name, duplicates.body_of(content))
         )

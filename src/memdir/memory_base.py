@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from . import (
     advice,
@@ -13,7 +13,8 @@ from . import (
     sessions,
 )
 from .clock import Clock, iso
-from .errors import ConflictError, DisabledError, NotFoundError
+from .errors import ConflictError, DisabledError, MemdirError, NotFoundError
+from .lazy import lazy
 from .models import (
     Provenance,
     Session,
@@ -29,13 +30,21 @@ from .paths import (
     resolve_state_dir,
 )
 from .settings import Settings, load_settings
+from .storage import embeddings
 from .storage.sqlite import SQLiteStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Self
 
+    from . import index, vectors
     from .storage.embeddings import Embedder
+else:
+    index = lazy("memdir.index")
+    vectors = lazy("memdir.vectors")
+
+SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
 
 
 class MemoryBase:
@@ -77,7 +86,11 @@ class MemoryBase:
         )
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vectors = search.VectorCache()
-        self.unembedded = 0  # facts and chunks the last search left without a vector
+        self.unembedded = 0  # facts and chunks without a vector when the last search ran
+        self._searched = "lexical"  # the mode the last search ran in
+        # Set by a front end that embeds in the background (the MCP server's EmbedWorker):
+        # called when items need vectors, instead of embedding them in the caller's thread.
+        self.embed_later: Callable[[], object] | None = None
         self._hits: dict[int, str] = {}  # fact id -> when a search last found it (unsaved)
         self._hits_flushed = float("-inf")
         self.session_id: str | None = None
@@ -157,3 +170,38 @@ class MemoryBase:
     def _count(self, kind: str) -> None:
         if self.session_id:
             self.store.count_write(self.session_id, kind)
+
+    def _wants_vectors(self) -> bool:
+        """Whether search here uses vectors: [search] mode semantic or hybrid, or auto,
+        with the embeddings extra installed (or a model given)."""
+        if self.settings.search_mode == "lexical":
+            return False
+        return self._embedder is not None or embeddings.available()
+
+    def _embed_written(self, fact_ids: Sequence[int] = (), files: Sequence[str] = ()) -> None:
+        """Issue 11: what one small write made gets its vectors now where that is cheap —
+        the model is loaded in this process already — or from the background worker of a
+        server. A CLI write does not load the model for it (~0.35 s against the ~30 ms of
+        the write) unless [search] embed_on_write = "always": `memdir reindex` or the
+        server embeds it later, and until then search ranks it by its words. Never fails
+        the write."""
+        if self.embed_later is not None:
+            self.embed_later()
+            return
+        load = self.settings.search_embed_on_write == "always"
+        if self._embedder is None and not load:
+            return  # the CLI's path: not even a look for the extra
+        if len(fact_ids) + len(files) > SMALL_WRITE or not self._wants_vectors():
+            return
+        try:
+            embedder = self._embedder or embeddings.default_embedder()
+        except MemdirError:
+            return
+        self._embedder = embedder
+        paths = [os.path.relpath(f, self.layout.memory_dir).replace(os.sep, "/") for f in files]
+        try:
+            if paths:
+                index.sync(self.layout, self.store)  # the written file's chunks
+            vectors.embed_items(self.store, embedder, list(fact_ids), paths)
+        except MemdirError:
+            pass  # locked, or a file gone meanwhile: it waits, as a CLI write does

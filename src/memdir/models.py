@@ -102,6 +102,8 @@ class Hit(Record):
     date: str | None = None  # a fact's creation; a chunk's note, day or file date
     lines: tuple[int, int] | None = None
     valid_to: str | None = None  # a search --as-of: when this (since superseded) fact ended
+    # semantic or hybrid: it has no vector yet, so it was ranked by its words alone
+    lexical_only: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = self._asdict()

@@ -2,22 +2,29 @@
 
 Lexical: the fact archive's FTS5 index, the chunks index of the markdown files (global
 entries, task notes, daily logs, procedures), and the plain substring match of procedures
-(P3), each ranked on its own (bm25 scores of two indexes do not compare) and merged by
-reciprocal rank fusion. Semantic: cosine between the question's vector and every fact's and
-chunk's (brute force with numpy: ~1 ms per 10k vectors). Hybrid: the union of both lists,
-ranked by a weighted sum of scores, `lexical_weight * bm25 / (the best bm25 of its list) +
-semantic_weight * cosine`, where every candidate, lexical ones included, gets its cosine
-(0 when it has no lexical match or no vector). Scores rather than ranks: reciprocal rank
-fusion forgets how far apart two hits are, and on LoCoMo it lost to lexical search alone
-while this sum beat it (bench/locomo.py); a convex combination of normalised scores is
-also what Bruch et al. (2023, "An Analysis of Fusion Functions for Hybrid Retrieval")
-found to beat reciprocal rank fusion.
+(P3), each ranked on its own. bm25 scores of two indexes do not compare, and in a store of
+a few items they are all near zero (FTS5 floors a word's idf at 1e-6), so each hit's score
+is its share of the best score of its own list: 1.0 is the best match of its kind. The
+lists merge by that share, ties broken by reciprocal rank fusion. Semantic: cosine between
+the question's vector and every fact's and chunk's (brute force with numpy: ~1 ms per 10k
+vectors). Hybrid: the union of both lists, ranked by a weighted sum of scores,
+`lexical_weight * lexical share + semantic_weight * cosine`, where every candidate,
+lexical ones included, gets its cosine (0 when it has no lexical match or no vector).
+Scores rather than ranks: reciprocal rank fusion forgets how far apart two hits are, and
+on LoCoMo it lost to lexical search alone while this sum beat it (bench/locomo.py); a
+convex combination of normalised scores is also what Bruch et al. (2023, "An Analysis of
+Fusion Functions for Hybrid Retrieval") found to beat reciprocal rank fusion.
+
+A search embeds nothing but its question (vectors.py says who embeds the rest). An item
+with no vector yet is ranked by its words alone and marked `lexical_only`: in hybrid it has
+its lexical score and no semantic part; in semantic mode, which cannot see it, its lexical
+hits follow the semantic ones, so a fresh import is found at once rather than "no matches".
 """
 
 from __future__ import annotations
 
 from . import procedures, query
-from .errors import MissingExtraError, ValidationError
+from .errors import ValidationError
 from .index import CHUNK_KINDS
 from .models import Fact, Hit
 from .paths import Layout
@@ -34,7 +41,7 @@ KINDS = ("fact", *CHUNK_KINDS)
 MODES = ("lexical", "semantic", "hybrid")
 MAX_LIMIT = 1000
 SNIPPET_CHARS = 500
-EMBED_PER_SEARCH = 256  # a search embeds at most this many new items; reindex does the rest
+MIN_SHARE = 0.0001  # the least lexical score a hit shows
 
 Key = tuple[str, int | str]  # (fact, id), (chunk, id) or (path, a procedure's path)
 
@@ -86,27 +93,10 @@ class VectorCache:
         return self.keys, self.matrix
 
 
-def embed_missing(store: Store, embedder: Embedder, cap: int | None) -> int:
-    """Give vectors to facts and chunks that have none (unchanged text reuses its vector);
-    at most `cap` (None: all). Returns how many are still missing."""
-    while True:
-        batch = store.unembedded(embedder.name, 512 if cap is None else min(cap, 512))
-        if not batch:
-            return 0
-        known = store.vectors_by_hash(embedder.name, [h for _, _, _, h in batch])
-        todo = [row for row in batch if row[3] not in known]
-        fresh = embedder.embed([text for _, _, text, _ in todo]) if todo else None
-        rows = [(o, i, h, known[h]) for o, i, _, h in batch if h in known]
-        if fresh is not None:
-            rows += [
-                (o, i, h, embeddings.to_blob(v))
-                for (o, i, _, h), v in zip(todo, fresh, strict=True)
-            ]
-        store.put_vectors(embedder.name, rows)
-        if cap is not None:
-            cap -= len(batch)
-            if cap <= 0:
-                return store.count_unembedded(embedder.name)
+def effective_mode(mode: str, text: str) -> str:
+    """F4: AND, NOT, "phrases" mean exactly that, and similarity would not: a structured
+    query in hybrid mode runs lexically."""
+    return "lexical" if mode == "hybrid" and query.is_structured(text) else mode
 
 
 def search(
@@ -124,32 +114,47 @@ def search(
     cache: VectorCache,
     weights: tuple[float, float],
     rrf_k: int,
+    pending: int = 0,
     as_of: str | None = None,
 ) -> list[Hit]:
-    """`as_of`: the facts that held at that time (issue 7), lexically: files keep no
-    history, and superseded facts keep no vector."""
+    """`embedder` None in semantic or hybrid mode: the store holds no vector of the model,
+    so there is nothing to compare the question with. `pending`: how many items have no
+    vector yet; semantic mode then adds their lexical hits. `as_of`: the facts that held
+    at that time (issue 7), lexically: files keep no history, and superseded facts keep
+    no vector."""
     node = query.parse_search(text)
     if node is None:
         return []  # nothing to look for: an empty list, not an error (Q2)
-    if mode == "hybrid" and query.is_structured(text):
-        mode = "lexical"  # F4: AND, NOT, "phrases" mean exactly that; similarity would not
+    mode = effective_mode(mode, text)
     depth = max(3 * limit, 30)
     if as_of is not None:
         match = query.to_fts5(node)
-        found = store.search_facts(match, category, since, limit, as_of)
-        return [_fact_hit(f, score) for f, score in found]
+        found = _relative(
+            [(("fact", f.id), _fact_hit(f, score))
+             for f, score in store.search_facts(match, category, since, limit, as_of)]
+        )
+        return [hit for _, hit in found]
     lexical: list[list[tuple[Key, Hit]]] = []
-    if mode != "semantic":
+    if mode != "semantic" or pending:
         lexical = _lexical_lists(store, layout, node, category, since, kinds, depth)
     if mode == "lexical":
         return _finish(_fuse(lexical, rrf_k), limit)
-    if embedder is None:
-        raise MissingExtraError(embeddings.INSTALL)
-    semantic, similarity = _semantic(
-        store, embedder, cache, text, category, since, kinds, depth, min_score
-    )
+    semantic: list[tuple[Key, Hit]] = []
+    similarity: Callable[[Key], float | None] = lambda key: None  # noqa: E731
+    if embedder is not None:
+        semantic, similarity = _semantic(
+            store, embedder, cache, text, category, since, kinds, depth, min_score
+        )
     if mode == "semantic":
-        return _finish(semantic, limit)
+        # what has no vector yet, found by its words (the substring list of procedures
+        # aside: their chunks are in the chunk list)
+        indexed = [ranked for ranked in lexical if ranked[0][0][0] != "path"]
+        unseen = [
+            (key, hit._replace(lexical_only=True))
+            for key, hit in _fuse(indexed, rrf_k)
+            if similarity(key) is None
+        ]
+        return _finish(semantic + unseen, limit)
     return _finish(_combine(lexical, semantic, similarity, weights), limit)
 
 
@@ -197,7 +202,21 @@ def _lexical_lists(
                 for p, score, lines, snippet in procedures.search(layout, node, since, depth)
             ]
         )
-    return [ranked for ranked in lists if ranked]
+    return [_relative(ranked) for ranked in lists if ranked]
+
+
+def _relative(ranked: list[tuple[Key, Hit]]) -> list[tuple[Key, Hit]]:
+    """Each score as its share of the list's best (bm25 or substring counts), so that 1.0
+    is the best match of its kind, whatever the size of the store or the query; to four
+    decimals, and at least 0.0001: a hit that matched only words found in nearly every
+    item (bm25 near 0) reads as weak, not as 4e-06."""
+    if not ranked:
+        return ranked
+    best = ranked[0][1].score
+    return [
+        (key, hit._replace(score=max(round(hit.score / best, 4), MIN_SHARE) if best > 0 else 1.0))
+        for key, hit in ranked
+    ]
 
 
 def _semantic(
@@ -210,20 +229,20 @@ def _semantic(
     kinds: tuple[str, ...],
     depth: int,
     min_score: float,
-) -> tuple[list[tuple[Key, Hit]], Callable[[Key], float]]:
-    """The hits at or above min_score, best first, and the cosine of any key (0 without a
-    vector), for hybrid ranking."""
+) -> tuple[list[tuple[Key, Hit]], Callable[[Key], float | None]]:
+    """The hits at or above min_score, best first, and the cosine of any key (None: it
+    has no vector yet), for hybrid ranking."""
     import numpy as np
 
     keys, matrix = cache.load(store, embedder)
     if not keys:
-        return [], lambda key: 0.0
+        return [], lambda key: None
     scores = matrix @ embedder.embed([text])[0]
     rows = cache.rows
 
-    def similarity(key: Key) -> float:
+    def similarity(key: Key) -> float | None:
         row = rows.get(key)
-        return 0.0 if row is None else float(scores[row])
+        return None if row is None else float(scores[row])
 
     wanted = min(len(keys), depth * 4)
     candidates = np.argpartition(-scores, wanted - 1)[:wanted]
@@ -273,44 +292,56 @@ def _chunk_hit(row: ChunkRow, score: float) -> Hit:
 
 
 def _fuse(lists: list[list[tuple[Key, Hit]]], k: int) -> list[tuple[Key, Hit]]:
-    """Reciprocal rank fusion; the first list a key appears in supplies its hit."""
-    scores: dict[Key, float] = {}
+    """Lexical lists as one: by the best share a key has in any list, equal shares (the
+    tops of several lists) by reciprocal rank fusion; the first list a key appears in
+    supplies its hit."""
+    shares: dict[Key, float] = {}
+    fused: dict[Key, float] = {}
     hits: dict[Key, Hit] = {}
     for ranked in lists:
         for rank, (key, hit) in enumerate(ranked):
-            scores[key] = scores.get(key, 0.0) + 1 / (k + rank + 1)
+            shares[key] = max(shares.get(key, 0.0), hit.score)
+            fused[key] = fused.get(key, 0.0) + 1 / (k + rank + 1)
             hits.setdefault(key, hit)
-    order = sorted(scores, key=lambda key: -scores[key])
-    return [(key, hits[key]) for key in order]
+    order = sorted(hits, key=lambda key: (-shares[key], -fused[key]))
+    return [(key, hits[key]._replace(score=shares[key])) for key in order]
 
 
 def _combine(
     lexical: list[list[tuple[Key, Hit]]],
     semantic: list[tuple[Key, Hit]],
-    similarity: Callable[[Key], float],
+    similarity: Callable[[Key], float | None],
     weights: tuple[float, float],
 ) -> list[tuple[Key, Hit]]:
     """Hybrid (Q3): every candidate of the lexical lists and of the semantic list, scored
-    `lexical_weight * its lexical score / the best of its list + semantic_weight * its
-    cosine` (a negative cosine counts as 0). Dividing by the best puts bm25, whose scale
-    depends on the query and the index, and the substring counts of procedures, on the
-    cosine's 0-1 scale."""
+    `lexical_weight * its lexical share + semantic_weight * its cosine` (a negative cosine
+    counts as 0). The share (score / the best of its list) puts bm25, whose scale depends
+    on the query and the index, and the substring counts of procedures, on the cosine's
+    0-1 scale. A fact or chunk with no vector yet has its lexical part only."""
     relative: dict[Key, float] = {}
     hits: dict[Key, Hit] = {}
     for ranked in lexical:
-        best = ranked[0][1].score
         for key, hit in ranked:
-            share = hit.score / best if best > 0 else 1.0
-            relative[key] = max(relative.get(key, 0.0), share)
+            relative[key] = max(relative.get(key, 0.0), hit.score)
             hits.setdefault(key, hit)
     for key, hit in semantic:
         hits.setdefault(key, hit)
+    cosine = {key: similarity(key) for key in hits}
     scored = {
-        key: weights[0] * relative.get(key, 0.0) + weights[1] * max(similarity(key), 0.0)
+        key: weights[0] * relative.get(key, 0.0) + weights[1] * max(cosine[key] or 0.0, 0.0)
         for key in hits
     }
     order = sorted(hits, key=lambda key: -scored[key])
-    return [(key, hits[key]._replace(score=round(scored[key], 6))) for key in order]
+    return [
+        (
+            key,
+            hits[key]._replace(
+                score=round(scored[key], 6),
+                lexical_only=True if cosine[key] is None and key[0] != "path" else None,
+            ),
+        )
+        for key in order
+    ]
 
 
 def _finish(ranked: list[tuple[Key, Hit]], limit: int) -> list[Hit]:

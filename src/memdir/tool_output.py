@@ -90,6 +90,10 @@ HIT = _object(
         "date": STR,
         "lines": {"type": "array", "items": INT, "minItems": 2, "maxItems": 2},
         "valid_to": STR,
+        "lexical_only": {
+            "type": "boolean",
+            "description": "true: not embedded yet, so ranked by its words alone",
+        },
     },
 )
 

@@ -6,11 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from . import (
-    advice,
-    facts,
-    search,
-)
+from . import advice, facts
 from .errors import MemdirError, NotFoundError, StorageError, ValidationError
 from .lazy import lazy
 from .memory_base import MemoryBase
@@ -29,8 +25,9 @@ from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import duplicates, entries, hot, index, markers, recall, secret_scan, tasks
+    from . import duplicates, entries, hot, index, markers, recall, secret_scan, tasks, vectors
 else:
+    vectors = lazy("memdir.vectors")
     duplicates = lazy("memdir.duplicates")
     secret_scan = lazy("memdir.secret_scan")
     entries = lazy("memdir.entries")
@@ -108,6 +105,7 @@ class WorkflowMemory(MemoryBase):
             same = duplicates.named_hint("entry", entry.name, self.settings.marker_prefix)
             return entry._replace(hint=same), False
         self._count("entries")
+        self._embed_written(files=[self.layout.entry(name)])
         similar = duplicates.merged(entry.similar, self._similar_files("global", name, content))
         hint = duplicates.similar_hint(similar, name, self.settings.marker_prefix)
         return entry._replace(similar=similar, hint=hint), created
@@ -143,19 +141,26 @@ class WorkflowMemory(MemoryBase):
         found = entries.reindex(self.layout, self.store)
         step = None if progress is None else (lambda d, t: progress("chunks", d, t))
         files = index.sync(self.layout, self.store, full=True, progress=step)
-        embedded = 0
-        if self._embedder is not None or embeddings.available():
-            embedder = self._embedder or embeddings.default_embedder()
-            self._embedder = embedder
-            total = left = self.store.count_unembedded(embedder.name)
-            while left:
-                before, left = left, search.embed_missing(self.store, embedder, 512)
-                if progress is not None:
-                    progress("embeddings", total - left, total)
-                if left >= before:
-                    break  # nothing more could be embedded: stop, never spin
-            embedded = total - left
-        return Reindexed(found, files, embedded)
+        embed = None if progress is None else (lambda d, t: progress("embeddings", d, t))
+        return Reindexed(found, files, self.embed_pending(embed))
+
+    def embed_pending(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Issue 11: give a vector to every fact and file section that has none yet (what
+        `memdir reindex` and `memdir import` end with); `progress` is told (done, total)
+        from the first item on. 0 when search here does not use vectors ([search] mode
+        lexical, or no embeddings extra). Returns how many items were embedded."""
+        if not self._wants_vectors():
+            return 0
+        self._enabled("embed memory")
+        self.sync_index()
+        embedder = self._embedder or embeddings.default_embedder()
+        self._embedder = embedder
+        return vectors.embed_pending(self.store, embedder, progress)
+
+    def sync_index(self) -> None:
+        """Bring the chunk index up to date with the files (cheap when nothing changed)."""
+        if self.settings.enabled:
+            index.sync(self.layout, self.store)
 
     def start_task(self, task_id: str, parent: str | None = None) -> Task:
         self.layout.task_notes(task_id)
@@ -196,6 +201,7 @@ class WorkflowMemory(MemoryBase):
         )
         if added:
             self._count("notes")
+            self._embed_written(files=[self.layout.task_notes(task_id)])
         return added
 
     def notes(self, task_id: str, *, lineage: bool = False) -> list[Note]:

@@ -59,6 +59,7 @@ class WorkspaceMemory(MemoryBase):
         self.require_writable("the daily log")
         result = daily.append(self.layout, text, self.clock(), section)
         self._count("daily")
+        self._embed_written(files=[os.path.join(self.layout.memory_dir, result.path)])
         return result
 
     def daily(self, date: str | None = None) -> str:

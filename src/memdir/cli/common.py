@@ -140,6 +140,27 @@ def read_file(path: str) -> str:
         raise ValidationError(f"cannot read {path}: {reason}") from exc
 
 
+STAGES = {"chunks": "indexing", "embeddings": "embedding"}
+
+
+def progress_bar(stage: str, done: int, total: int) -> None:
+    """One line on stderr, redrawn in place when stderr is a terminal, drawn from the
+    first item (0 of N) so a long run shows it is under way; nothing on a pipe, where the
+    command's summary says what was done."""
+    if not sys.stderr.isatty() or total <= 0:
+        return
+    width = 30
+    filled = width * min(done, total) // total
+    end = "\n" if done >= total else ""
+    print(
+        f"\r{STAGES.get(stage, stage):<10} [{'#' * filled}{'.' * (width - filled)}] "
+        f"{done:,}/{total:,}",
+        end=end,
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def warn(message: str) -> None:
     print(f"memdir: warning: {message}", file=sys.stderr)
 

@@ -325,7 +325,8 @@ def _render_hit(hit: Hit) -> str:
         start, end = hit.lines or (1, 1)
         head = f"{hit.kind} {hit.name} ({hit.path}:{start}-{end})"
     body = "\n".join("  " + line for line in hit.content.split("\n"))
-    return f"{head}  score {hit.score:g}\n{body}"
+    how = "  (by its words: not embedded yet)" if hit.lexical_only else ""
+    return f"{head}  score {hit.score:g}{how}\n{body}"
 
 
 def _procedure_dict(proc: Procedure, content: bool = True) -> dict[str, Any]:

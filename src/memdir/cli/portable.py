@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import ValidationError
-from .common import Builder, as_json, memory_for
+from ..errors import MemdirError, ValidationError
+from .common import Builder, as_json, memory_for, progress_bar, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,6 +73,12 @@ def add_import(b: Builder) -> None:
         action="store_true",
         help="merge into a store that is not empty (an archive restores into an empty one)",
     )
+    imp.add_argument(
+        "--no-embed",
+        action="store_true",
+        help="leave embedding (semantic search) to `memdir reindex` or the server: "
+        "until then search ranks what was imported by its words",
+    )
 
 
 def _export(args: argparse.Namespace) -> Any:
@@ -117,7 +123,20 @@ def _import(args: argparse.Namespace) -> Any:
             known = ", ".join((NATIVE, *importers.FORMATS))
             raise ValidationError(f"unknown import format {args.fmt!r}: one of {known}")
         report = importers.run(memory, args.fmt, args.path, dry_run=args.dry_run, force=args.force)
-    return report.to_dict() if as_json(args) else _report(report)
+    embedded = 0
+    if not args.dry_run and not args.no_embed:
+        try:
+            embedded = memory.embed_pending(None if as_json(args) else _embedding_bar)
+        except MemdirError as exc:  # the import is done: only its vectors wait
+            warn(f"imported, but not embedded: {exc}; run `memdir reindex` to embed")
+    if as_json(args):
+        return {**report.to_dict(), "embedded": embedded}
+    text = _report(report)
+    return text + (f"\n  embedded {embedded:,} items for semantic search" if embedded else "")
+
+
+def _embedding_bar(done: int, total: int) -> None:
+    progress_bar("embeddings", done, total)
 
 
 def _report(report: ImportReport) -> str:

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..memory import ingest_output
-from .common import Builder, Raw, as_json, memory_for, warn
+from .common import Builder, Raw, as_json, memory_for, progress_bar, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _rm(args: argparse.Namespace) -> Any:
 
 
 def _reindex(args: argparse.Namespace) -> Any:
-    done = memory_for(args).reindex(progress=None if as_json(args) else _progress_bar)
+    done = memory_for(args).reindex(progress=None if as_json(args) else progress_bar)
     broken = [e for e in done.entries if e.error]
     if as_json(args):
         return {
@@ -116,21 +116,6 @@ def _reindex(args: argparse.Namespace) -> Any:
     ]
     lines += [f"left out {e.path}: {e.error}" for e in broken]
     return "\n".join(lines)
-
-
-def _progress_bar(stage: str, done: int, total: int) -> None:
-    """One line on stderr, redrawn in place when stderr is a terminal."""
-    if not sys.stderr.isatty() or total <= 0:
-        return
-    width = 30
-    filled = width * done // total
-    end = "\n" if done >= total else ""
-    print(
-        f"\r{stage:<10} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,}",
-        end=end,
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 def _task_start(args: argparse.Namespace) -> Any:

