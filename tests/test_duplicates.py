@@ -86,7 +86,9 @@ def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # 7.1
 
 
 def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # 7.1 S
-    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\n", "utf-8")
+    # semantic = 1.0: only the lexical threshold is under test (a write loads the model)
+    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\nsemantic = 1.0\n",
+                                           "utf-8")
     with Memory() as mem:
         mem.add_fact("The user prefers dark mode", "preference")
         assert mem.add_fact("User prefers dark mode in editors", "preference").similar == ()
@@ -249,9 +251,9 @@ def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None
         proc = mem.write_procedure("kiwi-packing", "kiwi " * 10 + "packing")
         assert [(s.kind, s.ref, s.how) for s in proc.similar] == [
             ("procedure", "kiwi-picking", "semantic")]
-    with Memory() as plain:  # no model loaded: lexical only, and nothing is loaded for it
+    with Memory() as plain:  # no model loaded yet: the guard does not load it, so lexical
         other = plain.write_entry("kiwi-storage", "storage", "kiwi " * 10 + "storage")
-        assert other.similar == () and plain._embedder is None
+        assert other.similar == ()
 
 
 def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 G4

@@ -80,8 +80,9 @@ def sem(state_dir: Path, embedder: CountingEmbedder) -> Any:
 
 
 def write_without_model(rows: list[tuple[str, str]]) -> None:
-    """A write from a process that has not loaded the model (a CLI call, an importer)."""
-    with Memory() as writer:
+    """Facts stored without vectors, as an import stores them before it embeds (or a CLI
+    call with [search] embed_on_write = "loaded")."""
+    with Memory() as writer, writer.bulk():
         writer.add_facts(rows)
 
 
@@ -188,11 +189,13 @@ def test_a_small_write_embeds_only_what_it_wrote(
     assert sem.search("wiki nas", mode="semantic")[0].id == new.id
 
 
-def test_a_cli_write_does_not_load_the_model(
+def test_embed_on_write_loaded_leaves_a_cli_write_to_reindex(
     run: Callable[..., Any], state_dir: Path
 ) -> None:  # Q2 C, issue 11.3
-    """`memdir fact add` takes ~30 ms and loading the model ~0.35 s: the CLI write stores
-    the fact only; search finds it by its words and says how it gets its vector."""
+    """With [search] embed_on_write = "loaded" (`memdir fact add` takes ~30 ms and loading
+    the model ~0.35 s) the CLI write stores the fact only; search finds it by its words and
+    says how it gets its vector."""
+    state_dir.joinpath("config.toml").write_text('[search]\nembed_on_write = "loaded"\n')
     result = run("fact", "add", "kiwi vines like shade", "--category", "learning")
     assert result.code == 0, result.err
     with Memory() as mem:
@@ -207,16 +210,20 @@ def test_a_cli_write_does_not_load_the_model(
 
 @pytest.mark.embeddings
 @needs_model
-def test_embed_on_write_always_makes_a_cli_write_embed_what_it_wrote(
+def test_a_cli_write_embeds_what_it_wrote_so_search_finds_it_by_meaning(
     run: Callable[..., Any], state_dir: Path
-) -> None:  # Q2 S, issue 11.3
+) -> None:  # Q2 S, issue 11.3: embed_on_write = "always", the default
     write_without_model(imported(3))
-    state_dir.joinpath("config.toml").write_text('[search]\nembed_on_write = "always"\n')
     result = run("fact", "add", "giraffes sleep standing up", "--category", "learning")
     assert result.code == 0, result.err
     with Memory() as mem:
         assert vector_count(mem) == 1  # the written fact only: the three others still wait
         assert mem.store.count_unembedded(embeddings.DEFAULT_MODEL) == 3
+    # found by meaning alone, by the next CLI call: no word in common
+    found = run("search", "which animal naps on its feet", "--mode", "semantic", "--json")
+    assert [h["content"] for h in found.json() if not h.get("lexical_only")] == [
+        "giraffes sleep standing up"
+    ]
     state_dir.joinpath("config.toml").write_text('[search]\nembed_on_write = "sometimes"\n')
     result = run("fact", "add", "zebras too", "--category", "learning")
     assert result.code == 1 and "embed_on_write" in result.err and "loaded or always" in result.err

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir import Hit, Memory, MissingExtraError, QueryError, ValidationError
+from memdir.clock import iso
 from memdir.extras import command_for, install_command
 from memdir.query import is_structured
 from memdir.storage import embeddings
@@ -241,15 +242,23 @@ def test_a_hand_edit_of_the_same_size_is_picked_up(memory: Memory) -> None:  # G
     assert_lines_hold(memory, hit, "Mochi")
 
 
-def test_a_touched_file_keeps_its_chunks(memory: Memory) -> None:  # G4 Q3
+def test_a_touched_file_keeps_its_chunks_and_vectors_dated_anew(
+    memory: Memory,
+) -> None:  # G4 Q3 Q2: a touch is no edit: nothing to embed again, but its date moves
     memory.write_entry("pets", "the household", "## Cat\n\nTabby.\n\n## Dog\n\nRex.\n")
     first = memory.search("tabby OR rex", mode="lexical")
     db = sqlite3.connect(memory.layout.db)
     try:
-        ids = db.execute("SELECT id FROM chunks ORDER BY id").fetchall()
-        bump_mtime(Path(memory.path, "global", "pets.md"))
-        assert memory.search("tabby OR rex", mode="lexical") == first
-        assert db.execute("SELECT id FROM chunks ORDER BY id").fetchall() == ids
+        texts = db.execute("SELECT content, hash FROM chunks ORDER BY id").fetchall()
+        vectors = db.execute("SELECT hash, vec FROM vectors ORDER BY hash").fetchall()
+        path = Path(memory.path, "global", "pets.md")
+        old = time.time() - 9 * DAY
+        os.utime(path, (old, old))
+        again = memory.search("tabby OR rex", mode="lexical")
+        assert [h.content for h in again] == [h.content for h in first]
+        assert {h.date for h in again} == {iso(path.stat().st_mtime_ns / 1e9)}
+        assert db.execute("SELECT content, hash FROM chunks ORDER BY id").fetchall() == texts
+        assert db.execute("SELECT hash, vec FROM vectors ORDER BY hash").fetchall() == vectors
     finally:
         db.close()
 
@@ -570,8 +579,9 @@ def pets(memory: Memory) -> Memory:
     memory.add_fact(PET, "learning")
     for text in UNRELATED:
         memory.add_fact(text, "decision")
-    if embeddings.available():
-        assert memory.embed_pending() == 4  # as `memdir import` and `reindex` do
+    if embeddings.available():  # each small write embedded what it wrote (Q2)
+        assert memory.embed_pending() == 0
+        assert memory.store.count_unembedded(embeddings.DEFAULT_MODEL) == 0
     return memory
 
 
@@ -612,7 +622,7 @@ def test_cli_semantic_search(pets: Memory, run: Callable[..., Any]) -> None:  # 
 @pytest.mark.embeddings
 @needs_model
 def test_cli_reindex_reports_counts(pets: Memory, run: Callable[..., Any]) -> None:  # Q3 C
-    with Memory() as cli_like:  # no model loaded there: its write waits to be embedded
+    with Memory() as cli_like, cli_like.bulk():  # as an import writes: vectors wait
         cli_like.write_entry("dog", "the dog",
                              "## Walks\n\nMax walks at seven.\n\n## Food\n\nKibble.\n")
     result = run("reindex", "--json")

@@ -240,7 +240,7 @@ def import_archive(
         )
     from .archive_check import read_plan
 
-    with _opened(path) as (source, name):
+    with _opened(path) as (source, name), memory.bulk():  # vectors after: embed_pending
         plan = read_plan(memory, source, name)
         report = ImportReport("memdir", name, dry_run, [], [])
         if not holds:

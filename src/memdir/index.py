@@ -53,13 +53,10 @@ def sync(
         text = _read_inside(layout, path)
         if text is None:
             continue
-        digest = text_hash(text)
-        state: FileState = (kind, mtime, size, digest)
-        old = indexed.get(rel)
-        if old is not None and old[3] == digest and not full:
-            changes.append((rel, state, None))  # touched, not changed: keep its chunks
-        else:
-            changes.append((rel, state, _chunks(kind, rel, text, mtime)))
+        state: FileState = (kind, mtime, size, text_hash(text))
+        # a touch re-chunks too: chunks are dated by the file's mtime (`since`), and
+        # replace_chunks gives a chunk whose text did not change its vector back
+        changes.append((rel, state, _chunks(kind, rel, text, mtime)))
         if progress is not None:
             progress(done, len(stale))
     gone = [rel for rel in indexed if rel not in found]

@@ -3,9 +3,10 @@ writing (session, surface, agent), and whether writing is allowed at all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from . import (
     advice,
@@ -91,6 +92,7 @@ class MemoryBase:
         # Set by a front end that embeds in the background (the MCP server's EmbedWorker):
         # called when items need vectors, instead of embedding them in the caller's thread.
         self.embed_later: Callable[[], object] | None = None
+        self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
         self._hits: dict[int, str] = {}  # fact id -> when a search last found it (unsaved)
         self._hits_flushed = float("-inf")
         self.session_id: str | None = None
@@ -178,13 +180,24 @@ class MemoryBase:
             return False
         return self._embedder is not None or embeddings.available()
 
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many writes in a row (an import): none embeds on its own; the caller embeds
+        them all at the end in one pass with progress (`embed_pending`)."""
+        saved, self._bulk = self._bulk, True
+        try:
+            yield
+        finally:
+            self._bulk = saved
+
     def _embed_written(self, fact_ids: Sequence[int] = (), files: Sequence[str] = ()) -> None:
-        """Issue 11: what one small write made gets its vectors now where that is cheap —
-        the model is loaded in this process already — or from the background worker of a
-        server. A CLI write does not load the model for it (~0.35 s against the ~30 ms of
-        the write) unless [search] embed_on_write = "always": `memdir reindex` or the
-        server embeds it later, and until then search ranks it by its words. Never fails
-        the write."""
+        """What one small write made gets its vectors now, so the next search finds it by
+        meaning: in a server, from its background worker; elsewhere inline, loading the
+        model if need be (~0.35 s against the ~30 ms of a CLI write) unless [search]
+        embed_on_write = "loaded", which leaves it to `memdir reindex` or the server (until
+        then search ranks it by its words). Never fails the write."""
+        if self._bulk:
+            return
         if self.embed_later is not None:
             self.embed_later()
             return

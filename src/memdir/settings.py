@@ -51,15 +51,16 @@ class Settings(Record):
     # lexical. Hybrid ranks by lexical_weight x bm25/best + semantic_weight x cosine: equal
     # weights sit in the middle of the flat optimum (0.7-1.5) on the LoCoMo dev split.
     # rrf_k orders lexical hits of equal share from different lists (facts, files,
-    # procedures) by reciprocal rank. embed_on_write (issue 11): "loaded", a write embeds
-    # what it wrote where the model is loaded already (the server); "always", a CLI write
-    # loads it too (~0.35 s on a ~30 ms write).
+    # procedures) by reciprocal rank. embed_on_write: "always", a small write embeds what it
+    # wrote, loading the model in a CLI call if need be (~0.35 s on a ~30 ms write), so a
+    # search finds it by meaning at once; "loaded", only where the model is loaded already
+    # (the server; else `memdir reindex` or the server embeds it later).
     search_mode: str = "auto"
     search_min_score: float = 0.5
     search_lexical_weight: float = 1.0
     search_semantic_weight: float = 1.0
     search_rrf_k: int = 60
-    search_embed_on_write: str = "loaded"
+    search_embed_on_write: str = "always"
     # [duplicates] (issue 7): a write that resembles an active item this much is reported:
     # Jaccard of content words, and cosine when the embedding model is loaded.
     duplicate_lexical: float = 0.7
@@ -323,7 +324,7 @@ def config_template() -> str:
         "# lexical_weight = 1.0      # hybrid: weight x bm25/best + weight x cosine\n"
         "# semantic_weight = 1.0\n"
         "# rrf_k = 60                # orders equal lexical scores by reciprocal rank\n"
-        '# embed_on_write = "loaded" # always: a CLI write loads the model (~0.35 s) to embed\n'
+        '# embed_on_write = "always" # loaded: a CLI write leaves embedding to reindex/server\n'
         "\n[duplicates]\n"
         "# a write this similar to an active fact, entry or procedure is reported\n"
         "# lexical = 0.7             # Jaccard of content words\n"

@@ -5,10 +5,10 @@ words (search.py), and the answer says how many items wait. Before, each search 
 up to 256 waiting items inline: after an import of 2,000 facts the next searches took 20,
 8 and 4 s and each ranked differently. Vectors are made instead:
 
-- on a small write, for the written items only, where the model is loaded already (the
-  MCP server, a program that searched before): ~4 ms an item. A CLI write does not load
-  the model for it: loading takes ~0.35 s, ten times what `memdir fact add` takes (~30 ms);
-- in bulk by `memdir import` and `memdir reindex`, with progress from the first item;
+- on a small write, for the written items only (~4 ms an item once the model is loaded;
+  a CLI call loads it for that, ~0.35 s, unless [search] embed_on_write = "loaded");
+- in bulk by `memdir import` and `memdir reindex`, with progress from the first item (an
+  import's writes are made inside `Memory.bulk()`, which defers their vectors to it);
 - in the MCP server's background (EmbedWorker): after start, after each write, and after
   a search that met items without a vector (another process wrote them, or a hand edit).
 

@@ -65,9 +65,10 @@ def run(
         # refused once for the whole import rather than once per item
         memory.require_writable("imported memory")
     applier = _Applier(memory, plan, dry_run, force)
-    for item in plan.items:
-        applier.item(item)
-    applier.facts(plan.facts)
+    with memory.bulk():  # vectors come after, in one pass (`Memory.embed_pending`)
+        for item in plan.items:
+            applier.item(item)
+        applier.facts(plan.facts)
     return ImportReport(fmt, source, dry_run, applier.imported, [*plan.skipped, *applier.skipped])
 
 
