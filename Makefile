@@ -31,6 +31,7 @@ test: $(STAMP) $(CLAUDE) lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench docs
+	$(BIN)/ruff format --check src tests bench docs
 	$(BIN)/mypy
 
 bench: $(STAMP)

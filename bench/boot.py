@@ -74,8 +74,9 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, str, str]:
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     took = time.perf_counter() - started
     if proc.returncode != 0:
-        raise SystemExit(f"{NAME}: {' '.join(argv[:3])} exited {proc.returncode}: "
-                         f"{proc.stderr.strip()}")
+        raise SystemExit(
+            f"{NAME}: {' '.join(argv[:3])} exited {proc.returncode}: {proc.stderr.strip()}"
+        )
     return took, proc.stdout, proc.stderr
 
 
@@ -138,8 +139,9 @@ def make_daily(date: str, chars: int, facts: Iterator[str], rng: random.Random) 
     if not evolution:
         evolution.append(f"- {clock} {next(facts)}")
     sections.append(("Evolution Log", evolution))
-    return "\n\n".join([f"# {date}", *("\n".join([f"## {h}", *body])
-                                       for h, body in sections)]) + "\n"
+    return (
+        "\n\n".join([f"# {date}", *("\n".join([f"## {h}", *body]) for h, body in sections)]) + "\n"
+    )
 
 
 def local_dates(days: int) -> list[str]:
@@ -154,8 +156,9 @@ def fill(state: str, args: Any) -> dict[str, Any]:
 
     rng = random.Random(args.seed + 7)
     day_chars, id_chars = int(args.day_kb * 1024), int(args.identity_kb * 1024)
-    facts = fact_stream(args.days * (day_chars // 150 + 8) + 3 * id_chars // 100 + 200,
-                        args.seed + 8)
+    facts = fact_stream(
+        args.days * (day_chars // 150 + 8) + 3 * id_chars // 100 + 200, args.seed + 8
+    )
     with common.open_memory(state) as memory:
         memory.hot_set(hot_text(int(args.hot_kb * 1024), facts))
         layout = memory.layout
@@ -173,9 +176,13 @@ def fill(state: str, args: Any) -> dict[str, Any]:
         with open(daily.path_of(layout, date), "w", encoding="utf-8") as handle:
             handle.write(text)
         sizes.append(len(text))
-    return {"layout": layout, "stale_after_copy": stale, "daily_files": len(sizes),
-            "daily_chars_mean": sum(sizes) / len(sizes) if sizes else 0,
-            "daily_chars_total": sum(sizes)}
+    return {
+        "layout": layout,
+        "stale_after_copy": stale,
+        "daily_files": len(sizes),
+        "daily_chars_mean": sum(sizes) / len(sizes) if sizes else 0,
+        "daily_chars_total": sum(sizes),
+    }
 
 
 def stale_entries(memory: Any) -> int:
@@ -197,9 +204,13 @@ def floor_paths(state: str, layout: Any) -> list[str]:
     from memdir import daily
 
     now = time.time()
-    return [layout.hot, os.path.join(state, "SOUL.md"), os.path.join(state, "USER.md"),
-            *(daily.path_of(layout, daily.resolve_date(d, now)) for d in ("today", "yesterday")),
-            layout.index_file]
+    return [
+        layout.hot,
+        os.path.join(state, "SOUL.md"),
+        os.path.join(state, "USER.md"),
+        *(daily.path_of(layout, daily.resolve_date(d, now)) for d in ("today", "yesterday")),
+        layout.index_file,
+    ]
 
 
 def read(path: str) -> str:
@@ -236,8 +247,9 @@ def check(outputs: dict[str, str], paths: list[str]) -> dict[str, Any]:
 # -- profile ---------------------------------------------------------------------------
 
 
-def importtime(memdir: str, python: str, env: dict[str, str],
-               runs: int) -> tuple[list[dict[str, Any]], float]:
+def importtime(
+    memdir: str, python: str, env: dict[str, str], runs: int
+) -> tuple[list[dict[str, Any]], float]:
     """(every module `memdir boot` imports, with its nesting level and median self and
     cumulative ms over `runs` calls, heaviest first; the median total of the top level)."""
     samples: dict[str, tuple[int, list[float], list[float]]] = {}
@@ -258,11 +270,20 @@ def importtime(memdir: str, python: str, env: dict[str, str],
         totals.append(total)
     _, _, err = run([python, "-X", "importtime", "-c", "pass"], env)
     startup = {m.group(4) for m in map(IMPORTTIME_RE.match, err.splitlines()) if m}
-    rows = [{"module": "  " * level + name, "level": level, "self_ms": common.median(own),
-             "cumulative_ms": common.median(cumulative),
-             "kind": "memdir" if name.split(".")[0] == "memdir"
-             else "startup" if name in startup else "other"}
-            for name, (level, own, cumulative) in samples.items()]
+    rows = [
+        {
+            "module": "  " * level + name,
+            "level": level,
+            "self_ms": common.median(own),
+            "cumulative_ms": common.median(cumulative),
+            "kind": "memdir"
+            if name.split(".")[0] == "memdir"
+            else "startup"
+            if name in startup
+            else "other",
+        }
+        for name, (level, own, cumulative) in samples.items()
+    ]
     rows.sort(key=lambda r: r["cumulative_ms"], reverse=True)
     return rows, common.median(totals)
 
@@ -279,22 +300,35 @@ def phases(state: str, runs: int) -> list[dict[str, Any]]:
     with common.open_memory(state) as memory:
         booted = memory.boot()
         text = "".join(p.text for p in booted.parts)
-        index = "".join(entries.index_line(n, d) + "\n"
-                        for n, d, _ in entries.index(memory.layout, memory.store))
+        index = "".join(
+            entries.index_line(n, d) + "\n"
+            for n, d, _ in entries.index(memory.layout, memory.store)
+        )
         settings = memory.settings
         steps: list[tuple[str, Any]] = [
             ("a fresh Memory: open, boot(), close (the CLI's call, in-process)", fresh),
             ("Memory.boot() on an open Memory", memory.boot),
-            ("Memory.boot(subagent=True) on an open Memory",
-             lambda: memory.boot(subagent=True)),
-            ("  entries.index(): scan and stat global/, read the entry cache",
-             lambda: entries.index(memory.layout, memory.store)),
-            ("  identity.boot(): read the files, defang (the index given)",
-             lambda: identity.boot(memory.layout, settings.boot_files, settings.boot_main_only,
-                                   time.time(), False, index)),
+            ("Memory.boot(subagent=True) on an open Memory", lambda: memory.boot(subagent=True)),
+            (
+                "  entries.index(): scan and stat global/, read the entry cache",
+                lambda: entries.index(memory.layout, memory.store),
+            ),
+            (
+                "  identity.boot(): read the files, defang (the index given)",
+                lambda: identity.boot(
+                    memory.layout,
+                    settings.boot_files,
+                    settings.boot_main_only,
+                    time.time(),
+                    False,
+                    index,
+                ),
+            ),
             ("    of which markers.defang of the booted text", lambda: markers.defang(text)),
-            ("Boot.to_dict() + json.dumps (what --json adds)",
-             lambda: json.dumps(booted.to_dict())),
+            (
+                "Boot.to_dict() + json.dumps (what --json adds)",
+                lambda: json.dumps(booted.to_dict()),
+            ),
         ]
         rows = []
         for label, call in steps:
@@ -312,8 +346,10 @@ def cprofile(memdir: str, python: str, env: dict[str, str], scratch: str) -> str
         stream = io.StringIO()
         pstats.Stats(out, stream=stream).strip_dirs().sort_stats(sort).print_stats(count)
         text.append(stream.getvalue().strip())
-    return "".join(f"\n### profile: one `memdir boot`, by {sort}\n\n```\n{body}\n```\n"
-                   for sort, body in zip(("cumulative", "tottime"), text, strict=True))
+    return "".join(
+        f"\n### profile: one `memdir boot`, by {sort}\n\n```\n{body}\n```\n"
+        for sort, body in zip(("cumulative", "tottime"), text, strict=True)
+    )
 
 
 # -- main ------------------------------------------------------------------------------
@@ -323,16 +359,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=60, help="daily log files (default 60)")
     parser.add_argument("--day-kb", type=float, default=10, help="KB per daily log (~10)")
-    parser.add_argument("--entries", type=common.sizes, default=[300],
-                        help="global entries in the store (default 300)")
+    parser.add_argument(
+        "--entries",
+        type=common.sizes,
+        default=[300],
+        help="global entries in the store (default 300)",
+    )
     parser.add_argument("--hot-kb", type=float, default=2, help="KB of HOT.md (default 2)")
-    parser.add_argument("--identity-kb", type=float, default=1,
-                        help="KB of SOUL.md and of USER.md (default 1)")
+    parser.add_argument(
+        "--identity-kb", type=float, default=1, help="KB of SOUL.md and of USER.md (default 1)"
+    )
     parser.add_argument("--runs", type=int, default=20, help="timed calls per side")
-    parser.add_argument("--profile", action="store_true",
-                        help="then python -X importtime and cProfile of `memdir boot`")
-    parser.add_argument("--profile-runs", type=int, default=5,
-                        help="-X importtime calls (median per module) with --profile")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="then python -X importtime and cProfile of `memdir boot`",
+    )
+    parser.add_argument(
+        "--profile-runs",
+        type=int,
+        default=5,
+        help="-X importtime calls (median per module) with --profile",
+    )
     args = parser.parse_args(argv)
     if args.days < 2:
         parser.error("--days must be at least 2: boot shows today's and yesterday's logs")
@@ -367,53 +415,93 @@ def main(argv: list[str] | None = None) -> int:
                     times[side].append(took)
         rolled = local_dates(1)[0] != today
         if rolled:
-            print(f"{NAME}: the local date changed during the runs: rerun for clean figures",
-                  file=sys.stderr)
-        imports, import_total = importtime(memdir, python, env, args.profile_runs) \
-            if args.profile else ([], 0.0)
+            print(
+                f"{NAME}: the local date changed during the runs: rerun for clean figures",
+                file=sys.stderr,
+            )
+        imports, import_total = (
+            importtime(memdir, python, env, args.profile_runs) if args.profile else ([], 0.0)
+        )
         profiles = cprofile(memdir, python, env, scratch) if args.profile else ""
         steps = phases(state, max(args.runs, 5)) if args.profile else []
 
-    floors = {"boot": "bare", "boot --subagent": "bare, no MEMORY.md", "boot --json": "bare",
-              "bare": None, "bare, no MEMORY.md": None, "python -c pass": None,
-              "python -c 'import memdir.cli'": None}
+    floors = {
+        "boot": "bare",
+        "boot --subagent": "bare, no MEMORY.md",
+        "boot --json": "bare",
+        "bare": None,
+        "bare, no MEMORY.md": None,
+        "python -c pass": None,
+        "python -c 'import memdir.cli'": None,
+    }
     stats = {side: common.stats_ms(times[side]) for side in sides}
     rows: list[dict[str, Any]] = []
     ratios = []
     for side in sides:
         floor, chars = floors[side], len(outputs[side])
-        rows.append({
-            "side": side, "calls": stats[side]["n"], "p50_ms": stats[side]["p50"],
-            "p95_ms": stats[side]["p95"], "min_ms": stats[side]["min"],
-            "max_ms": stats[side]["max"], "floor": floor or "",
-            "ratio_p50": common.ratio(stats[side]["p50"], stats[floor]["p50"]) if floor else None,
-            "ratio_p95": common.ratio(stats[side]["p95"], stats[floor]["p95"]) if floor else None,
-            "chars": chars if side.startswith(("boot", "bare")) else None,
-            "tokens": -(-chars // CHARS_PER_TOKEN) if side.startswith(("boot", "bare")) else None,
-        })
+        rows.append(
+            {
+                "side": side,
+                "calls": stats[side]["n"],
+                "p50_ms": stats[side]["p50"],
+                "p95_ms": stats[side]["p95"],
+                "min_ms": stats[side]["min"],
+                "max_ms": stats[side]["max"],
+                "floor": floor or "",
+                "ratio_p50": common.ratio(stats[side]["p50"], stats[floor]["p50"])
+                if floor
+                else None,
+                "ratio_p95": common.ratio(stats[side]["p95"], stats[floor]["p95"])
+                if floor
+                else None,
+                "chars": chars if side.startswith(("boot", "bare")) else None,
+                "tokens": -(-chars // CHARS_PER_TOKEN)
+                if side.startswith(("boot", "bare"))
+                else None,
+            }
+        )
         if floor:
             ratios.append(rows[-1]["ratio_p50"])
-    parts = [{"part": p["name"], "file": os.path.relpath(p["path"], state), "chars": p["chars"],
-              "tokens": p["tokens"], "main_only": p["name"] == "MEMORY.md"}
-             for p in booted["parts"]]
+    parts = [
+        {
+            "part": p["name"],
+            "file": os.path.relpath(p["path"], state),
+            "chars": p["chars"],
+            "tokens": p["tokens"],
+            "main_only": p["name"] == "MEMORY.md",
+        }
+        for p in booted["parts"]
+    ]
     by_side = {r["side"]: r for r in rows}
     start, imported = stats["python -c pass"]["p50"], stats["python -c 'import memdir.cli'"]["p50"]
     summary: dict[str, Any] = {
-        "days": args.days, "entries": n_entries,
-        "boot_p50_ms": stats["boot"]["p50"], "boot_p95_ms": stats["boot"]["p95"],
+        "days": args.days,
+        "entries": n_entries,
+        "boot_p50_ms": stats["boot"]["p50"],
+        "boot_p95_ms": stats["boot"]["p95"],
         "subagent_p50_ms": stats["boot --subagent"]["p50"],
         "subagent_p95_ms": stats["boot --subagent"]["p95"],
-        "json_p50_ms": stats["boot --json"]["p50"], "json_p95_ms": stats["boot --json"]["p95"],
-        "bare_p50_ms": stats["bare"]["p50"], "bare_p95_ms": stats["bare"]["p95"],
-        "ratio_p50": by_side["boot"]["ratio_p50"], "ratio_p95": by_side["boot"]["ratio_p95"],
+        "json_p50_ms": stats["boot --json"]["p50"],
+        "json_p95_ms": stats["boot --json"]["p95"],
+        "bare_p50_ms": stats["bare"]["p50"],
+        "bare_p95_ms": stats["bare"]["p95"],
+        "ratio_p50": by_side["boot"]["ratio_p50"],
+        "ratio_p95": by_side["boot"]["ratio_p95"],
         "worst_ratio_p50": max(ratios),
-        "split_p50_ms": {"interpreter": start, "import memdir.cli": imported - start,
-                         "the rest of boot": stats["boot"]["p50"] - imported},
-        "chars": booted["chars"], "tokens": booted["tokens"],
+        "split_p50_ms": {
+            "interpreter": start,
+            "import memdir.cli": imported - start,
+            "the rest of boot": stats["boot"]["p50"] - imported,
+        },
+        "chars": booted["chars"],
+        "tokens": booted["tokens"],
         "subagent_chars": sum(p["chars"] for p in parts[:-1]),
         "subagent_tokens": sum(p["tokens"] for p in parts[:-1]),
-        "parts": parts, "build": build, "stale_after_copy": filled["stale_after_copy"],
-        "daily_files": filled["daily_files"], "daily_chars_mean": filled["daily_chars_mean"],
+        "parts": parts,
+        "build": build,
+        "stale_after_copy": filled["stale_after_copy"],
+        "daily_files": filled["daily_files"],
+        "daily_chars_mean": filled["daily_chars_mean"],
         "date_rolled_over": rolled,
         # SPEC 19 sets no target for boot: ok says every side's output was checked.
         "ok": True,
@@ -423,54 +511,92 @@ def main(argv: list[str] | None = None) -> int:
         f"memdir boot, whole process, vs a bare python reading the same files: {n_entries:,} "
         f"entries, {args.days} daily logs of ~{filled['daily_chars_mean'] / 1024:.1f} KB, "
         f"median and p95 of {args.runs} runs, ms",
-        [("side", "side", ""), ("calls", "calls", ",d"), ("p50_ms", "p50", ".1f"),
-         ("p95_ms", "p95", ".1f"), ("min_ms", "min", ".1f"), ("max_ms", "max", ".1f"),
-         ("floor", "floor", ""), ("ratio_p50", "ratio p50", ".2f"),
-         ("ratio_p95", "ratio p95", ".2f"), ("chars", "stdout chars", ",d"),
-         ("tokens", "~tokens", ",d")],
+        [
+            ("side", "side", ""),
+            ("calls", "calls", ",d"),
+            ("p50_ms", "p50", ".1f"),
+            ("p95_ms", "p95", ".1f"),
+            ("min_ms", "min", ".1f"),
+            ("max_ms", "max", ".1f"),
+            ("floor", "floor", ""),
+            ("ratio_p50", "ratio p50", ".2f"),
+            ("ratio_p95", "ratio p95", ".2f"),
+            ("chars", "stdout chars", ",d"),
+            ("tokens", "~tokens", ",d"),
+        ],
         rows,
     )
     common.print_table(
         f"what boot shows: {booted['chars']:,} chars, ~{booted['tokens']:,} tokens "
         f"(subagent: {summary['subagent_chars']:,} chars, ~{summary['subagent_tokens']:,})",
-        [("part", "part", ""), ("file", "file", ""), ("chars", "chars", ",d"),
-         ("tokens", "~tokens", ",d"), ("main_only", "main only", "")],
+        [
+            ("part", "part", ""),
+            ("file", "file", ""),
+            ("chars", "chars", ",d"),
+            ("tokens", "~tokens", ",d"),
+            ("main_only", "main only", ""),
+        ],
         parts,
     )
     split = summary["split_p50_ms"]
-    print(f"p50 split of `memdir boot`: interpreter {split['interpreter']:.1f} ms, "
-          f"import memdir.cli {split['import memdir.cli']:.1f} ms, the rest (parse, open the "
-          f"store, index, read, print) {split['the rest of boot']:.1f} ms", flush=True)
+    print(
+        f"p50 split of `memdir boot`: interpreter {split['interpreter']:.1f} ms, "
+        f"import memdir.cli {split['import memdir.cli']:.1f} ms, the rest (parse, open the "
+        f"store, index, read, print) {split['the rest of boot']:.1f} ms",
+        flush=True,
+    )
     if args.profile:
         common.print_table(
             f"imports of `memdir boot` by median cumulative ms of {args.profile_runs} "
             f"`python -X importtime` calls: {import_total:.1f} ms in all (--profile)",
-            [("module", "module", ""), ("self_ms", "self ms", ".2f"),
-             ("cumulative_ms", "cumulative ms", ".2f")],
-            imports[:25])
+            [
+                ("module", "module", ""),
+                ("self_ms", "self ms", ".2f"),
+                ("cumulative_ms", "cumulative ms", ".2f"),
+            ],
+            imports[:25],
+        )
         common.print_table(
             "where boot's time goes after the imports: each step alone in-process, p50 ms "
             "(--profile)",
             [("phase", "phase", ""), ("calls", "calls", ",d"), ("p50_ms", "p50 ms", ".2f")],
-            steps)
+            steps,
+        )
         print(profiles, flush=True)
-        kinds = {kind: sum(r["self_ms"] for r in imports if r["kind"] == kind)
-                 for kind in ("startup", "memdir", "other")}
-        print(f"imports by self time (median of {args.profile_runs}): interpreter start-up "
-              f"(what `python -c pass` imports too) {kinds['startup']:.1f} ms, memdir's own "
-              f"modules {kinds['memdir']:.1f} ms, the other modules they pull in "
-              f"{kinds['other']:.1f} ms", flush=True)
+        kinds = {
+            kind: sum(r["self_ms"] for r in imports if r["kind"] == kind)
+            for kind in ("startup", "memdir", "other")
+        }
+        print(
+            f"imports by self time (median of {args.profile_runs}): interpreter start-up "
+            f"(what `python -c pass` imports too) {kinds['startup']:.1f} ms, memdir's own "
+            f"modules {kinds['memdir']:.1f} ms, the other modules they pull in "
+            f"{kinds['other']:.1f} ms",
+            flush=True,
+        )
         summary["imports"] = imports
         summary["import_self_ms"] = kinds
         summary["phases"] = steps
         summary["import_total_ms"] = import_total
     how = "cached: built earlier" if build["cached"] else "built now"
-    print(f"store ({how}): {build['seconds']:.1f} s to build {n_entries:,} entries; "
-          f"{filled['stale_after_copy']} entries stale after copying it", flush=True)
-    params = {"days": args.days, "day_kb": args.day_kb, "entries": n_entries,
-              "hot_kb": args.hot_kb, "identity_kb": args.identity_kb, "runs": args.runs,
-              "warmup": WARMUP, "seed": args.seed, "memdir": memdir, "python": python,
-              "pycache_prefix": env["PYTHONPYCACHEPREFIX"]}
+    print(
+        f"store ({how}): {build['seconds']:.1f} s to build {n_entries:,} entries; "
+        f"{filled['stale_after_copy']} entries stale after copying it",
+        flush=True,
+    )
+    params = {
+        "days": args.days,
+        "day_kb": args.day_kb,
+        "entries": n_entries,
+        "hot_kb": args.hot_kb,
+        "identity_kb": args.identity_kb,
+        "runs": args.runs,
+        "warmup": WARMUP,
+        "seed": args.seed,
+        "memdir": memdir,
+        "python": python,
+        "pycache_prefix": env["PYTHONPYCACHEPREFIX"],
+    }
     common.write_result(NAME, args.out_dir, params, rows, summary)
     return 0
 

@@ -71,8 +71,9 @@ def vocabulary() -> list[str]:
 def make_facts(n: int, seed: int = DEFAULT_SEED) -> list[tuple[str, str]]:
     """n (content, category) pairs, the same for the same n and seed."""
     words = vocabulary()
-    cum_weights = list(itertools.accumulate(1.0 / (rank + 1) ** ZIPF_EXPONENT
-                                            for rank in range(len(words))))
+    cum_weights = list(
+        itertools.accumulate(1.0 / (rank + 1) ** ZIPF_EXPONENT for rank in range(len(words)))
+    )
     rng = random.Random(seed)
     facts = []
     for _ in range(n):
@@ -122,11 +123,15 @@ def db_path(state_dir: str) -> str:
 
 def add_all(memory: Any, facts: Sequence[tuple[str, str]], batch: int = BUILD_BATCH) -> None:
     for start in range(0, len(facts), batch):
-        memory.add_facts(list(facts[start:start + batch]))
+        memory.add_facts(list(facts[start : start + batch]))
 
 
-def build_store(n: int, seed: int = DEFAULT_SEED, cache_dir: str = CACHE_DIR,
-                log: Callable[[str], None] | None = None) -> str:
+def build_store(
+    n: int,
+    seed: int = DEFAULT_SEED,
+    cache_dir: str = CACHE_DIR,
+    log: Callable[[str], None] | None = None,
+) -> str:
     """The state dir of a store holding make_facts(n, seed), added with Memory.add_facts in
     batches. Built once into the cache dir and reused (by this run and later ones) until
     the corpus, memdir's version or its schema changes."""
@@ -209,9 +214,14 @@ class SyntheticClock:
         return self.now
 
 
-def build_entry_store(entries: int, notes: int, depth: int, seed: int = DEFAULT_SEED,
-                      cache_dir: str = CACHE_DIR,
-                      log: Callable[[str], None] | None = None) -> tuple[str, dict[str, Any]]:
+def build_entry_store(
+    entries: int,
+    notes: int,
+    depth: int,
+    seed: int = DEFAULT_SEED,
+    cache_dir: str = CACHE_DIR,
+    log: Callable[[str], None] | None = None,
+) -> tuple[str, dict[str, Any]]:
     """(state dir, how it was built) of a store holding HOT.md, make_entries(entries) written
     one by one with Memory.write_entry, and make_notes(notes, depth) added with
     Memory.add_note to a lineage of `depth` tasks made with Memory.start_task(parent=...).
@@ -247,17 +257,24 @@ def build_entry_store(entries: int, notes: int, depth: int, seed: int = DEFAULT_
     took = time.perf_counter() - started
     tenth = max(1, len(write_ms) // 10)
     info = {
-        "entries": entries, "notes": notes, "depth": depth, "seed": seed, "seconds": took,
-        "entries_seconds": entries_took, "notes_seconds": took - entries_took,
+        "entries": entries,
+        "notes": notes,
+        "depth": depth,
+        "seed": seed,
+        "seconds": took,
+        "entries_seconds": entries_took,
+        "notes_seconds": took - entries_took,
         "write_entry_first_tenth_ms": statistics.fmean(write_ms[:tenth]) if write_ms else 0.0,
         "write_entry_last_tenth_ms": statistics.fmean(write_ms[-tenth:]) if write_ms else 0.0,
     }
     with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
         json.dump(info, handle)
     os.rename(building, state)
-    log(f"built a store of {entries:,} entries and {notes:,} notes in {took:.1f} s "
+    log(
+        f"built a store of {entries:,} entries and {notes:,} notes in {took:.1f} s "
         f"(write_entry {info['write_entry_first_tenth_ms']:.1f} ms each over the first "
-        f"tenth, {info['write_entry_last_tenth_ms']:.1f} ms over the last): {state}")
+        f"tenth, {info['write_entry_last_tenth_ms']:.1f} ms over the last): {state}"
+    )
     return state, {**info, "cached": False}
 
 
@@ -314,8 +331,11 @@ def stats_ms(seconds: Sequence[float]) -> dict[str, float]:
     """n, p50, p95, min, max and mean of durations given in seconds, in milliseconds."""
     ms = [s * 1000 for s in seconds]
     return {
-        "n": len(ms), "p50": percentile(ms, 50), "p95": percentile(ms, 95),
-        "min": min(ms, default=math.nan), "max": max(ms, default=math.nan),
+        "n": len(ms),
+        "p50": percentile(ms, 50),
+        "p95": percentile(ms, 95),
+        "min": min(ms, default=math.nan),
+        "max": max(ms, default=math.nan),
         "mean": statistics.fmean(ms) if ms else math.nan,
     }
 
@@ -357,8 +377,13 @@ def print_table(title: str, columns: Sequence[Column], rows: Iterable[dict[str, 
     print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for line in cells:
-        print("| " + " | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
-                                for c, w in zip(line, widths, strict=True)) + " |")
+        print(
+            "| "
+            + " | ".join(
+                c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(line, widths, strict=True)
+            )
+            + " |"
+        )
     print(flush=True)
 
 
@@ -395,8 +420,13 @@ def environment() -> dict[str, Any]:
 def _git_commit() -> str | None:
     """The checkout measured: HEAD, with -dirty when tracked files differ from it."""
     try:
-        proc = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"],
-                              cwd=BENCH_DIR, capture_output=True, text=True, timeout=10)
+        proc = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=BENCH_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:
@@ -404,14 +434,18 @@ def _git_commit() -> str | None:
     return proc.stdout.strip() or None
 
 
-def write_result(name: str, out_dir: str, params: dict[str, Any],
-                 rows: list[dict[str, Any]], summary: dict[str, Any],
-                 file_name: str | None = None) -> str:
+def write_result(
+    name: str,
+    out_dir: str,
+    params: dict[str, Any],
+    rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+    file_name: str | None = None,
+) -> str:
     """Write <out_dir>/<name>.json (or <out_dir>/<file_name>)."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, file_name or f"{name}.json")
-    data = {"name": name, "params": params, "env": environment(), "rows": rows,
-            "summary": summary}
+    data = {"name": name, "params": params, "env": environment(), "rows": rows, "summary": summary}
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         json.dump(_jsonable(data), handle, indent=2)
         handle.write("\n")
@@ -465,15 +499,15 @@ def venv_bin(name: str) -> str:
 def child_env(state: str, cache_dir: str) -> dict[str, str]:
     """This environment, pointed at the store, with bytecode written and read once."""
     dropped = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MEMDIR_") and k not in dropped}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_") and k not in dropped}
     env["MEMDIR_STATE_DIR"] = state
     env["PYTHONPYCACHEPREFIX"] = os.path.join(os.path.abspath(cache_dir), "pycache")
     return env
 
 
-def time_sides(calls: dict[str, Callable[[], Any]], runs: int,
-               warmup: int) -> dict[str, list[float]]:
+def time_sides(
+    calls: dict[str, Callable[[], Any]], runs: int, warmup: int
+) -> dict[str, list[float]]:
     """Each side called `warmup + runs` times, the sides taking turns going first; the
     durations (seconds) after the warm-up."""
     times: dict[str, list[float]] = {side: [] for side in calls}

@@ -84,8 +84,10 @@ def add_vectors(state: str, seed: int) -> int:
         items = memory.store.unembedded(model.name, 10_000_000)
         vectors = rng.standard_normal((len(items), model.dim)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        rows = [(owner, item_id, digest, embeddings.to_blob(vector))
-                for (owner, item_id, _text, digest), vector in zip(items, vectors, strict=True)]
+        rows = [
+            (owner, item_id, digest, embeddings.to_blob(vector))
+            for (owner, item_id, _text, digest), vector in zip(items, vectors, strict=True)
+        ]
         memory.store.put_vectors(model.name, rows)
     return len(rows)
 
@@ -110,26 +112,42 @@ def phases(state: str, stale_days: int, runs: int) -> list[dict[str, Any]]:
         scan = disk.scan_root(layout)
         found: list[Any] = []
         steps: list[tuple[str, Callable[[], Any]]] = [
-            ("memory.db: integrity_check, sizes, fact counts",
-             lambda: disk.check_database(layout, store, found)),
-            ("scan the memory root (layout, temp files)",
-             lambda: disk.check_layout(layout, disk.scan_root(layout), found)),
+            (
+                "memory.db: integrity_check, sizes, fact counts",
+                lambda: disk.check_database(layout, store, found),
+            ),
+            (
+                "scan the memory root (layout, temp files)",
+                lambda: disk.check_layout(layout, disk.scan_root(layout), found),
+            ),
             ("read every memory file (UTF-8 check)", lambda: disk.check_text(layout, scan, found)),
             ("HOT.md against its cap", lambda: checks.check_hot(memory, found)),
             ("heartbeat-state.json", lambda: checks.check_heartbeat(memory, found)),
-            ("global entries: frontmatter, MEMORY.md, entry cache",
-             lambda: checks.check_entries(view, True, set(), found)),
-            ("search index against the files",
-             lambda: checks.check_index(layout, store, set(), found)),
+            (
+                "global entries: frontmatter, MEMORY.md, entry cache",
+                lambda: checks.check_entries(view, True, set(), found),
+            ),
+            (
+                "search index against the files",
+                lambda: checks.check_index(layout, store, set(), found),
+            ),
             ("procedures: frontmatter, empty", lambda: checks.check_procedures(view, found)),
-            ("task notes: orphans, T4 dry run, idle tasks",
-             lambda: checks.check_tasks(view, scan, stale_days, found)),
-            ("duplicates.find_all (facts, entries, procedures)",
-             lambda: checks.check_duplicates(view, found)),
-            ("stale facts (store.stale_facts)",
-             lambda: checks.check_stale(view, stale_days, found)),
-            ("the whole diagnose, same Memory",
-             lambda: diagnosis.diagnose(memory, stale_days=stale_days)),
+            (
+                "task notes: orphans, T4 dry run, idle tasks",
+                lambda: checks.check_tasks(view, scan, stale_days, found),
+            ),
+            (
+                "duplicates.find_all (facts, entries, procedures)",
+                lambda: checks.check_duplicates(view, found),
+            ),
+            (
+                "stale facts (store.stale_facts)",
+                lambda: checks.check_stale(view, stale_days, found),
+            ),
+            (
+                "the whole diagnose, same Memory",
+                lambda: diagnosis.diagnose(memory, stale_days=stale_days),
+            ),
         ]
         rows = []
         try:
@@ -137,15 +155,15 @@ def phases(state: str, stale_days: int, runs: int) -> list[dict[str, Any]]:
                 call()
                 took = [common.timed(call)[0] for _ in range(runs)]
                 found.clear()
-                rows.append({"phase": label, "calls": runs,
-                             "p50_ms": common.stats_ms(took)["p50"]})
+                rows.append({"phase": label, "calls": runs, "p50_ms": common.stats_ms(took)["p50"]})
         finally:
             store.close()
     return rows
 
 
-def fix_once(store: str, scratch: str, env_of: Callable[[str], dict[str, str]],
-             memdir: str) -> dict[str, Any]:
+def fix_once(
+    store: str, scratch: str, env_of: Callable[[str], dict[str, str]], memdir: str
+) -> dict[str, Any]:
     """One `memdir doctor --fix` on a copy with MEMORY.md edited by hand and three entry
     files touched (the index and the entry cache behind them)."""
     state = os.path.join(scratch, "fix")
@@ -159,8 +177,9 @@ def fix_once(store: str, scratch: str, env_of: Callable[[str], dict[str, str]],
             handle.write("\nOne more line.\n")
     env = env_of(state)
     took = run([memdir, "doctor", "--fix", "--json"], env)
-    proc = subprocess.run([memdir, "doctor", "--json"], env=env, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [memdir, "doctor", "--json"], env=env, capture_output=True, text=True, check=False
+    )
     import json
 
     after = json.loads(proc.stdout)
@@ -172,15 +191,19 @@ def fix_once(store: str, scratch: str, env_of: Callable[[str], dict[str, str]],
 
 def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=common.sizes, default=[10_000],
-                        help="facts in the store (default 10k)")
+    parser.add_argument(
+        "--facts", type=common.sizes, default=[10_000], help="facts in the store (default 10k)"
+    )
     parser.add_argument("--entries", type=int, default=200, help="global entries (default 200)")
     parser.add_argument("--notes", type=int, default=100, help="task notes (default 100)")
     parser.add_argument("--procedures", type=int, default=20, help="procedures (default 20)")
     parser.add_argument("--stale-days", type=int, default=90, help="doctor's window (90)")
     parser.add_argument("--runs", type=int, default=10, help="timed calls per side")
-    parser.add_argument("--no-vectors", action="store_true",
-                        help="skip the copy with vectors (needs the embeddings extra anyway)")
+    parser.add_argument(
+        "--no-vectors",
+        action="store_true",
+        help="skip the copy with vectors (needs the embeddings extra anyway)",
+    )
     args = parser.parse_args(argv)
     n = args.facts[0]
     cached = common.build_store(n, args.seed, args.cache_dir)
@@ -211,12 +234,14 @@ def main(argv: list[str] | None = None) -> int:
                 def call() -> Any:
                     with common.open_memory(where) as other:
                         return doctor.diagnose(other, stale_days=args.stale_days)
+
                 return call
 
             calls: dict[str, Callable[[], Any]] = {
                 "doctor.diagnose, fresh Memory": fresh(state),
-                "doctor.diagnose, reused Memory":
-                    lambda: doctor.diagnose(memory, stale_days=args.stale_days),
+                "doctor.diagnose, reused Memory": lambda: doctor.diagnose(
+                    memory, stale_days=args.stale_days
+                ),
                 "memdir doctor": lambda: run([memdir, "doctor", *days], env),
                 "memdir doctor --json": lambda: run([memdir, "doctor", "--json", *days], env),
                 "bare: PRAGMA integrity_check": lambda: run([python, "-c", BARE, db], env),
@@ -225,26 +250,40 @@ def main(argv: list[str] | None = None) -> int:
             }
             if embedded:
                 calls["doctor.diagnose, fresh Memory, vectors"] = fresh(with_vectors)
-                calls["memdir doctor, vectors"] = lambda: run([memdir, "doctor", *days],
-                                                              env_vectors)
+                calls["memdir doctor, vectors"] = lambda: run(
+                    [memdir, "doctor", *days], env_vectors
+                )
             times = common.time_sides(calls, args.runs, WARMUP)
         steps = phases(state, args.stale_days, max(args.runs, 5))
         if embedded:
-            steps += [{**row, "phase": row["phase"] + ", vectors"}
-                      for row in phases(with_vectors, args.stale_days, max(args.runs, 5))
-                      if row["phase"].startswith(("duplicates", "the whole"))]
+            steps += [
+                {**row, "phase": row["phase"] + ", vectors"}
+                for row in phases(with_vectors, args.stale_days, max(args.runs, 5))
+                if row["phase"].startswith(("duplicates", "the whole"))
+            ]
         fixed = fix_once(state, scratch, lambda s: common.child_env(s, args.cache_dir), memdir)
 
     stats = {side: common.stats_ms(times[side]) for side in calls}
-    rows = [{"side": side, "calls": stats[side]["n"], "p50_ms": stats[side]["p50"],
-             "p95_ms": stats[side]["p95"], "min_ms": stats[side]["min"],
-             "max_ms": stats[side]["max"]} for side in calls]
+    rows = [
+        {
+            "side": side,
+            "calls": stats[side]["n"],
+            "p50_ms": stats[side]["p50"],
+            "p95_ms": stats[side]["p95"],
+            "min_ms": stats[side]["min"],
+            "max_ms": stats[side]["max"],
+        }
+        for side in calls
+    ]
     summary = report.summary()
     stale = next((len(f.where) for f in report.findings if f.check == "facts.stale"), 0)
     result: dict[str, Any] = {
-        "facts": n, "entries": args.entries, "notes": args.notes,
+        "facts": n,
+        "entries": args.entries,
+        "notes": args.notes,
         "procedures": args.procedures,
-        "cli_p50_ms": stats["memdir doctor"]["p50"], "cli_p95_ms": stats["memdir doctor"]["p95"],
+        "cli_p50_ms": stats["memdir doctor"]["p50"],
+        "cli_p95_ms": stats["memdir doctor"]["p95"],
         "json_p50_ms": stats["memdir doctor --json"]["p50"],
         "inprocess_fresh_p50_ms": stats["doctor.diagnose, fresh Memory"]["p50"],
         "inprocess_reused_p50_ms": stats["doctor.diagnose, reused Memory"]["p50"],
@@ -253,36 +292,69 @@ def main(argv: list[str] | None = None) -> int:
         "numpy_import_p50_ms": stats["python -c 'import numpy'"]["p50"],
         "vectors": vectors,
         "cli_vectors_p50_ms": stats["memdir doctor, vectors"]["p50"] if embedded else None,
-        "inprocess_vectors_p50_ms":
-            stats["doctor.diagnose, fresh Memory, vectors"]["p50"] if embedded else None,
+        "inprocess_vectors_p50_ms": stats["doctor.diagnose, fresh Memory, vectors"]["p50"]
+        if embedded
+        else None,
         "findings": {f.check: f.severity for f in report.findings},
-        "counts": summary, "stale_facts": stale, "database": report.database,
-        "phases": steps, **fixed, **built,
+        "counts": summary,
+        "stale_facts": stale,
+        "database": report.database,
+        "phases": steps,
+        **fixed,
+        **built,
         "ok": True,  # no SPEC 19 target: ok says every run succeeded
     }
 
     common.print_table(
         f"memdir doctor on {n:,} facts, {args.entries:,} entries, {args.notes:,} task notes, "
         f"{args.procedures} procedures: median and p95 of {args.runs} runs, ms",
-        [("side", "side", ""), ("calls", "calls", ",d"), ("p50_ms", "p50", ".1f"),
-         ("p95_ms", "p95", ".1f"), ("min_ms", "min", ".1f"), ("max_ms", "max", ".1f")],
-        rows)
-    common.print_table("each check alone, in-process, p50 ms",
-                       [("phase", "phase", ""), ("calls", "calls", ",d"),
-                        ("p50_ms", "p50 ms", ".2f")], steps)
-    print(f"findings: {summary['errors']} errors, {summary['warnings']} warnings, "
-          f"{summary['info']} notes ({', '.join(sorted(result['findings'])) or 'none'}); "
-          f"{stale:,} facts stale at {args.stale_days} days; memory.db "
-          f"{report.database.get('bytes', 0) / 1048576:.1f} MB", flush=True)
-    print(f"`memdir doctor --fix` rebuilding MEMORY.md, the entry cache and the index "
-          f"({fixed['touched']} entries touched): {fixed['fix_ms']:.0f} ms; filling the store "
-          f"took {built['fill_seconds']:.1f} s", flush=True)
+        [
+            ("side", "side", ""),
+            ("calls", "calls", ",d"),
+            ("p50_ms", "p50", ".1f"),
+            ("p95_ms", "p95", ".1f"),
+            ("min_ms", "min", ".1f"),
+            ("max_ms", "max", ".1f"),
+        ],
+        rows,
+    )
+    common.print_table(
+        "each check alone, in-process, p50 ms",
+        [("phase", "phase", ""), ("calls", "calls", ",d"), ("p50_ms", "p50 ms", ".2f")],
+        steps,
+    )
+    print(
+        f"findings: {summary['errors']} errors, {summary['warnings']} warnings, "
+        f"{summary['info']} notes ({', '.join(sorted(result['findings'])) or 'none'}); "
+        f"{stale:,} facts stale at {args.stale_days} days; memory.db "
+        f"{report.database.get('bytes', 0) / 1048576:.1f} MB",
+        flush=True,
+    )
+    print(
+        f"`memdir doctor --fix` rebuilding MEMORY.md, the entry cache and the index "
+        f"({fixed['touched']} entries touched): {fixed['fix_ms']:.0f} ms; filling the store "
+        f"took {built['fill_seconds']:.1f} s",
+        flush=True,
+    )
     if embedded:
-        print(f"with a vector for each of {vectors:,} facts and chunks: `memdir doctor` "
-              f"{result['cli_vectors_p50_ms']:.0f} ms (p50)", flush=True)
-    params = {"vectors": embedded, "facts": n, "entries": args.entries, "notes": args.notes,
-              "procedures": args.procedures, "stale_days": args.stale_days, "runs": args.runs,
-              "warmup": WARMUP, "seed": args.seed, "memdir": memdir, "python": python}
+        print(
+            f"with a vector for each of {vectors:,} facts and chunks: `memdir doctor` "
+            f"{result['cli_vectors_p50_ms']:.0f} ms (p50)",
+            flush=True,
+        )
+    params = {
+        "vectors": embedded,
+        "facts": n,
+        "entries": args.entries,
+        "notes": args.notes,
+        "procedures": args.procedures,
+        "stale_days": args.stale_days,
+        "runs": args.runs,
+        "warmup": WARMUP,
+        "seed": args.seed,
+        "memdir": memdir,
+        "python": python,
+    }
     common.write_result(NAME, args.out_dir, params, rows, result)
     return 0
 

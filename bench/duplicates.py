@@ -93,30 +93,48 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             common.add_all(memory, base)
             build_s = time.perf_counter() - started
-            ids = memory.store._require().execute(
-                "SELECT id FROM facts ORDER BY id"
-            ).fetchall()
+            ids = memory.store._require().execute("SELECT id FROM facts ORDER BY id").fetchall()
             id_of = [row[0] for row in ids]
             probes: list[dict[str, Any]] = []
             for _ in range(args.exact):
                 i = rng.randrange(len(base))
-                probes.append({"kind": "exact", "source": id_of[i],
-                               "text": exact_variant(base[i][0], rng), "category": base[i][1]})
+                probes.append(
+                    {
+                        "kind": "exact",
+                        "source": id_of[i],
+                        "text": exact_variant(base[i][0], rng),
+                        "category": base[i][1],
+                    }
+                )
             for _ in range(args.punctuated):
                 i = rng.randrange(len(base))
-                probes.append({"kind": "punctuated", "source": id_of[i], "category": base[i][1],
-                               "text": punctuated_variant(base[i][0], rng)})
+                probes.append(
+                    {
+                        "kind": "punctuated",
+                        "source": id_of[i],
+                        "category": base[i][1],
+                        "text": punctuated_variant(base[i][0], rng),
+                    }
+                )
             for n in range(args.near):
                 i = rng.randrange(len(base))
                 edits = EDIT_LEVELS[n % len(EDIT_LEVELS)]
                 text = near_variant(base[i][0], edits, vocab, rng)
                 score = similarity.jaccard(similarity.words(text), similarity.words(base[i][0]))
-                probes.append({"kind": f"near-{edits}", "source": id_of[i], "text": text,
-                               "category": base[i][1], "jaccard": score,
-                               "should": score >= threshold})
+                probes.append(
+                    {
+                        "kind": f"near-{edits}",
+                        "source": id_of[i],
+                        "text": text,
+                        "category": base[i][1],
+                        "jaccard": score,
+                        "should": score >= threshold,
+                    }
+                )
             for text, category in distinct:
-                probes.append({"kind": "distinct", "source": None, "text": text,
-                               "category": category})
+                probes.append(
+                    {"kind": "distinct", "source": None, "text": text, "category": category}
+                )
             rng.shuffle(probes)
             times = []
             for probe in probes:
@@ -150,30 +168,44 @@ def main(argv: list[str] | None = None) -> int:
         else:
             # caught: named as similar, or refused as an exact duplicate of it (an edit can
             # give back the source's words, e.g. a word replaced by itself)
-            hit = sum(p["should"] and (p["source"] in p["similar"] or p["duplicate_of"] ==
-                                       p["source"]) for p in group)
+            hit = sum(
+                p["should"] and (p["source"] in p["similar"] or p["duplicate_of"] == p["source"])
+                for p in group
+            )
             # reported while below the threshold against its source (another fact it
             # resembles is judged by the same measure, so it is not counted wrong)
             wrong = sum((not p["should"]) and p["source"] in p["similar"] for p in group)
             should = sum(p["should"] for p in group)
         tp, fp, fn = tp + hit, fp + wrong, fn + (should - hit)
         jaccards = [p["jaccard"] for p in group if "jaccard" in p]
-        rows.append({
-            "kind": kind, "probes": len(group), "should_report": should, "caught": hit,
-            "missed": should - hit, "false_reports": wrong,
-            "recall": hit / should if should else float("nan"),
-            "jaccard_median": common.median(jaccards) if jaccards else float("nan"),
-        })
+        rows.append(
+            {
+                "kind": kind,
+                "probes": len(group),
+                "should_report": should,
+                "caught": hit,
+                "missed": should - hit,
+                "false_reports": wrong,
+                "recall": hit / should if should else float("nan"),
+                "jaccard_median": common.median(jaccards) if jaccards else float("nan"),
+            }
+        )
     precision = tp / (tp + fp) if tp + fp else float("nan")
     recall = tp / (tp + fn) if tp + fn else float("nan")
     cost = common.stats_ms(times)
     raw = common.stats_ms(raw_times)
     common.print_table(
         f"Duplicate guard on {args.facts:,} facts (threshold {threshold})",
-        [("kind", "probe", ""), ("probes", "n", ","), ("should_report", "should flag", ","),
-         ("caught", "caught", ","), ("missed", "missed", ","),
-         ("false_reports", "false flags", ","), ("recall", "recall", ".3f"),
-         ("jaccard_median", "median Jaccard", ".2f")],
+        [
+            ("kind", "probe", ""),
+            ("probes", "n", ","),
+            ("should_report", "should flag", ","),
+            ("caught", "caught", ","),
+            ("missed", "missed", ","),
+            ("false_reports", "false flags", ","),
+            ("recall", "recall", ".3f"),
+            ("jaccard_median", "median Jaccard", ".2f"),
+        ],
         rows,
     )
     common.print_table(
@@ -184,17 +216,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"precision {precision:.4f}  recall {recall:.4f}  (build {build_s:.1f} s)")
     common.print_table(
         "memdir doctor on the store afterwards (duplicates.near among facts)",
-        [("facts", "active facts", ","), ("doctor_ms", "doctor ms", ".0f"),
-         ("find_all_ms", "duplicates.find_all ms", ".0f"), ("pairs", "near pairs stored", ","),
-         ("found", "found by doctor", ","), ("recall", "recall", ".3f"),
-         ("groups", "near groups", ","), ("false_groups", "groups without a probe", ",")],
+        [
+            ("facts", "active facts", ","),
+            ("doctor_ms", "doctor ms", ".0f"),
+            ("find_all_ms", "duplicates.find_all ms", ".0f"),
+            ("pairs", "near pairs stored", ","),
+            ("found", "found by doctor", ","),
+            ("recall", "recall", ".3f"),
+            ("groups", "near groups", ","),
+            ("false_groups", "groups without a probe", ","),
+        ],
         [doctor_row],
     )
-    summary = {"facts": args.facts, "precision": precision, "recall": recall,
-               "doctor": doctor_row,
-               "true_reports": tp, "false_reports": fp, "missed": fn,
-               "add_fact_ms": cost, "raw_insert_ms": raw, "threshold": threshold,
-               "ok": True}  # no SPEC 19 target: ok says the run completed
+    summary = {
+        "facts": args.facts,
+        "precision": precision,
+        "recall": recall,
+        "doctor": doctor_row,
+        "true_reports": tp,
+        "false_reports": fp,
+        "missed": fn,
+        "add_fact_ms": cost,
+        "raw_insert_ms": raw,
+        "threshold": threshold,
+        "ok": True,
+    }  # no SPEC 19 target: ok says the run completed
     common.write_result(NAME, args.out_dir, vars(args), rows, summary)
     return 0
 
@@ -211,16 +257,25 @@ def doctor_on(memory: Any, probes: list[dict[str, Any]]) -> dict[str, Any]:
     groups = [g for g in duplicates.find_all(memory) if g.kind == "fact" and not g.exact]
     find_ms = (time.perf_counter() - started) * 1000
     member_of = {m: i for i, g in enumerate(groups) for m in g.members}
-    stored = [p for p in probes if p["kind"].startswith("near") and p["should"]
-              and p["duplicate_of"] is None]
+    stored = [
+        p
+        for p in probes
+        if p["kind"].startswith("near") and p["should"] and p["duplicate_of"] is None
+    ]
     found = sum(member_of.get(p["id"], -1) == member_of.get(p["source"], -2) for p in stored)
     probe_ids = {p["id"] for p in probes} | {p["source"] for p in probes}
     active = memory.stats().facts_active
     del report
-    return {"facts": active, "doctor_ms": doctor_ms, "find_all_ms": find_ms,
-            "pairs": len(stored), "found": found,
-            "recall": found / len(stored) if stored else float("nan"), "groups": len(groups),
-            "false_groups": sum(not (set(g.members) & probe_ids) for g in groups)}
+    return {
+        "facts": active,
+        "doctor_ms": doctor_ms,
+        "find_all_ms": find_ms,
+        "pairs": len(stored),
+        "found": found,
+        "recall": found / len(stored) if stored else float("nan"),
+        "groups": len(groups),
+        "false_groups": sum(not (set(g.members) & probe_ids) for g in groups),
+    }
 
 
 def raw_single(scratch: str, base: list[tuple[str, str]], texts: list[str]) -> list[float]:
@@ -235,8 +290,7 @@ def raw_single(scratch: str, base: list[tuple[str, str]], texts: list[str]) -> l
         "INSERT INTO facts_fts(rowid, content) VALUES (new.id, new.content); END;"
     )
     db.execute("BEGIN")
-    db.executemany("INSERT INTO facts (category, content) VALUES (?, ?)",
-                   [(c, t) for t, c in base])
+    db.executemany("INSERT INTO facts (category, content) VALUES (?, ?)", [(c, t) for t, c in base])
     db.execute("COMMIT")
     times = []
     for text in texts:

@@ -50,7 +50,7 @@ TEMP_PREFIX = ".tmp-"
 
 # Recognisable versions: every one names its sequence number on every line, and ends with
 # an END line, so a torn or mixed file cannot pass for a complete one.
-VERSIONS = r'''
+VERSIONS = r"""
 HOT_BODY_LINES = 20
 
 def hot_text(seq):
@@ -67,9 +67,11 @@ def entry_body(name, seq):
     tag = f"v{seq}"
     lines = "".join(f"{name} detail {i:02d} of {tag} " + "e" * 30 + "\n" for i in range(30))
     return f"entry {tag}\n{lines}END {tag}\n"
-'''
+"""
 
-WRITER = VERSIONS + r'''
+WRITER = (
+    VERSIONS
+    + r"""
 import json, random, sqlite3, sys
 from memdir import Memory, MemdirError
 
@@ -139,7 +141,8 @@ while True:
             ack(op, seq, last=check.last)
     except MemdirError as exc:
         log.write(json.dumps({"op": op, "seq": seq, "error": str(exc)}) + "\n")
-'''
+"""
+)
 
 _ns: dict[str, Any] = {}
 exec(VERSIONS, _ns)  # the parent builds the same versions to compare against
@@ -147,8 +150,10 @@ hot_text, procedure_text, entry_body = _ns["hot_text"], _ns["procedure_text"], _
 
 
 def writer_code() -> str:
-    consts = (f"import os\nPROC_NAMES = {PROC_NAMES!r}\nENTRY_NAMES = {ENTRY_NAMES!r}\n"
-              f"TASK = {TASK!r}\nCHECK = {CHECK!r}\n")
+    consts = (
+        f"import os\nPROC_NAMES = {PROC_NAMES!r}\nENTRY_NAMES = {ENTRY_NAMES!r}\n"
+        f"TASK = {TASK!r}\nCHECK = {CHECK!r}\n"
+    )
     return consts + WRITER
 
 
@@ -169,7 +174,7 @@ def parse_hot(text: str) -> tuple[int, list[int]]:
     head = hot_text(seq)
     if not text.startswith(head):
         raise Torn(f"version v{seq} is not whole")
-    rest = text[len(head):]
+    rest = text[len(head) :]
     if rest and not rest.endswith("\n"):
         raise Torn("the last appended line is cut")
     appended = []
@@ -206,8 +211,11 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
             lost.append(f"{kind} {what}")
 
     def last_acked(op: str, **match: Any) -> int:
-        seqs = [r["seq"] for r in acked if r["op"] == op
-                and all(r.get(k) == v for k, v in match.items())]
+        seqs = [
+            r["seq"]
+            for r in acked
+            if r["op"] == op and all(r.get(k) == v for k, v in match.items())
+        ]
         return max(seqs, default=-1)
 
     # every file of the memory root
@@ -235,8 +243,10 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
                 elif rel.startswith("global/"):
                     meta, body = frontmatter.parse(text, rel)
                     seq = versioned(body, r"^entry v(\d+)\n")
-                    if body != entry_body(name[:-3], seq) or \
-                            meta.get("description") != f"{name[:-3]} version v{seq}":
+                    if (
+                        body != entry_body(name[:-3], seq)
+                        or meta.get("description") != f"{name[:-3]} version v{seq}"
+                    ):
                         raise Torn(f"v{seq} is not whole")
                 elif rel == "MEMORY.md":
                     if not all(re.fullmatch(r"- \S+ — .+", line) for line in text.splitlines()):
@@ -248,8 +258,9 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
                 elif rel.startswith("daily/"):
                     if not text.endswith("\n"):
                         raise Torn("no final line break")
-                    if "## Evolution Log" in text and \
-                            not text.rsplit("\n## ", 1)[-1].startswith("Evolution Log"):
+                    if "## Evolution Log" in text and not text.rsplit("\n## ", 1)[-1].startswith(
+                        "Evolution Log"
+                    ):
                         raise Torn("Evolution Log is not last")
                 elif rel == "heartbeat-state.json":
                     json.loads(text)
@@ -262,8 +273,10 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     db = sqlite3.connect(os.path.join(memory_dir, "memory.db"))
     try:
         integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
-        facts = {row[0]: row[1:] for row in
-                 db.execute("SELECT id, content, status, superseded_by FROM facts")}
+        facts = {
+            row[0]: row[1:]
+            for row in db.execute("SELECT id, content, status, superseded_by FROM facts")
+        }
         sessions = dict(db.execute("SELECT id, ended FROM sessions"))
     finally:
         db.close()
@@ -272,12 +285,18 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     for r in acked:
         if r["op"] in ("fact", "supersede"):
             row = facts.get(r["id"])
-            check("fact", row is not None and row[0] == r["content"]
-                  and contents[r["content"]] == 1, f"{r['id']}")
+            check(
+                "fact",
+                row is not None and row[0] == r["content"] and contents[r["content"]] == 1,
+                f"{r['id']}",
+            )
         if r["op"] == "supersede":
             row = facts.get(r["old"])
-            check("fact", row is not None and row[1] == "superseded" and row[2] == r["id"],
-                  f"{r['old']} superseded")
+            check(
+                "fact",
+                row is not None and row[1] == "superseded" and row[2] == r["id"],
+                f"{r['old']} superseded",
+            )
         elif r["op"] == "remove":
             row = facts.get(r["id"])
             check("fact", row is not None and row[1] == "removed", f"{r['id']} removed")
@@ -331,12 +350,19 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         for r in beats:
             check("heartbeat", last >= r["last"], f"mark at {r['last']}")
 
-    entries = sorted(n[:-3] for n in os.listdir(os.path.join(memory_dir, "global"))
-                     if not n.startswith(TEMP_PREFIX)) \
-        if os.path.isdir(os.path.join(memory_dir, "global")) else []
+    entries = (
+        sorted(
+            n[:-3]
+            for n in os.listdir(os.path.join(memory_dir, "global"))
+            if not n.startswith(TEMP_PREFIX)
+        )
+        if os.path.isdir(os.path.join(memory_dir, "global"))
+        else []
+    )
     index_names = [line.split(" — ")[0][2:] for line in texts.get("MEMORY.md", "").splitlines()]
-    index_descriptions = [line.split(" — ", 1)[-1]
-                          for line in texts.get("MEMORY.md", "").splitlines()]
+    index_descriptions = [
+        line.split(" — ", 1)[-1] for line in texts.get("MEMORY.md", "").splitlines()
+    ]
     wanted_descriptions = []
     for name in entries:
         try:
@@ -345,7 +371,10 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - already counted as torn
             wanted_descriptions.append(None)
     return {
-        "torn": torn, "temps": temps, "integrity": integrity, "lost": lost,
+        "torn": torn,
+        "temps": temps,
+        "integrity": integrity,
+        "lost": lost,
         "kinds": dict(kinds),
         "index_fresh": index_names == entries and index_descriptions == wanted_descriptions,
     }
@@ -384,8 +413,9 @@ def final_writes(state: str) -> None:
         mem.heartbeat_mark(CHECK)
 
 
-def run(kills: int, max_delay: float, seed: int, workdir: str,
-        progress: bool = True) -> dict[str, Any]:
+def run(
+    kills: int, max_delay: float, seed: int, workdir: str, progress: bool = True
+) -> dict[str, Any]:
     from memdir import Memory
 
     state = os.path.join(workdir, "state")
@@ -394,8 +424,10 @@ def run(kills: int, max_delay: float, seed: int, workdir: str,
         # nothing may be cut: every acknowledged hot line must be found again; writers
         # leave vectors (derived, rebuilt by reindex) to later, so the kills land on the
         # writes themselves rather than on each new process's ~0.4 s model load
-        handle.write("[memory]\nhot_cap_chars = 100000000\nmax_entry_bytes = 100000\n"
-                     '[search]\nembed_on_write = "loaded"\n')
+        handle.write(
+            "[memory]\nhot_cap_chars = 100000000\nmax_entry_bytes = 100000\n"
+            '[search]\nembed_on_write = "loaded"\n'
+        )
     with Memory(state) as mem:
         mem.start_task(TASK)
         mem.hot_set(hot_text(0))
@@ -411,7 +443,11 @@ def run(kills: int, max_delay: float, seed: int, workdir: str,
     for k in range(1, kills + 1):
         proc = subprocess.Popen(
             [sys.executable, "-c", code, state, log_path, str(k * 1_000_000), str(seed + k)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None
         ready = proc.stdout.readline()
         if ready != "ready\n":
@@ -429,8 +465,12 @@ def run(kills: int, max_delay: float, seed: int, workdir: str,
         stale_index += not checked["index_fresh"]
         temps_seen += len(checked["temps"])
         if progress and k % 25 == 0:
-            print(f"  {k} kills, {len(read_log(log_path))} log lines, "
-                  f"{len(lost)} lost, {len(torn)} torn", file=sys.stderr, flush=True)
+            print(
+                f"  {k} kills, {len(read_log(log_path))} log lines, "
+                f"{len(lost)} lost, {len(torn)} torn",
+                file=sys.stderr,
+                flush=True,
+            )
     final_writes(state)
     records = read_log(log_path)
     final = verify(state, records)
@@ -439,10 +479,15 @@ def run(kills: int, max_delay: float, seed: int, workdir: str,
     integrity_failures += final["integrity"] != "ok"
     return {
         "seconds": time.perf_counter() - started,
-        "records": records, "kinds": final["kinds"], "torn": sorted(torn),
-        "lost": sorted(lost), "integrity_failures": integrity_failures,
-        "stale_index_after_kill": stale_index, "index_fresh_at_end": final["index_fresh"],
-        "temps_seen_after_kills": temps_seen, "temps_left_at_end": final["temps"],
+        "records": records,
+        "kinds": final["kinds"],
+        "torn": sorted(torn),
+        "lost": sorted(lost),
+        "integrity_failures": integrity_failures,
+        "stale_index_after_kill": stale_index,
+        "index_fresh_at_end": final["index_fresh"],
+        "temps_seen_after_kills": temps_seen,
+        "temps_left_at_end": final["temps"],
         "crashed": crashed,
     }
 
@@ -450,8 +495,12 @@ def run(kills: int, max_delay: float, seed: int, workdir: str,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=200)
-    parser.add_argument("--max-delay", type=float, default=0.15,
-                        help="seconds the writer runs at most before it is killed")
+    parser.add_argument(
+        "--max-delay",
+        type=float,
+        default=0.15,
+        help="seconds the writer runs at most before it is killed",
+    )
     parser.add_argument("--seed", type=int, default=common.DEFAULT_SEED)
     parser.add_argument("--cache-dir", help="unused: every run starts from an empty store")
     parser.add_argument("--out-dir", default=common.RESULTS_DIR)
@@ -478,24 +527,44 @@ def main(argv: list[str] | None = None) -> int:
         "temps_left_at_end": len(outcome["temps_left_at_end"]),
         "seconds": outcome["seconds"],
     }
-    summary["ok"] = (summary["lost"] == 0 and summary["torn_files"] == 0
-                     and summary["integrity_failures"] == 0 and not errors
-                     and not outcome["crashed"] and summary["index_fresh_at_end"]
-                     and summary["temps_left_at_end"] == 0 and len(acked) > 0)
+    summary["ok"] = (
+        summary["lost"] == 0
+        and summary["torn_files"] == 0
+        and summary["integrity_failures"] == 0
+        and not errors
+        and not outcome["crashed"]
+        and summary["index_fresh_at_end"]
+        and summary["temps_left_at_end"] == 0
+        and len(acked) > 0
+    )
     common.print_table(
         f"faults: a writer SIGKILLed {args.kills} times at random instants",
-        [("kills", "kills", ",d"), ("writes_acknowledged", "writes acknowledged", ",d"),
-         ("found", "found", ",d"), ("lost", "lost", ",d"), ("torn_files", "torn files", ",d"),
-         ("integrity_failures", "integrity failures", ",d"),
-         ("temps_left_at_end", "temps left at end", ",d"), ("ok", "ok", "")],
-        [summary])
+        [
+            ("kills", "kills", ",d"),
+            ("writes_acknowledged", "writes acknowledged", ",d"),
+            ("found", "found", ",d"),
+            ("lost", "lost", ",d"),
+            ("torn_files", "torn files", ",d"),
+            ("integrity_failures", "integrity failures", ",d"),
+            ("temps_left_at_end", "temps left at end", ",d"),
+            ("ok", "ok", ""),
+        ],
+        [summary],
+    )
     by_op = Counter(r["op"] for r in acked)
     rows = [{"op": op, "acknowledged": count} for op, count in sorted(by_op.items())]
-    common.print_table("acknowledged writes per path", [("op", "op", ""),
-                       ("acknowledged", "acknowledged", ",d")], rows)
+    common.print_table(
+        "acknowledged writes per path",
+        [("op", "op", ""), ("acknowledged", "acknowledged", ",d")],
+        rows,
+    )
     print(json.dumps(summary, indent=2))
-    for line in [*outcome["lost"][:10], *outcome["torn"][:10], *outcome["crashed"][:5],
-                 *(f"error in {e['op']}: {e['error']}" for e in errors[:5])]:
+    for line in [
+        *outcome["lost"][:10],
+        *outcome["torn"][:10],
+        *outcome["crashed"][:5],
+        *(f"error in {e['op']}: {e['error']}" for e in errors[:5]),
+    ]:
         print(f"  {line}")
     common.write_result(NAME, args.out_dir, vars(args), rows, summary)
     return 0 if summary["ok"] else 1

@@ -43,8 +43,9 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.Complet
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     took = time.perf_counter() - started
     if proc.returncode != 0:
-        raise SystemExit(f"{NAME}: {' '.join(argv[:3])} exited {proc.returncode}: "
-                         f"{proc.stderr.strip()}")
+        raise SystemExit(
+            f"{NAME}: {' '.join(argv[:3])} exited {proc.returncode}: {proc.stderr.strip()}"
+        )
     return took, proc
 
 
@@ -54,15 +55,15 @@ def build(folder: str, source: str, embed: bool, cache_dir: str) -> tuple[str, f
     state = os.path.join(folder, "state")
     os.makedirs(state)  # a named state dir must exist (L1)
     argv = [common.venv_bin("memdir"), "import", "--from", "mem0", source, "--json"]
-    took, proc = run(argv + ([] if embed else ["--no-embed"]), common.child_env(state,
-                                                                                  cache_dir))
+    took, proc = run(argv + ([] if embed else ["--no-embed"]), common.child_env(state, cache_dir))
     return state, took, proc.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=common.sizes, default=[2000],
-                        help="facts imported (default 2,000)")
+    parser.add_argument(
+        "--facts", type=common.sizes, default=[2000], help="facts imported (default 2,000)"
+    )
     parser.add_argument("--runs", type=int, default=5, help="timed searches per side")
     args = parser.parse_args(argv)
     n = args.facts[0]
@@ -70,20 +71,31 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(work, exist_ok=True)
     source = os.path.join(work, "mem0.json")
     with open(source, "w", encoding="utf-8") as handle:
-        json.dump([{"memory": text, "id": str(i), "metadata": {"category": category}}
-                   for i, (text, category) in enumerate(common.make_facts(n, args.seed))],
-                  handle)
+        json.dump(
+            [
+                {"memory": text, "id": str(i), "metadata": {"category": category}}
+                for i, (text, category) in enumerate(common.make_facts(n, args.seed))
+            ],
+            handle,
+        )
 
     imports: list[dict[str, Any]] = []
     stores: dict[str, str] = {}
     for label, embed in (("without embedding", False), ("with embedding", True)):
-        state, took, output = build(os.path.join(work, label.replace(" ", "-")), source,
-                                    embed, args.cache_dir)
+        state, took, output = build(
+            os.path.join(work, label.replace(" ", "-")), source, embed, args.cache_dir
+        )
         report = json.loads(output)
         stores["embedded" if embed else "not embedded"] = state
-        imports.append({"import": label, "facts": len(report["imported"]),
-                        "embedded": report["embedded"], "ms": took * 1000,
-                        "facts_per_s": len(report["imported"]) / took})
+        imports.append(
+            {
+                "import": label,
+                "facts": len(report["imported"]),
+                "embedded": report["embedded"],
+                "ms": took * 1000,
+                "facts_per_s": len(report["imported"]) / took,
+            }
+        )
 
     memdir, python = common.venv_bin("memdir"), common.venv_bin("python")
     rows: list[dict[str, Any]] = []
@@ -116,9 +128,17 @@ def main(argv: list[str] | None = None) -> int:
             same = all(ids == answers[side][0] for ids in answers[side])
             stable = stable and same
             figures = common.stats_ms(times[side])
-            rows.append({"store": store, "side": side, "p50_ms": figures["p50"],
-                         "p95_ms": figures["p95"], "same_answer_each_run": same,
-                         "hits": len(answers[side][0]), "note": notes[side][:90]})
+            rows.append(
+                {
+                    "store": store,
+                    "side": side,
+                    "p50_ms": figures["p50"],
+                    "p95_ms": figures["p95"],
+                    "same_answer_each_run": same,
+                    "hits": len(answers[side][0]),
+                    "note": notes[side][:90],
+                }
+            )
 
     def p50(store: str, side: str) -> float:
         return next(r["p50_ms"] for r in rows if (r["store"], r["side"]) == (store, side))
@@ -129,18 +149,35 @@ def main(argv: list[str] | None = None) -> int:
         "first_search_ms": {f"{r['store']}, {r['side']}": r["p50_ms"] for r in rows},
         "cli_default_over_lexical": {
             store: common.ratio(p50(store, "CLI default"), p50(store, "CLI lexical"))
-            for store in stores},
+            for store in stores
+        },
         "stable": stable,
         "ok": stable,
     }
-    common.print_table(f"memdir import of {n:,} facts (mem0 JSON), whole process", [
-        ("import", "import", ""), ("facts", "facts", ",d"), ("embedded", "embedded", ",d"),
-        ("ms", "ms", ",.0f"), ("facts_per_s", "facts/s", ",.0f")], imports)
-    common.print_table(f"first search after the import, median of {args.runs} fresh processes",
-                       [("store", "store", ""), ("side", "side", ""), ("p50_ms", "p50 ms", ".0f"),
-                        ("p95_ms", "p95 ms", ".0f"), ("hits", "hits", "d"),
-                        ("same_answer_each_run", "same answer", ""), ("note", "note", "")],
-                       rows)
+    common.print_table(
+        f"memdir import of {n:,} facts (mem0 JSON), whole process",
+        [
+            ("import", "import", ""),
+            ("facts", "facts", ",d"),
+            ("embedded", "embedded", ",d"),
+            ("ms", "ms", ",.0f"),
+            ("facts_per_s", "facts/s", ",.0f"),
+        ],
+        imports,
+    )
+    common.print_table(
+        f"first search after the import, median of {args.runs} fresh processes",
+        [
+            ("store", "store", ""),
+            ("side", "side", ""),
+            ("p50_ms", "p50 ms", ".0f"),
+            ("p95_ms", "p95 ms", ".0f"),
+            ("hits", "hits", "d"),
+            ("same_answer_each_run", "same answer", ""),
+            ("note", "note", ""),
+        ],
+        rows,
+    )
     params = {"facts": n, "runs": args.runs, "seed": args.seed, "query": QUERY}
     common.write_result(NAME, args.out_dir, params, [*imports, *rows], summary)
     return 0

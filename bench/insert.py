@@ -114,17 +114,23 @@ def bulk(args: Any, facts: list[tuple[str, str]], scratch: str) -> list[dict[str
         if round_no < 0:
             continue
         rate = {side: len(facts) / seconds for side, seconds in took.items()}
-        rows.append({
-            "round": round_no + 1, "facts": len(facts), "memdir_per_s": rate["memdir"],
-            "raw_per_s": rate["raw"], "schema_per_s": rate["schema"],
-            "ratio": common.ratio(rate["memdir"], rate["raw"]),
-            "schema_ratio": common.ratio(rate["schema"], rate["raw"]),
-        })
+        rows.append(
+            {
+                "round": round_no + 1,
+                "facts": len(facts),
+                "memdir_per_s": rate["memdir"],
+                "raw_per_s": rate["raw"],
+                "schema_per_s": rate["schema"],
+                "ratio": common.ratio(rate["memdir"], rate["raw"]),
+                "schema_ratio": common.ratio(rate["schema"], rate["raw"]),
+            }
+        )
     return rows
 
 
-def single(args: Any, base: list[tuple[str, str]], extra: list[tuple[str, str]],
-           scratch: str) -> dict[str, Any]:
+def single(
+    args: Any, base: list[tuple[str, str]], extra: list[tuple[str, str]], scratch: str
+) -> dict[str, Any]:
     state = os.path.join(scratch, "single-memdir")
     raw_path = os.path.join(scratch, "single-raw.db")
     times: dict[str, list[float]] = {"memdir": [], "raw": []}
@@ -148,38 +154,53 @@ def single(args: Any, base: list[tuple[str, str]], extra: list[tuple[str, str]],
         raw.close()
     mine, theirs = common.stats_ms(times["memdir"]), common.stats_ms(times["raw"])
     return {
-        "calls": len(extra), "base_facts": len(base),
-        "memdir_p50_ms": mine["p50"], "memdir_p95_ms": mine["p95"], "memdir_max_ms": mine["max"],
-        "raw_p50_ms": theirs["p50"], "raw_p95_ms": theirs["p95"], "raw_max_ms": theirs["max"],
+        "calls": len(extra),
+        "base_facts": len(base),
+        "memdir_p50_ms": mine["p50"],
+        "memdir_p95_ms": mine["p95"],
+        "memdir_max_ms": mine["max"],
+        "raw_p50_ms": theirs["p50"],
+        "raw_p95_ms": theirs["p95"],
+        "raw_max_ms": theirs["max"],
         "ok": mine["p95"] <= TARGET_SINGLE_P95_MS,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=common.sizes, default=[100_000],
-                        help="facts per bulk round (default 100k)")
+    parser.add_argument(
+        "--facts", type=common.sizes, default=[100_000], help="facts per bulk round (default 100k)"
+    )
     parser.add_argument("--rounds", type=int, default=5, help="bulk rounds per side")
-    parser.add_argument("--batch", type=int, default=common.BUILD_BATCH,
-                        help="facts per Memory.add_facts call")
+    parser.add_argument(
+        "--batch", type=int, default=common.BUILD_BATCH, help="facts per Memory.add_facts call"
+    )
     parser.add_argument("--single", type=int, default=1000, help="one-fact calls per side")
-    parser.add_argument("--single-base", type=common.sizes, default=[10_000],
-                        help="facts already in the store for the one-fact calls")
+    parser.add_argument(
+        "--single-base",
+        type=common.sizes,
+        default=[10_000],
+        help="facts already in the store for the one-fact calls",
+    )
     args = parser.parse_args(argv)
     n, base_n = args.facts[0], args.single_base[0]
     facts = common.make_facts(max(n, base_n + args.single), args.seed)
 
     with tempfile.TemporaryDirectory(prefix="memdir-bench-insert-") as scratch:
         rows = bulk(args, facts[:n], scratch)
-        one = single(args, facts[:base_n], facts[base_n:base_n + args.single], scratch)
+        one = single(args, facts[:base_n], facts[base_n : base_n + args.single], scratch)
 
-    medians = {key: common.median([r[key] for r in rows]) for key in
-               ("memdir_per_s", "raw_per_s", "schema_per_s", "ratio", "schema_ratio")}
+    medians = {
+        key: common.median([r[key] for r in rows])
+        for key in ("memdir_per_s", "raw_per_s", "schema_per_s", "ratio", "schema_ratio")
+    }
     summary = {
         # the ratio is the median of each round's ratio: the two sides of a round ran
         # back to back, under the same load
-        "target_ratio": TARGET_RATIO, **medians,
-        "target_single_p95_ms": TARGET_SINGLE_P95_MS, "single": one,
+        "target_ratio": TARGET_RATIO,
+        **medians,
+        "target_single_p95_ms": TARGET_SINGLE_P95_MS,
+        "single": one,
     }
     summary["bulk_ok"] = summary["ratio"] >= TARGET_RATIO
     summary["ok"] = summary["bulk_ok"] and one["ok"]
@@ -187,24 +208,42 @@ def main(argv: list[str] | None = None) -> int:
     common.print_table(
         f"bulk insert: Memory.add_facts (batches of {args.batch:,}) vs raw FTS5 "
         f"(one transaction), facts/s (target ≥ {TARGET_RATIO}×)",
-        [("round", "round", ""), ("facts", "facts", ",d"),
-         ("memdir_per_s", "memdir /s", ",.0f"), ("raw_per_s", "raw /s", ",.0f"),
-         ("ratio", "ratio", ".2f"), ("schema_per_s", "raw, memdir schema /s", ",.0f"),
-         ("schema_ratio", "schema / raw", ".2f")],
+        [
+            ("round", "round", ""),
+            ("facts", "facts", ",d"),
+            ("memdir_per_s", "memdir /s", ",.0f"),
+            ("raw_per_s", "raw /s", ",.0f"),
+            ("ratio", "ratio", ".2f"),
+            ("schema_per_s", "raw, memdir schema /s", ",.0f"),
+            ("schema_ratio", "schema / raw", ".2f"),
+        ],
         [*rows, {"round": "median", "facts": n, **medians}],
     )
     common.print_table(
         f"one fact per call: Memory.add_fact vs a raw one-row transaction, ms "
         f"(target memdir p95 ≤ {TARGET_SINGLE_P95_MS:g} ms)",
-        [("calls", "calls", ",d"), ("base_facts", "facts before", ",d"),
-         ("memdir_p50_ms", "memdir p50", ".2f"), ("memdir_p95_ms", "memdir p95", ".2f"),
-         ("memdir_max_ms", "memdir max", ".1f"), ("raw_p50_ms", "raw p50", ".2f"),
-         ("raw_p95_ms", "raw p95", ".2f"), ("raw_max_ms", "raw max", ".1f"),
-         ("ok", "p95 ≤ target", "")],
+        [
+            ("calls", "calls", ",d"),
+            ("base_facts", "facts before", ",d"),
+            ("memdir_p50_ms", "memdir p50", ".2f"),
+            ("memdir_p95_ms", "memdir p95", ".2f"),
+            ("memdir_max_ms", "memdir max", ".1f"),
+            ("raw_p50_ms", "raw p50", ".2f"),
+            ("raw_p95_ms", "raw p95", ".2f"),
+            ("raw_max_ms", "raw max", ".1f"),
+            ("ok", "p95 ≤ target", ""),
+        ],
         [one],
     )
-    params = {"facts": n, "rounds": args.rounds, "batch": args.batch, "single": args.single,
-              "single_base": base_n, "seed": args.seed, "tokenizer": TOKENIZER}
+    params = {
+        "facts": n,
+        "rounds": args.rounds,
+        "batch": args.batch,
+        "single": args.single,
+        "single_base": base_n,
+        "seed": args.seed,
+        "tokenizer": TOKENIZER,
+    }
     common.write_result(NAME, args.out_dir, params, rows, summary)
     return 0
 

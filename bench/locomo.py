@@ -54,16 +54,29 @@ SAME_ITEMS = "bm25 (same items)"
 LIMIT = 10
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 METRICS = ("r1", "r5", "r10", "mrr", "s_r1", "s_r3")
-HEADERS = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "mrr": "MRR", "s_r1": "sess R@1",
-           "s_r3": "sess R@3"}
+HEADERS = {
+    "r1": "R@1",
+    "r5": "R@5",
+    "r10": "R@10",
+    "mrr": "MRR",
+    "s_r1": "sess R@1",
+    "s_r3": "sess R@3",
+}
 DIA_RE = re.compile(r"D:?(\d+):(\d+)")
 SESSION_RE = re.compile(r"session_(\d+)")
-DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y",
-                "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
+DATE_FORMATS = (
+    "%I:%M %p on %d %B, %Y",
+    "%I:%M %p on %d %b, %Y",
+    "%d %B, %Y",
+    "%d %B %Y",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%d",
+)
 WORD_RE = re.compile(r"\w+")
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
 # The baseline's stopwords: NLTK's English list, so the baseline owes nothing to memdir's.
-BASELINE_STOPWORDS = frozenset("""
+BASELINE_STOPWORDS = frozenset(
+    """
 i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself
 yourselves he him his himself she she's her hers herself it it's its itself they them their
 theirs themselves what which who whom this that that'll these those am is are was were be
@@ -75,7 +88,8 @@ very s t can will just don don't should should've now d ll m o re ve y ain aren 
 couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't haven haven't isn isn't
 ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't
 weren weren't won won't wouldn wouldn't
-""".split())
+""".split()
+)
 
 
 # -- data ------------------------------------------------------------------------------
@@ -114,12 +128,16 @@ def parse_date(text: str) -> float | None:
     return None
 
 
-def load_conversation(sample: dict[str, Any], counts: Counter[str]) -> tuple[
-        list[list[Turn]], list[float | None]]:
+def load_conversation(
+    sample: dict[str, Any], counts: Counter[str]
+) -> tuple[list[list[Turn]], list[float | None]]:
     """The sessions in order (each a list of turns) and each session's date (or None)."""
     conv = sample["conversation"]
-    numbers = sorted(int(m[1]) for key in conv if (m := SESSION_RE.fullmatch(key))
-                     and isinstance(conv[key], list))
+    numbers = sorted(
+        int(m[1])
+        for key in conv
+        if (m := SESSION_RE.fullmatch(key)) and isinstance(conv[key], list)
+    )
     sessions, dates = [], []
     for number in numbers:
         raw_date = conv.get(f"session_{number}_date_time")
@@ -142,8 +160,9 @@ def load_conversation(sample: dict[str, Any], counts: Counter[str]) -> tuple[
     return sessions, dates
 
 
-def load_questions(sample: dict[str, Any], known: set[str], categories: set[int],
-                   counts: Counter[str]) -> list[Question]:
+def load_questions(
+    sample: dict[str, Any], known: set[str], categories: set[int], counts: Counter[str]
+) -> list[Question]:
     """The questions of the wanted categories with their evidence normalised: ids in one
     string split ('D8:6; D9:17'), 'D:11:26' -> 'D11:26', 'D30:05' -> 'D30:5'; unreadable ids
     and ids of no turn skipped; questions left without evidence skipped. Counted."""
@@ -170,19 +189,23 @@ def load_questions(sample: dict[str, Any], known: set[str], categories: set[int]
                 if dia_id not in gold:
                     gold.append(dia_id)
         if not gold:
-            counts["questions skipped: no usable evidence" if qa.get("evidence")
-                   else "questions skipped: empty evidence"] += 1
+            counts[
+                "questions skipped: no usable evidence"
+                if qa.get("evidence")
+                else "questions skipped: empty evidence"
+            ] += 1
             continue
         out.append(Question(str(qa.get("question", "")), category, gold))
     return out
 
 
-def item_text(turns: list[Turn], index: int, context: int, dates: bool,
-              last_sentence: bool = False) -> str:
+def item_text(
+    turns: list[Turn], index: int, context: int, dates: bool, last_sentence: bool = False
+) -> str:
     """One turn's item: the turn, then (with --context N) the N turns before it (or only
     their last sentence: what this turn answers), then (with --dates) its session's day."""
     text = turns[index].text
-    before = [t.text for t in turns[max(0, index - context):index]]
+    before = [t.text for t in turns[max(0, index - context) : index]]
     if last_sentence:
         before = [_last_sentence(t) for t in before]
     if before:
@@ -227,20 +250,27 @@ class BM25:
 
     def __init__(self, texts: list[str], ids: list[str]) -> None:
         self.db = sqlite3.connect(":memory:")
-        self.db.execute("CREATE VIRTUAL TABLE turns USING fts5(content, "
-                        "tokenize='porter unicode61')")
-        self.db.executemany("INSERT INTO turns(rowid, content) VALUES (?, ?)",
-                            list(enumerate(texts)))
+        self.db.execute(
+            "CREATE VIRTUAL TABLE turns USING fts5(content, tokenize='porter unicode61')"
+        )
+        self.db.executemany(
+            "INSERT INTO turns(rowid, content) VALUES (?, ?)", list(enumerate(texts))
+        )
         self.ids = ids
 
     def search(self, question: str, limit: int = LIMIT) -> list[str]:
-        tokens = [w for w in dict.fromkeys(WORD_RE.findall(question.lower()))
-                  if w not in BASELINE_STOPWORDS and w.strip("_")]
+        tokens = [
+            w
+            for w in dict.fromkeys(WORD_RE.findall(question.lower()))
+            if w not in BASELINE_STOPWORDS and w.strip("_")
+        ]
         if not tokens:
             return []
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in tokens)
-        rows = self.db.execute("SELECT rowid FROM turns WHERE turns MATCH ? "
-                               "ORDER BY bm25(turns) LIMIT ?", (match, limit)).fetchall()
+        rows = self.db.execute(
+            "SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT ?",
+            (match, limit),
+        ).fetchall()
         return [self.ids[row[0]] for row in rows]
 
     def close(self) -> None:
@@ -267,8 +297,10 @@ class CachedEmbedder:
         if cache_path:
             os.makedirs(os.path.dirname(os.path.abspath(cache_path)), exist_ok=True)
             self.db = sqlite3.connect(cache_path)
-            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, "
-                            "vector BLOB, PRIMARY KEY (model, hash))")
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, "
+                "vector BLOB, PRIMARY KEY (model, hash))"
+            )
 
     def embed(self, texts: list[str]) -> Any:
         import numpy as np
@@ -276,8 +308,10 @@ class CachedEmbedder:
         todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
         if todo and self.db is not None:
             for text in todo:
-                row = self.db.execute("SELECT vector FROM vectors WHERE model = ? AND hash = ?",
-                                      (self.name, _hash(text))).fetchone()
+                row = self.db.execute(
+                    "SELECT vector FROM vectors WHERE model = ? AND hash = ?",
+                    (self.name, _hash(text)),
+                ).fetchone()
                 if row is not None:
                     self.cache[text] = np.frombuffer(row[0], dtype="<f4")
                     self.reused += 1
@@ -293,8 +327,11 @@ class CachedEmbedder:
                 with self.db:
                     self.db.executemany(
                         "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                        [(self.name, _hash(t), np.asarray(v, dtype="<f4").tobytes())
-                         for t, v in zip(todo, vectors, strict=True)])
+                        [
+                            (self.name, _hash(t), np.asarray(v, dtype="<f4").tobytes())
+                            for t, v in zip(todo, vectors, strict=True)
+                        ],
+                    )
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self.cache[t] for t in texts])
@@ -311,12 +348,20 @@ def _hash(text: str) -> str:
 class Setting:
     """One way of asking memdir: a mode and (semantic, hybrid) its [search] settings."""
 
-    def __init__(self, mode: str, lexical_weight: float | None = None,
-                 semantic_weight: float | None = None, rrf_k: int | None = None,
-                 min_score: float | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        lexical_weight: float | None = None,
+        semantic_weight: float | None = None,
+        rrf_k: int | None = None,
+        min_score: float | None = None,
+    ) -> None:
         self.mode, self.min_score = mode, min_score
         self.lexical_weight, self.semantic_weight, self.rrf_k = (
-            lexical_weight, semantic_weight, rrf_k)
+            lexical_weight,
+            semantic_weight,
+            rrf_k,
+        )
 
     @property
     def label(self) -> str:
@@ -324,8 +369,10 @@ class Setting:
             return "lexical"
         parts = []
         if self.mode == "hybrid":
-            parts.append(f"{_num(self.lexical_weight)}/{_num(self.semantic_weight)}"
-                         + ("" if self.rrf_k is None else f" k={self.rrf_k}"))
+            parts.append(
+                f"{_num(self.lexical_weight)}/{_num(self.semantic_weight)}"
+                + ("" if self.rrf_k is None else f" k={self.rrf_k}")
+            )
         parts.append(f"min={_num(self.min_score)}")
         return f"{self.mode} ({', '.join(parts)})"
 
@@ -339,9 +386,13 @@ class Setting:
         return "\n".join(lines) + "\n"
 
     def params(self) -> dict[str, Any]:
-        return {"mode": self.mode, "lexical_weight": self.lexical_weight,
-                "semantic_weight": self.semantic_weight, "rrf_k": self.rrf_k,
-                "min_score": self.min_score}
+        return {
+            "mode": self.mode,
+            "lexical_weight": self.lexical_weight,
+            "semantic_weight": self.semantic_weight,
+            "rrf_k": self.rrf_k,
+            "min_score": self.min_score,
+        }
 
 
 def _num(value: float | None) -> str:
@@ -351,15 +402,15 @@ def _num(value: float | None) -> str:
 def settings_for(modes: list[str], weights: str | None, min_scores: str | None) -> list[Setting]:
     from memdir.settings import DEFAULTS
 
-    mins = ([float(x) for x in min_scores.split(",")] if min_scores
-            else [DEFAULTS.search_min_score])
+    mins = [float(x) for x in min_scores.split(",")] if min_scores else [DEFAULTS.search_min_score]
     combos: list[tuple[float, float, int | None]] = []
-    for part in (weights.split(",") if weights else []):
+    for part in weights.split(",") if weights else []:
         fields = part.strip().split(":")
         if len(fields) not in (2, 3):
             raise SystemExit(f"--weights: {part!r}: give LEXICAL:SEMANTIC[:RRF_K]")
-        combos.append((float(fields[0]), float(fields[1]),
-                       int(fields[2]) if len(fields) == 3 else None))
+        combos.append(
+            (float(fields[0]), float(fields[1]), int(fields[2]) if len(fields) == 3 else None)
+        )
     if not combos:
         combos = [(DEFAULTS.search_lexical_weight, DEFAULTS.search_semantic_weight, None)]
     out = []
@@ -379,22 +430,36 @@ def open_store(state: str, setting: Setting, clock: Any, embedder: Any) -> Any:
     return common.open_memory(state, clock=clock, embedder=embedder)
 
 
-def run_conversation(sample: dict[str, Any], questions: list[Question],
-                     sessions: list[list[Turn]], dates: list[float | None],
-                     settings: list[Setting], embedder: Any, args: Any,
-                     timing: Counter[str], errors: Counter[str]) -> dict[str, list[list[str]]]:
+def run_conversation(
+    sample: dict[str, Any],
+    questions: list[Question],
+    sessions: list[list[Turn]],
+    dates: list[float | None],
+    settings: list[Setting],
+    embedder: Any,
+    args: Any,
+    timing: Counter[str],
+    errors: Counter[str],
+) -> dict[str, list[list[str]]]:
     """{system label: the top-10 dia_ids of every question}, bm25 included."""
     from memdir.errors import MemdirError
     from memdir.testing import FixedClock
 
     turns = [t for session in sessions for t in session]
-    items = [[item_text(session, i, args.context, args.dates, args.last_sentence)
-              for i in range(len(session))] for session in sessions]
+    items = [
+        [
+            item_text(session, i, args.context, args.dates, args.last_sentence)
+            for i in range(len(session))
+        ]
+        for session in sessions
+    ]
     ids = [t.dia_id for t in turns]
     rankings: dict[str, list[list[str]]] = {}
     started = time.perf_counter()
-    for label, texts in (("bm25", [t.text for t in turns]),
-                         (SAME_ITEMS, [text for part in items for text in part])):
+    for label, texts in (
+        ("bm25", [t.text for t in turns]),
+        (SAME_ITEMS, [text for part in items for text in part]),
+    ):
         if label == SAME_ITEMS and not (args.context or args.dates):
             continue
         baseline = BM25(texts, ids)
@@ -424,8 +489,7 @@ def run_conversation(sample: dict[str, Any], questions: list[Question],
                 ranked = []
                 for q in questions:
                     try:
-                        hits = memory.search(q.text, limit=LIMIT, kinds=["fact"],
-                                             mode=setting.mode)
+                        hits = memory.search(q.text, limit=LIMIT, kinds=["fact"], mode=setting.mode)
                     except MemdirError as exc:
                         errors[f"{setting.label}: {type(exc).__name__}"] += 1
                         hits = []
@@ -441,32 +505,51 @@ def run_conversation(sample: dict[str, Any], questions: list[Question],
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", help="a LoCoMo-format JSON file")
-    parser.add_argument("--modes", default=None,
-                        help="comma-separated: lexical, semantic, hybrid "
-                             "(default: all three with the embeddings extra, else lexical)")
-    parser.add_argument("--json", default=os.path.join(common.RESULTS_DIR, f"{NAME}.json"),
-                        help="where the JSON result goes (default bench/results/locomo.json)")
+    parser.add_argument(
+        "--modes",
+        default=None,
+        help="comma-separated: lexical, semantic, hybrid "
+        "(default: all three with the embeddings extra, else lexical)",
+    )
+    parser.add_argument(
+        "--json",
+        default=os.path.join(common.RESULTS_DIR, f"{NAME}.json"),
+        help="where the JSON result goes (default bench/results/locomo.json)",
+    )
     parser.add_argument("--limit-convs", type=int, default=None, help="only the first N")
-    parser.add_argument("--weights", default=None,
-                        help="hybrid settings LEXICAL_WEIGHT:SEMANTIC_WEIGHT[:RRF_K],... "
-                             "(default: memdir's [search] defaults; rrf_k only merges "
-                             "the lexical tiers, so it does not matter here)")
-    parser.add_argument("--min-score", default=None,
-                        help="semantic min_score value(s), comma-separated "
-                             "(default: memdir's)")
-    parser.add_argument("--context", type=int, default=0,
-                        help="also index the N turns before each turn in its item")
-    parser.add_argument("--last-sentence", action="store_true",
-                        help="with --context: only the last sentence of each turn before")
-    parser.add_argument("--dates", action="store_true",
-                        help="also write each turn's session day into its item")
+    parser.add_argument(
+        "--weights",
+        default=None,
+        help="hybrid settings LEXICAL_WEIGHT:SEMANTIC_WEIGHT[:RRF_K],... "
+        "(default: memdir's [search] defaults; rrf_k only merges "
+        "the lexical tiers, so it does not matter here)",
+    )
+    parser.add_argument(
+        "--min-score",
+        default=None,
+        help="semantic min_score value(s), comma-separated (default: memdir's)",
+    )
+    parser.add_argument(
+        "--context", type=int, default=0, help="also index the N turns before each turn in its item"
+    )
+    parser.add_argument(
+        "--last-sentence",
+        action="store_true",
+        help="with --context: only the last sentence of each turn before",
+    )
+    parser.add_argument(
+        "--dates", action="store_true", help="also write each turn's session day into its item"
+    )
     parser.add_argument("--categories", default="1,2,3,4")
-    parser.add_argument("--vector-cache", default=os.path.join(common.CACHE_DIR,
-                                                               "locomo-vectors.sqlite"),
-                        help="SQLite file of the model's vectors by text hash, reused "
-                             "across runs ('none': keep nothing)")
-    parser.add_argument("--details", default=None,
-                        help="write every question's rankings to this JSON-lines file")
+    parser.add_argument(
+        "--vector-cache",
+        default=os.path.join(common.CACHE_DIR, "locomo-vectors.sqlite"),
+        help="SQLite file of the model's vectors by text hash, reused "
+        "across runs ('none': keep nothing)",
+    )
+    parser.add_argument(
+        "--details", default=None, help="write every question's rankings to this JSON-lines file"
+    )
     args = parser.parse_args(argv)
 
     from memdir.storage import embeddings
@@ -504,20 +587,39 @@ def main(argv: list[str] | None = None) -> int:
         session_of = {t.dia_id: t.session for t in turns}
         questions = load_questions(sample, set(session_of), categories, counts)
         name = sample.get("sample_id", f"#{number}")
-        print(f"{name}: {len(sessions)} sessions, {len(turns)} turns, "
-              f"{len(questions)} questions", file=sys.stderr, flush=True)
+        print(
+            f"{name}: {len(sessions)} sessions, {len(turns)} turns, {len(questions)} questions",
+            file=sys.stderr,
+            flush=True,
+        )
         if not questions or not turns:
             continue
-        rankings = run_conversation(sample, questions, sessions, dates, settings, embedder,
-                                    args, timing, errors)
+        rankings = run_conversation(
+            sample, questions, sessions, dates, settings, embedder, args, timing, errors
+        )
         for i, q in enumerate(questions):
-            per_question.append((q.category, {label: score(ranked[i], q.gold, session_of)
-                                              for label, ranked in rankings.items()}))
+            per_question.append(
+                (
+                    q.category,
+                    {
+                        label: score(ranked[i], q.gold, session_of)
+                        for label, ranked in rankings.items()
+                    },
+                )
+            )
             if details is not None:
-                details.write(json.dumps({
-                    "conv": name, "question": q.text, "category": q.category, "gold": q.gold,
-                    "rankings": {label: ranked[i] for label, ranked in rankings.items()},
-                }) + "\n")
+                details.write(
+                    json.dumps(
+                        {
+                            "conv": name,
+                            "question": q.text,
+                            "category": q.category,
+                            "gold": q.gold,
+                            "rankings": {label: ranked[i] for label, ranked in rankings.items()},
+                        }
+                    )
+                    + "\n"
+                )
     if details is not None:
         details.close()
     took = time.perf_counter() - started
@@ -527,24 +629,34 @@ def main(argv: list[str] | None = None) -> int:
         timing["model s"] = embedder.seconds
         counts["texts embedded by the model"] = embedder.embedded
         counts["vectors reused from the vector cache"] = embedder.reused
-    systems = ["bm25", *([SAME_ITEMS] if args.context or args.dates else []),
-               *(s.label for s in settings)]
+    systems = [
+        "bm25",
+        *([SAME_ITEMS] if args.context or args.dates else []),
+        *(s.label for s in settings),
+    ]
     groups = [("all", None), *((CATEGORY_NAMES.get(c, str(c)), c) for c in sorted(categories))]
     rows = []
     for system in systems:
         for group, category in groups:
             scores = [s[system] for c, s in per_question if category in (None, c)]
-            rows.append({"system": system, "category": group, "questions": len(scores),
-                         **average(scores)})
+            rows.append(
+                {"system": system, "category": group, "questions": len(scores), **average(scores)}
+            )
     overall = {r["system"]: r for r in rows if r["category"] == "all"}
 
     report_counts(counts, errors, len(per_question))
-    columns = [("system", "system", ""), ("questions", "n", ","),
-               *((m, HEADERS[m], ".3f") for m in METRICS)]
-    common.print_table(f"LoCoMo retrieval, categories {args.categories} "
-                       f"({len(per_question):,} questions, {len(data)} conversations, "
-                       f"{turns_total:,} turns, context {args.context})", columns,
-                       list(overall.values()))
+    columns = [
+        ("system", "system", ""),
+        ("questions", "n", ","),
+        *((m, HEADERS[m], ".3f") for m in METRICS),
+    ]
+    common.print_table(
+        f"LoCoMo retrieval, categories {args.categories} "
+        f"({len(per_question):,} questions, {len(data)} conversations, "
+        f"{turns_total:,} turns, context {args.context})",
+        columns,
+        list(overall.values()),
+    )
     by_cat = [("system", "system", "")]
     for group, _ in groups[1:]:
         by_cat += [(f"{group}:r10", f"{group} R@10", ".3f"), (f"{group}:mrr", "MRR", ".3f")]
@@ -557,26 +669,40 @@ def main(argv: list[str] | None = None) -> int:
         cat_rows.append(line)
     common.print_table("Per category (R@10, MRR)", by_cat, cat_rows)
     timing_rows = [{"step": k[:-2], "seconds": v} for k, v in timing.items()]
-    common.print_table("Time", [("step", "step", ""), ("seconds", "seconds", ".1f")],
-                       timing_rows)
+    common.print_table("Time", [("step", "step", ""), ("seconds", "seconds", ".1f")], timing_rows)
 
     hybrids = [s.label for s in settings if s.mode == "hybrid"]
-    best = max(hybrids, key=lambda label: (overall[label]["r10"], overall[label]["mrr"]),
-               default=None)
+    best = max(
+        hybrids, key=lambda label: (overall[label]["r10"], overall[label]["mrr"]), default=None
+    )
     summary: dict[str, Any] = {
-        "questions": len(per_question), "conversations": len(data), "turns": turns_total,
+        "questions": len(per_question),
+        "conversations": len(data),
+        "turns": turns_total,
         "overall": {system: {m: overall[system][m] for m in METRICS} for system in systems},
         "settings": {s.label: s.params() for s in settings},
         "best_hybrid": best,
-        "lexical_vs_bm25": ({m: overall["lexical"][m] - overall["bm25"][m] for m in METRICS}
-                            if "lexical" in overall else None),
-        "counts": dict(counts), "errors": dict(errors),
-        "seconds": took, "timing": dict(timing),
+        "lexical_vs_bm25": (
+            {m: overall["lexical"][m] - overall["bm25"][m] for m in METRICS}
+            if "lexical" in overall
+            else None
+        ),
+        "counts": dict(counts),
+        "errors": dict(errors),
+        "seconds": took,
+        "timing": dict(timing),
     }
-    params = {"data": os.path.abspath(args.data), "modes": modes, "limit": LIMIT,
-              "limit_convs": args.limit_convs, "weights": args.weights,
-              "min_score": args.min_score, "context": args.context, "dates": args.dates,
-              "categories": sorted(categories)}
+    params = {
+        "data": os.path.abspath(args.data),
+        "modes": modes,
+        "limit": LIMIT,
+        "limit_convs": args.limit_convs,
+        "weights": args.weights,
+        "min_score": args.min_score,
+        "context": args.context,
+        "dates": args.dates,
+        "categories": sorted(categories),
+    }
     out_dir, file_name = os.path.split(os.path.abspath(args.json))
     common.write_result(NAME, out_dir, params, rows, summary, file_name=file_name)
     return 0

@@ -93,8 +93,9 @@ def hand_edit(path: str, number: int) -> str:
     return description
 
 
-def steady(args: Any, state: str, memory: Any, deepest: str,
-           paths: list[str]) -> tuple[dict[str, list[float]], Any]:
+def steady(
+    args: Any, state: str, memory: Any, deepest: str, paths: list[str]
+) -> tuple[dict[str, list[float]], Any]:
     fresh_recall: list[float] = []
 
     def reused() -> Any:
@@ -119,8 +120,7 @@ def steady(args: Any, state: str, memory: Any, deepest: str,
     return times, first
 
 
-def after_edits(args: Any, memory: Any, deepest: str,
-                paths: list[str]) -> dict[str, list[float]]:
+def after_edits(args: Any, memory: Any, deepest: str, paths: list[str]) -> dict[str, list[float]]:
     files = entry_files(memory)
     times: dict[str, list[float]] = {"memdir": [], "raw": []}
 
@@ -142,8 +142,7 @@ def after_edits(args: Any, memory: Any, deepest: str,
     return times
 
 
-def after_touches(args: Any, memory: Any, deepest: str,
-                  paths: list[str]) -> dict[str, list[float]]:
+def after_touches(args: Any, memory: Any, deepest: str, paths: list[str]) -> dict[str, list[float]]:
     files = entry_files(memory)
     times: dict[str, list[float]] = {"first": [], "second": [], "raw": []}
 
@@ -196,30 +195,46 @@ def profile(args: Any, memory: Any, deepest: str) -> tuple[list[dict[str, Any]],
             yaml.load(raw, Loader=yaml.CSafeLoader)
 
     phases: list[tuple[str, Callable[[], Any]]] = [
-        ("Memory.recall, reused (the whole call)",
-         lambda: memory.recall(task=deepest, max_chars=args.budget)),
+        (
+            "Memory.recall, reused (the whole call)",
+            lambda: memory.recall(task=deepest, max_chars=args.budget),
+        ),
         ("  hot(): read HOT.md", memory.hot),
-        ("  entries.index(): list and stat global/, read the cache",
-         lambda: memdir_entries.index(memory.layout, memory.store)),
+        (
+            "  entries.index(): list and stat global/, read the cache",
+            lambda: memdir_entries.index(memory.layout, memory.store),
+        ),
         ("    of which store.entry_cache(): the SELECT", memory.store.entry_cache),
-        ("    of which os.listdir + os.stat of every entry file",
-         lambda: [os.stat(p) for p in entry_files(memory)]),
+        (
+            "    of which os.listdir + os.stat of every entry file",
+            lambda: [os.stat(p) for p in entry_files(memory)],
+        ),
         ("  the lineage: store.all_tasks() + tasks.lineage", chain),
-        ("  read and parse the lineage's note files",
-         lambda: [tasks.notes(memory.layout, t) for t, _ in lineage]),
-        ("  recall.build: defang, sort, budget, render",
-         lambda: memdir_recall.build(hot, memory.path, listed, lineage, budget, policy)),
-        (f"(touch-all path) frontmatter.parse of all {len(texts):,} entries (yaml.safe_load)",
-         lambda: [frontmatter.parse(t, "x") for t in texts]),
+        (
+            "  read and parse the lineage's note files",
+            lambda: [tasks.notes(memory.layout, t) for t, _ in lineage],
+        ),
+        (
+            "  recall.build: defang, sort, budget, render",
+            lambda: memdir_recall.build(hot, memory.path, listed, lineage, budget, policy),
+        ),
+        (
+            f"(touch-all path) frontmatter.parse of all {len(texts):,} entries (yaml.safe_load)",
+            lambda: [frontmatter.parse(t, "x") for t in texts],
+        ),
         ("(touch-all path) the same with yaml.CSafeLoader (libyaml)", yaml_c),
     ]
     rows = []
     for label, call in phases:
         runs = args.runs if not label.startswith("(touch") else max(1, args.runs // 20)
         call()
-        rows.append({"phase": label, "calls": runs,
-                     "p50_ms": common.stats_ms([common.timed(call)[0]
-                                                for _ in range(runs)])["p50"]})
+        rows.append(
+            {
+                "phase": label,
+                "calls": runs,
+                "p50_ms": common.stats_ms([common.timed(call)[0] for _ in range(runs)])["p50"],
+            }
+        )
 
     out = io.StringIO()
 
@@ -250,9 +265,13 @@ def profile(args: Any, memory: Any, deepest: str) -> tuple[list[dict[str, Any]],
 def row(case: str, mine: list[float], base: list[float], judged: bool) -> dict[str, Any]:
     ours, theirs = common.stats_ms(mine), common.stats_ms(base)
     result = {
-        "case": case, "calls": ours["n"],
-        "memdir_p50_ms": ours["p50"], "memdir_p95_ms": ours["p95"], "memdir_max_ms": ours["max"],
-        "raw_p50_ms": theirs["p50"], "raw_p95_ms": theirs["p95"],
+        "case": case,
+        "calls": ours["n"],
+        "memdir_p50_ms": ours["p50"],
+        "memdir_p95_ms": ours["p95"],
+        "memdir_max_ms": ours["max"],
+        "raw_p50_ms": theirs["p50"],
+        "raw_p95_ms": theirs["p95"],
         "ratio_p50": common.ratio(ours["p50"], theirs["p50"]),
         "ratio_p95": common.ratio(ours["p95"], theirs["p95"]),
         "ok": ours["p95"] <= TARGET_P95_MS if judged else None,
@@ -262,23 +281,43 @@ def row(case: str, mine: list[float], base: list[float], judged: bool) -> dict[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--entries", type=common.sizes, default=[1000],
-                        help="global entries in the store (default 1000)")
-    parser.add_argument("--notes", type=common.sizes, default=[500],
-                        help="task notes over the lineage (default 500)")
+    parser.add_argument(
+        "--entries",
+        type=common.sizes,
+        default=[1000],
+        help="global entries in the store (default 1000)",
+    )
+    parser.add_argument(
+        "--notes",
+        type=common.sizes,
+        default=[500],
+        help="task notes over the lineage (default 500)",
+    )
     parser.add_argument("--depth", type=int, default=5, help="tasks in the lineage (default 5)")
     parser.add_argument("--runs", type=int, default=200, help="timed calls per steady side")
     parser.add_argument("--edits", type=int, default=20, help="hand edits, one recall after each")
-    parser.add_argument("--touches", type=int, default=5,
-                        help="times every entry file is touched, one recall after each")
-    parser.add_argument("--budget", type=int, default=None,
-                        help="max_chars (default: the setting, memory.max_inject_chars)")
-    parser.add_argument("--profile", action="store_true",
-                        help="then print cProfile stats of the reused side and a touch-all")
+    parser.add_argument(
+        "--touches",
+        type=int,
+        default=5,
+        help="times every entry file is touched, one recall after each",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="max_chars (default: the setting, memory.max_inject_chars)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="then print cProfile stats of the reused side and a touch-all",
+    )
     args = parser.parse_args(argv)
     n_entries, n_notes = args.entries[0], args.notes[0]
-    state, build = common.build_entry_store(n_entries, n_notes, args.depth, args.seed,
-                                            args.cache_dir)
+    state, build = common.build_entry_store(
+        n_entries, n_notes, args.depth, args.seed, args.cache_dir
+    )
     lineage = list(reversed(common.lineage_ids(args.depth)))  # deepest first
     deepest = lineage[0]
 
@@ -301,28 +340,44 @@ def main(argv: list[str] | None = None) -> int:
         row("steady, a fresh Memory per call", times["fresh"], times["raw"], True),
         row("  of which the recall call", times["fresh_recall"], times["raw"], False),
         row("first recall after a hand edit of 1 entry", edits["memdir"], edits["raw"], False),
-        row(f"first recall after touching all {n_entries:,} entries", touches["first"],
-            touches["raw"], False),
+        row(
+            f"first recall after touching all {n_entries:,} entries",
+            touches["first"],
+            touches["raw"],
+            False,
+        ),
         row("  the recall after that", touches["second"], touches["raw"], False),
     ]
     output = {
-        "budget": budget, "chars": len(recalled.text), "hot_chars": hot_chars,
+        "budget": budget,
+        "chars": len(recalled.text),
+        "hot_chars": hot_chars,
         "floor_chars": floor_chars,
-        "entries_shown": recalled.entries_shown, "entries_total": recalled.entries_total,
-        "notes_shown": recalled.notes_shown, "notes_total": recalled.notes_total,
+        "entries_shown": recalled.entries_shown,
+        "entries_total": recalled.entries_total,
+        "notes_shown": recalled.notes_shown,
+        "notes_total": recalled.notes_total,
     }
     summary: dict[str, Any] = {
-        "target_p95_ms": TARGET_P95_MS, "entries": n_entries, "notes": n_notes,
+        "target_p95_ms": TARGET_P95_MS,
+        "entries": n_entries,
+        "notes": n_notes,
         "depth": args.depth,
-        "reused_p50_ms": rows[0]["memdir_p50_ms"], "reused_p95_ms": rows[0]["memdir_p95_ms"],
-        "fresh_p50_ms": rows[1]["memdir_p50_ms"], "fresh_p95_ms": rows[1]["memdir_p95_ms"],
-        "raw_p50_ms": rows[0]["raw_p50_ms"], "raw_p95_ms": rows[0]["raw_p95_ms"],
-        "ratio_p50": rows[0]["ratio_p50"], "ratio_p95": rows[0]["ratio_p95"],
+        "reused_p50_ms": rows[0]["memdir_p50_ms"],
+        "reused_p95_ms": rows[0]["memdir_p95_ms"],
+        "fresh_p50_ms": rows[1]["memdir_p50_ms"],
+        "fresh_p95_ms": rows[1]["memdir_p95_ms"],
+        "raw_p50_ms": rows[0]["raw_p50_ms"],
+        "raw_p95_ms": rows[0]["raw_p95_ms"],
+        "ratio_p50": rows[0]["ratio_p50"],
+        "ratio_p95": rows[0]["ratio_p95"],
         "edit_first_p50_ms": rows[3]["memdir_p50_ms"],
         "edit_first_max_ms": rows[3]["memdir_max_ms"],
         "touch_all_first_p50_ms": rows[4]["memdir_p50_ms"],
         "touch_all_first_max_ms": rows[4]["memdir_max_ms"],
-        "output": output, "build": build, "stale_after_copy": stale_after_copy,
+        "output": output,
+        "build": build,
+        "stale_after_copy": stale_after_copy,
         "ok": bool(rows[0]["ok"] and rows[1]["ok"]),
     }
 
@@ -330,36 +385,61 @@ def main(argv: list[str] | None = None) -> int:
         f"Memory.recall(task=<deepest of {args.depth}>), {n_entries:,} entries and {n_notes:,} "
         f"notes, vs the raw floor (HOT.md + MEMORY.md + {args.depth} note files read and "
         f"joined), ms (target p95 ≤ {TARGET_P95_MS:g})",
-        [("case", "case", ""), ("calls", "calls", ",d"),
-         ("memdir_p50_ms", "memdir p50", ".2f"), ("memdir_p95_ms", "memdir p95", ".2f"),
-         ("memdir_max_ms", "memdir max", ".2f"), ("raw_p50_ms", "raw p50", ".3f"),
-         ("raw_p95_ms", "raw p95", ".3f"), ("ratio_p50", "ratio p50", ",.1f"),
-         ("ratio_p95", "ratio p95", ",.1f"), ("ok", "p95 ≤ target", "")],
+        [
+            ("case", "case", ""),
+            ("calls", "calls", ",d"),
+            ("memdir_p50_ms", "memdir p50", ".2f"),
+            ("memdir_p95_ms", "memdir p95", ".2f"),
+            ("memdir_max_ms", "memdir max", ".2f"),
+            ("raw_p50_ms", "raw p50", ".3f"),
+            ("raw_p95_ms", "raw p95", ".3f"),
+            ("ratio_p50", "ratio p50", ",.1f"),
+            ("ratio_p95", "ratio p95", ",.1f"),
+            ("ok", "p95 ≤ target", ""),
+        ],
         rows,
     )
     common.print_table(
         f"what recall shows under a budget of {budget:,} characters (HOT.md is outside it)",
-        [("chars", "chars out", ",d"), ("hot_chars", "of which HOT.md", ",d"),
-         ("floor_chars", "raw floor chars", ",d"),
-         ("entries_shown", "entries shown", ",d"), ("entries_total", "of", ",d"),
-         ("notes_shown", "notes shown", ",d"), ("notes_total", "of", ",d")],
+        [
+            ("chars", "chars out", ",d"),
+            ("hot_chars", "of which HOT.md", ",d"),
+            ("floor_chars", "raw floor chars", ",d"),
+            ("entries_shown", "entries shown", ",d"),
+            ("entries_total", "of", ",d"),
+            ("notes_shown", "notes shown", ",d"),
+            ("notes_total", "of", ",d"),
+        ],
         [output],
     )
     if args.profile:
-        common.print_table("where recall's time goes: each phase alone, p50 ms (--profile)",
-                           [("phase", "phase", ""), ("calls", "calls", ",d"),
-                            ("p50_ms", "p50 ms", ".3f")], phases)
+        common.print_table(
+            "where recall's time goes: each phase alone, p50 ms (--profile)",
+            [("phase", "phase", ""), ("calls", "calls", ",d"), ("p50_ms", "p50 ms", ".3f")],
+            phases,
+        )
         print(profiles, flush=True)
         summary["phases"] = phases
     how = "cached: built earlier" if build["cached"] else "built now"
-    print(f"store ({how}): {build['seconds']:.1f} s to build, of which "
-          f"{build['entries_seconds']:.1f} s for {n_entries:,} write_entry calls "
-          f"({build['write_entry_first_tenth_ms']:.1f} ms each over the first tenth, "
-          f"{build['write_entry_last_tenth_ms']:.1f} ms over the last); "
-          f"{stale_after_copy} entries stale after copying it", flush=True)
-    params = {"entries": n_entries, "notes": n_notes, "depth": args.depth, "runs": args.runs,
-              "warmup": WARMUP, "edits": args.edits, "touches": args.touches, "budget": budget,
-              "seed": args.seed}
+    print(
+        f"store ({how}): {build['seconds']:.1f} s to build, of which "
+        f"{build['entries_seconds']:.1f} s for {n_entries:,} write_entry calls "
+        f"({build['write_entry_first_tenth_ms']:.1f} ms each over the first tenth, "
+        f"{build['write_entry_last_tenth_ms']:.1f} ms over the last); "
+        f"{stale_after_copy} entries stale after copying it",
+        flush=True,
+    )
+    params = {
+        "entries": n_entries,
+        "notes": n_notes,
+        "depth": args.depth,
+        "runs": args.runs,
+        "warmup": WARMUP,
+        "edits": args.edits,
+        "touches": args.touches,
+        "budget": budget,
+        "seed": args.seed,
+    }
     common.write_result(NAME, args.out_dir, params, rows, summary)
     return 0
 

@@ -26,15 +26,46 @@ import common
 SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "search_cli": ([], ["--facts", "2000", "--runs", "3"]),
     "search_inprocess": ([], ["--sizes", "1000,2000", "--runs", "20"]),
-    "insert": ([], ["--facts", "2000", "--rounds", "1", "--single", "50",
-                    "--single-base", "1000"]),
-    "recall": ([], ["--entries", "200", "--notes", "100", "--runs", "20", "--edits", "3",
-                    "--touches", "1"]),
-    "ingest": ([], ["--mb", "0.2", "--blocks", "20", "--scales", "1,2", "--runs", "5",
-                    "--rounds", "1", "--store-entries", "200"]),
+    "insert": ([], ["--facts", "2000", "--rounds", "1", "--single", "50", "--single-base", "1000"]),
+    "recall": (
+        [],
+        ["--entries", "200", "--notes", "100", "--runs", "20", "--edits", "3", "--touches", "1"],
+    ),
+    "ingest": (
+        [],
+        [
+            "--mb",
+            "0.2",
+            "--blocks",
+            "20",
+            "--scales",
+            "1,2",
+            "--runs",
+            "5",
+            "--rounds",
+            "1",
+            "--store-entries",
+            "200",
+        ],
+    ),
     "boot": ([], ["--days", "10", "--entries", "50", "--runs", "5"]),
-    "search_scale": ([], ["--facts", "1000", "--chunks", "300", "--index-chunks", "100",
-                          "--runs", "20", "--hybrid-runs", "10", "--cli-runs", "3"]),
+    "search_scale": (
+        [],
+        [
+            "--facts",
+            "1000",
+            "--chunks",
+            "300",
+            "--index-chunks",
+            "100",
+            "--runs",
+            "20",
+            "--hybrid-runs",
+            "10",
+            "--cli-runs",
+            "3",
+        ],
+    ),
     "stress": ([], ["--procs", "3", "--seconds", "3", "--readers", "1"]),
     "faults": ([], ["--kills", "10"]),
     "secrets_fp": ([], ["--code-lines", "2000", "--secrets", "100"]),
@@ -47,119 +78,270 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
 def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The figures each target is judged on, as table rows."""
     if name == "search_cli":
-        return [{"bench": name, "figure": "memdir / bare, median wall (worst query)",
-                 "value": summary["worst_ratio"], "target": f"≤ {summary['target_ratio']}",
-                 "ok": summary["ok"]}]
+        return [
+            {
+                "bench": name,
+                "figure": "memdir / bare, median wall (worst query)",
+                "value": summary["worst_ratio"],
+                "target": f"≤ {summary['target_ratio']}",
+                "ok": summary["ok"],
+            }
+        ]
     if name == "search_inprocess":
-        return [{"bench": name,
-                 "figure": f"memdir / raw p95 at {summary['facts']:,} (worst query)",
-                 "value": summary["worst_ratio_p95"],
-                 "target": f"≤ {summary['target_ratio_p95']}", "ok": summary["ok"]}]
+        return [
+            {
+                "bench": name,
+                "figure": f"memdir / raw p95 at {summary['facts']:,} (worst query)",
+                "value": summary["worst_ratio_p95"],
+                "target": f"≤ {summary['target_ratio_p95']}",
+                "ok": summary["ok"],
+            }
+        ]
     if name == "insert":
         single = summary["single"]
         return [
-            {"bench": name, "figure": "add_facts / raw FTS5 insert rate",
-             "value": summary["ratio"], "target": f"≥ {summary['target_ratio']}",
-             "ok": summary["bulk_ok"]},
-            {"bench": name, "figure": "add_fact p95 ms", "value": single["memdir_p95_ms"],
-             "target": f"≤ {summary['target_single_p95_ms']:g}", "ok": single["ok"]},
+            {
+                "bench": name,
+                "figure": "add_facts / raw FTS5 insert rate",
+                "value": summary["ratio"],
+                "target": f"≥ {summary['target_ratio']}",
+                "ok": summary["bulk_ok"],
+            },
+            {
+                "bench": name,
+                "figure": "add_fact p95 ms",
+                "value": single["memdir_p95_ms"],
+                "target": f"≤ {summary['target_single_p95_ms']:g}",
+                "ok": single["ok"],
+            },
         ]
     if name == "recall":
         size = f"{summary['entries']:,} entries, {summary['notes']:,} notes"
         target = f"≤ {summary['target_p95_ms']:g}"
         return [
-            {"bench": name, "figure": f"recall p95 ms, one reused Memory ({size})",
-             "value": summary["reused_p95_ms"], "target": target,
-             "ok": summary["reused_p95_ms"] <= summary["target_p95_ms"]},
-            {"bench": name, "figure": f"recall p95 ms, a fresh Memory per call ({size})",
-             "value": summary["fresh_p95_ms"], "target": target,
-             "ok": summary["fresh_p95_ms"] <= summary["target_p95_ms"]},
-            {"bench": name, "figure": "recall / raw read of the same files, p50",
-             "value": summary["ratio_p50"], "target": "", "ok": None},
+            {
+                "bench": name,
+                "figure": f"recall p95 ms, one reused Memory ({size})",
+                "value": summary["reused_p95_ms"],
+                "target": target,
+                "ok": summary["reused_p95_ms"] <= summary["target_p95_ms"],
+            },
+            {
+                "bench": name,
+                "figure": f"recall p95 ms, a fresh Memory per call ({size})",
+                "value": summary["fresh_p95_ms"],
+                "target": target,
+                "ok": summary["fresh_p95_ms"] <= summary["target_p95_ms"],
+            },
+            {
+                "bench": name,
+                "figure": "recall / raw read of the same files, p50",
+                "value": summary["ratio_p50"],
+                "target": "",
+                "ok": None,
+            },
         ]
     if name == "ingest":
         size = f"{summary['mb']:.2f} MB, {summary['blocks']} blocks"
         return [
-            {"bench": name, "figure": f"Memory.ingest ms, empty store ({size})",
-             "value": summary["ingest_p50_ms"], "target": "", "ok": None},
-            {"bench": name, "figure": "markers.parse / regex floor, p50",
-             "value": summary["parse_ratio"], "target": "", "ok": None},
-            {"bench": name,
-             "figure": f"parse ms per MB at {summary['largest_scale']}× size / at 1×",
-             "value": summary["growth"], "target": f"≤ {summary['target_growth']:g} (linear)",
-             "ok": summary["linear_ok"]},
+            {
+                "bench": name,
+                "figure": f"Memory.ingest ms, empty store ({size})",
+                "value": summary["ingest_p50_ms"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "markers.parse / regex floor, p50",
+                "value": summary["parse_ratio"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"parse ms per MB at {summary['largest_scale']}× size / at 1×",
+                "value": summary["growth"],
+                "target": f"≤ {summary['target_growth']:g} (linear)",
+                "ok": summary["linear_ok"],
+            },
         ]
     if name == "boot":
         size = f"{summary['entries']:,} entries, {summary['days']} daily logs"
         return [
-            {"bench": name, "figure": f"memdir boot p50 ms, whole process ({size})",
-             "value": summary["boot_p50_ms"], "target": "", "ok": None},
-            {"bench": name, "figure": f"memdir boot p95 ms, whole process ({size})",
-             "value": summary["boot_p95_ms"], "target": "", "ok": None},
-            {"bench": name, "figure": "memdir boot / bare read of the same files, median wall",
-             "value": summary["ratio_p50"], "target": "", "ok": None},
+            {
+                "bench": name,
+                "figure": f"memdir boot p50 ms, whole process ({size})",
+                "value": summary["boot_p50_ms"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"memdir boot p95 ms, whole process ({size})",
+                "value": summary["boot_p95_ms"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "memdir boot / bare read of the same files, median wall",
+                "value": summary["ratio_p50"],
+                "target": "",
+                "ok": None,
+            },
         ]
     if name == "stress":
         return [
-            {"bench": name, "figure": "stress: acknowledged writes/s (all writers)",
-             "value": summary["writes_per_s"], "target": "", "ok": None},
-            {"bench": name, "figure": "stress: acknowledged writes lost", "value": summary["lost"],
-             "target": "0", "ok": summary["lost"] == 0 and summary["ok"]},
+            {
+                "bench": name,
+                "figure": "stress: acknowledged writes/s (all writers)",
+                "value": summary["writes_per_s"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "stress: acknowledged writes lost",
+                "value": summary["lost"],
+                "target": "0",
+                "ok": summary["lost"] == 0 and summary["ok"],
+            },
         ]
     if name == "faults":
-        return [{"bench": name, "figure": "crash harness: acknowledged writes lost after kills",
-                 "value": summary.get("lost", 0), "target": "0", "ok": summary.get("ok")}]
+        return [
+            {
+                "bench": name,
+                "figure": "crash harness: acknowledged writes lost after kills",
+                "value": summary.get("lost", 0),
+                "target": "0",
+                "ok": summary.get("ok"),
+            }
+        ]
     if name == "secrets_fp":
-        return [{"bench": name, "figure": "secret scanner false-positive rate (clean text)",
-                 "value": summary["false_positive_rate"], "target": "", "ok": None}]
+        return [
+            {
+                "bench": name,
+                "figure": "secret scanner false-positive rate (clean text)",
+                "value": summary["false_positive_rate"],
+                "target": "",
+                "ok": None,
+            }
+        ]
     if name == "doctor":
-        return [{"bench": name, "figure": f"memdir doctor p50 ms, whole process "
-                 f"({summary['facts']:,} facts)", "value": summary["cli_p50_ms"],
-                 "target": "", "ok": None}]
+        return [
+            {
+                "bench": name,
+                "figure": f"memdir doctor p50 ms, whole process ({summary['facts']:,} facts)",
+                "value": summary["cli_p50_ms"],
+                "target": "",
+                "ok": None,
+            }
+        ]
     if name == "duplicates":
         size = f"{summary['facts']:,} facts"
         return [
-            {"bench": name, "figure": f"duplicate guard precision ({size})",
-             "value": summary["precision"], "target": "", "ok": None},
-            {"bench": name, "figure": f"duplicate guard recall ({size})",
-             "value": summary["recall"], "target": "", "ok": None},
-            {"bench": name, "figure": "add_fact p95 ms with the guard",
-             "value": summary["add_fact_ms"]["p95"], "target": "≤ 5",
-             "ok": summary["add_fact_ms"]["p95"] <= 5},
+            {
+                "bench": name,
+                "figure": f"duplicate guard precision ({size})",
+                "value": summary["precision"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"duplicate guard recall ({size})",
+                "value": summary["recall"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "add_fact p95 ms with the guard",
+                "value": summary["add_fact_ms"]["p95"],
+                "target": "≤ 5",
+                "ok": summary["add_fact_ms"]["p95"] <= 5,
+            },
         ]
     if name == "first_search":
         size = f"{summary['facts']:,} facts"
         first = summary["first_search_ms"]
         return [
-            {"bench": name, "figure": f"import ms with embedding ({size})",
-             "value": summary["import_ms"]["with embedding"], "target": "", "ok": None},
-            {"bench": name, "figure": f"import ms without embedding ({size})",
-             "value": summary["import_ms"]["without embedding"], "target": "", "ok": None},
-            {"bench": name, "figure": "first memdir search ms after a --no-embed import",
-             "value": first["not embedded, CLI default"], "target": "", "ok": None},
-            {"bench": name, "figure": "the same search, lexical",
-             "value": first["not embedded, CLI lexical"], "target": "", "ok": None},
-            {"bench": name, "figure": "consecutive searches answer the same",
-             "value": summary["stable"], "target": "yes", "ok": summary["stable"]},
+            {
+                "bench": name,
+                "figure": f"import ms with embedding ({size})",
+                "value": summary["import_ms"]["with embedding"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"import ms without embedding ({size})",
+                "value": summary["import_ms"]["without embedding"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "first memdir search ms after a --no-embed import",
+                "value": first["not embedded, CLI default"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "the same search, lexical",
+                "value": first["not embedded, CLI lexical"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "consecutive searches answer the same",
+                "value": summary["stable"],
+                "target": "yes",
+                "ok": summary["stable"],
+            },
         ]
     if name == "search_scale":
         size = f"{summary['facts']:,} facts + {summary['chunks']:,} chunks"
         targets, met = summary["targets"], summary["met"]
         return [
-            {"bench": name, "figure": "reindex chunks/s with embeddings (fresh store)",
-             "value": summary["index_chunks_per_s"], "target": f"≥ {targets['chunks_per_s']:g}",
-             "ok": met["index"]},
-            {"bench": name, "figure": f"lexical search / raw FTS5 p95 ({size}, worst query)",
-             "value": summary["lexical_worst_ratio_p95"],
-             "target": f"≤ {targets['lexical_ratio_p95']:g}", "ok": met["lexical"]},
-            {"bench": name, "figure": "the same without the per-search index sync",
-             "value": summary["lexical_no_sync_worst_ratio_p95"], "target": "", "ok": None},
-            {"bench": name, "figure": f"hybrid search p95 ms, warm ({size}, worst query)",
-             "value": summary["hybrid_worst_p95_ms"],
-             "target": f"≤ {targets['hybrid_p95_ms']:g}", "ok": met["hybrid"]},
-            {"bench": name, "figure": "`memdir search --mode hybrid` p50 ms, whole process",
-             "value": summary["cli_hybrid_p50_ms"],
-             "target": f"≤ {targets['cli_hybrid_p50_ms']:g}", "ok": met["cli_hybrid"]},
+            {
+                "bench": name,
+                "figure": "reindex chunks/s with embeddings (fresh store)",
+                "value": summary["index_chunks_per_s"],
+                "target": f"≥ {targets['chunks_per_s']:g}",
+                "ok": met["index"],
+            },
+            {
+                "bench": name,
+                "figure": f"lexical search / raw FTS5 p95 ({size}, worst query)",
+                "value": summary["lexical_worst_ratio_p95"],
+                "target": f"≤ {targets['lexical_ratio_p95']:g}",
+                "ok": met["lexical"],
+            },
+            {
+                "bench": name,
+                "figure": "the same without the per-search index sync",
+                "value": summary["lexical_no_sync_worst_ratio_p95"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"hybrid search p95 ms, warm ({size}, worst query)",
+                "value": summary["hybrid_worst_p95_ms"],
+                "target": f"≤ {targets['hybrid_p95_ms']:g}",
+                "ok": met["hybrid"],
+            },
+            {
+                "bench": name,
+                "figure": "`memdir search --mode hybrid` p50 ms, whole process",
+                "value": summary["cli_hybrid_p50_ms"],
+                "target": f"≤ {targets['cli_hybrid_p50_ms']:g}",
+                "ok": met["cli_hybrid"],
+            },
         ]
     return []
 
@@ -181,9 +363,17 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for name in names:
         default, quick = SCRIPTS[name]
-        command = [sys.executable, os.path.join(common.BENCH_DIR, f"{name}.py"),
-                   *(quick if args.quick else default), "--seed", str(args.seed),
-                   "--out-dir", args.out_dir, "--cache-dir", args.cache_dir]
+        command = [
+            sys.executable,
+            os.path.join(common.BENCH_DIR, f"{name}.py"),
+            *(quick if args.quick else default),
+            "--seed",
+            str(args.seed),
+            "--out-dir",
+            args.out_dir,
+            "--cache-dir",
+            args.cache_dir,
+        ]
         print(f"\n## {name}", flush=True)
         started = time.perf_counter()
         code = subprocess.call(command)
@@ -195,21 +385,43 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-        results[name] = {"exit_code": code, "seconds": took, "params": data["params"],
-                         "summary": data["summary"]}
+        results[name] = {
+            "exit_code": code,
+            "seconds": took,
+            "params": data["params"],
+            "summary": data["summary"],
+        }
 
-    rows = [row for name in names if "summary" in results[name]
-            for row in headline(name, results[name]["summary"])]
-    common.print_table("summary", [("bench", "bench", ""), ("figure", "figure", ""),
-                                   ("value", "value", ".2f"), ("target", "target", ""),
-                                   ("ok", "met", "")], rows)
+    rows = [
+        row
+        for name in names
+        if "summary" in results[name]
+        for row in headline(name, results[name]["summary"])
+    ]
+    common.print_table(
+        "summary",
+        [
+            ("bench", "bench", ""),
+            ("figure", "figure", ""),
+            ("value", "value", ".2f"),
+            ("target", "target", ""),
+            ("ok", "met", ""),
+        ],
+        rows,
+    )
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
     judged = [r["ok"] for r in rows if r["ok"] is not None]
-    summary = {"quick": args.quick, "failed": failed, "all_targets_met": all(judged),
-               "headlines": rows, "scripts": results}
-    common.write_result("summary", args.out_dir, {"quick": args.quick, "scripts": names},
-                        rows, summary)
+    summary = {
+        "quick": args.quick,
+        "failed": failed,
+        "all_targets_met": all(judged),
+        "headlines": rows,
+        "scripts": results,
+    }
+    common.write_result(
+        "summary", args.out_dir, {"quick": args.quick, "scripts": names}, rows, summary
+    )
     return 1 if failed else 0
 
 

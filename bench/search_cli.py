@@ -50,8 +50,9 @@ def fact_ids(output: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=common.sizes, default=[100_000],
-                        help="facts in the store (default 100k)")
+    parser.add_argument(
+        "--facts", type=common.sizes, default=[100_000], help="facts in the store (default 100k)"
+    )
     parser.add_argument("--runs", type=int, default=15, help="timed calls per query and side")
     args = parser.parse_args(argv)
     n = args.facts[0]
@@ -65,17 +66,29 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for name, query in common.QUERIES:
         match = common.fts_match(query)
-        sides[name] = {"memdir": [memdir, "search", "--mode", "lexical", query],
-                       "bare": [python, "-c", bare_script, db, match]}
+        sides[name] = {
+            "memdir": [memdir, "search", "--mode", "lexical", query],
+            "bare": [python, "-c", bare_script, db, match],
+        }
         _, ours = run(sides[name]["memdir"], env)
         _, theirs = run(sides[name]["bare"], env)
         if fact_ids(ours) != fact_ids(theirs):
-            raise SystemExit(f"{NAME}: {query!r}: memdir found {fact_ids(ours)}, "
-                             f"the bare query {fact_ids(theirs)}")
-        rows.append({"query": name, "text": query, "match": match,
-                     "matches": common.match_count(state, match)})
-    floors = {"python -c pass": [python, "-c", "pass"],
-              "python -c 'import sqlite3'": [python, "-c", "import sqlite3"]}
+            raise SystemExit(
+                f"{NAME}: {query!r}: memdir found {fact_ids(ours)}, "
+                f"the bare query {fact_ids(theirs)}"
+            )
+        rows.append(
+            {
+                "query": name,
+                "text": query,
+                "match": match,
+                "matches": common.match_count(state, match),
+            }
+        )
+    floors = {
+        "python -c pass": [python, "-c", "pass"],
+        "python -c 'import sqlite3'": [python, "-c", "import sqlite3"],
+    }
 
     times: dict[tuple[str, str], list[float]] = {}
     for run_no in range(WARMUP + args.runs):
@@ -91,16 +104,23 @@ def main(argv: list[str] | None = None) -> int:
 
     for row in rows:
         ours, bare = (common.stats_ms(times[(row["query"], s)]) for s in ("memdir", "bare"))
-        row.update(memdir_ms=ours["p50"], bare_ms=bare["p50"],
-                   memdir_p95_ms=ours["p95"], bare_p95_ms=bare["p95"],
-                   ratio=common.ratio(ours["p50"], bare["p50"]))
+        row.update(
+            memdir_ms=ours["p50"],
+            bare_ms=bare["p50"],
+            memdir_p95_ms=ours["p95"],
+            bare_p95_ms=bare["p95"],
+            ratio=common.ratio(ours["p50"], bare["p50"]),
+        )
         row["ok"] = row["ratio"] <= TARGET
-    floor_rows = [{"what": label, "ms": common.stats_ms(times[(label, "floor")])["p50"]}
-                  for label in floors]
+    floor_rows = [
+        {"what": label, "ms": common.stats_ms(times[(label, "floor")])["p50"]} for label in floors
+    ]
 
     worst = max(rows, key=lambda r: r["ratio"])
     summary = {
-        "target_ratio": TARGET, "worst_ratio": worst["ratio"], "worst_query": worst["query"],
+        "target_ratio": TARGET,
+        "worst_ratio": worst["ratio"],
+        "worst_query": worst["query"],
         "median_ratio": common.median([r["ratio"] for r in rows]),
         "memdir_ms": common.median([r["memdir_ms"] for r in rows]),
         "bare_ms": common.median([r["bare_ms"] for r in rows]),
@@ -110,16 +130,33 @@ def main(argv: list[str] | None = None) -> int:
     common.print_table(
         f"memdir search CLI vs a bare python+sqlite3 process, {n:,} facts, "
         f"median of {args.runs} runs (target ≤ {TARGET}×)",
-        [("query", "query", ""), ("text", "text", ""), ("matches", "matches", ",d"),
-         ("memdir_ms", "memdir ms", ".1f"), ("bare_ms", "bare ms", ".1f"),
-         ("ratio", "ratio", ".2f"), ("memdir_p95_ms", "memdir p95", ".1f"),
-         ("bare_p95_ms", "bare p95", ".1f"), ("ok", "≤ target", "")],
+        [
+            ("query", "query", ""),
+            ("text", "text", ""),
+            ("matches", "matches", ",d"),
+            ("memdir_ms", "memdir ms", ".1f"),
+            ("bare_ms", "bare ms", ".1f"),
+            ("ratio", "ratio", ".2f"),
+            ("memdir_p95_ms", "memdir p95", ".1f"),
+            ("bare_p95_ms", "bare p95", ".1f"),
+            ("ok", "≤ target", ""),
+        ],
         rows,
     )
-    common.print_table("process floors (same venv python)",
-                       [("what", "what", ""), ("ms", "median ms", ".1f")], floor_rows)
-    params = {"facts": n, "runs": args.runs, "warmup": WARMUP, "seed": args.seed,
-              "memdir": memdir, "python": python, "pycache_prefix": env["PYTHONPYCACHEPREFIX"]}
+    common.print_table(
+        "process floors (same venv python)",
+        [("what", "what", ""), ("ms", "median ms", ".1f")],
+        floor_rows,
+    )
+    params = {
+        "facts": n,
+        "runs": args.runs,
+        "warmup": WARMUP,
+        "seed": args.seed,
+        "memdir": memdir,
+        "python": python,
+        "pycache_prefix": env["PYTHONPYCACHEPREFIX"],
+    }
     common.write_result(NAME, args.out_dir, params, rows, summary)
     return 0
 

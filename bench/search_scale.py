@@ -101,8 +101,11 @@ def write_markdown(memory: Any, counts: dict[str, int], seed: int) -> None:
     text drawn from make_facts (other seeds than the facts')."""
     rng = random.Random(seed + 21)
     words = [w for w in common.vocabulary()[40:2500] if w.isalpha()]
-    needed = (counts["entries"] + counts["procedures"]) * SECTIONS[1] * 3 \
-        + counts["days"] * PER_DAY * 2 + counts["notes"]
+    needed = (
+        (counts["entries"] + counts["procedures"]) * SECTIONS[1] * 3
+        + counts["days"] * PER_DAY * 2
+        + counts["notes"]
+    )
     sentences = iter([text for text, _ in common.make_facts(needed, seed + 22)])
     clock = memory.clock
 
@@ -189,11 +192,19 @@ def timed_reindex(state: str, facts: set[str]) -> dict[str, Any]:
     chunk_embed_s = chunk_model_s + (embed_s - model_s) * common.ratio(chunks_embedded, items)
     chunks = sum(kinds.values())
     return {
-        "files": done.files, "chunks": chunks, "chunks_by_kind": kinds,
-        "embedded": done.embedded, "chunks_embedded": chunks_embedded,
-        "facts_embedded": facts_embedded, "vectors": vectors,
-        "seconds": took, "chunk_s": chunk_s, "embed_s": embed_s, "model_s": model_s,
-        "chunk_embed_s": chunk_embed_s, "fact_embed_s": embed_s - chunk_embed_s,
+        "files": done.files,
+        "chunks": chunks,
+        "chunks_by_kind": kinds,
+        "embedded": done.embedded,
+        "chunks_embedded": chunks_embedded,
+        "facts_embedded": facts_embedded,
+        "vectors": vectors,
+        "seconds": took,
+        "chunk_s": chunk_s,
+        "embed_s": embed_s,
+        "model_s": model_s,
+        "chunk_embed_s": chunk_embed_s,
+        "fact_embed_s": embed_s - chunk_embed_s,
         "chunking_per_s": common.ratio(chunks, chunk_s),
         "embed_items_per_s": common.ratio(items, embed_s),
         "embed_chunks_per_s": common.ratio(chunks_embedded, chunk_embed_s),
@@ -211,8 +222,9 @@ def store_key(facts: int, chunks: int, seed: int) -> str:
     return f"search-{facts}-chunks-{chunks}-seed{seed}-{common.code_key()}-{MiniLM.name}"
 
 
-def build_search_store(facts: int, chunks: int, seed: int, cache_dir: str,
-                       log: Callable[[str], None]) -> tuple[str, dict[str, Any]]:
+def build_search_store(
+    facts: int, chunks: int, seed: int, cache_dir: str, log: Callable[[str], None]
+) -> tuple[str, dict[str, Any]]:
     """(state dir, how it was built): a copy of common.build_store(facts), the markdown of
     plan(chunks) written into it, then Memory.reindex() of everything. Built once."""
     state = os.path.join(os.path.abspath(cache_dir), store_key(facts, chunks, seed))
@@ -287,8 +299,10 @@ def match_counts(state: str, match: str) -> list[int]:
     """How many facts and chunks the MATCH expression selects: the rows bm25 must rank."""
     db = sqlite3.connect(common.db_path(state))
     try:
-        return [int(db.execute(f"SELECT count(*) FROM {t} WHERE {t} MATCH ?",
-                               (match,)).fetchone()[0]) for t in ("facts_fts", "chunks_fts")]
+        return [
+            int(db.execute(f"SELECT count(*) FROM {t} WHERE {t} MATCH ?", (match,)).fetchone()[0])
+            for t in ("facts_fts", "chunks_fts")
+        ]
     finally:
         db.close()
 
@@ -338,25 +352,39 @@ def lexical_rows(memory: Any, state: str, runs: int) -> list[dict[str, Any]]:
                     return memory.search(text, limit=LIMIT, mode="lexical")
 
             def theirs(match: str = match) -> tuple[list[Any], list[Any]]:
-                return (raw.execute(fact_sql, (match, DEPTH)).fetchall(),
-                        raw.execute(chunk_sql, (match, *CHUNK_KINDS, DEPTH)).fetchall())
+                return (
+                    raw.execute(fact_sql, (match, DEPTH)).fetchall(),
+                    raw.execute(chunk_sql, (match, *CHUNK_KINDS, DEPTH)).fetchall(),
+                )
 
             check_lexical(ours(), *theirs(), text)
-            got = measure({"memdir": ours, "no_sync": unsynced, "raw": theirs,
-                           "sync": memory.sync_index}, runs)
+            got = measure(
+                {"memdir": ours, "no_sync": unsynced, "raw": theirs, "sync": memory.sync_index},
+                runs,
+            )
             facts, chunks = match_counts(state, match)
             mine, base, bare = got["memdir"], got["raw"], got["no_sync"]
-            rows.append({
-                "table": "lexical", "query": name, "text": text, "match": match,
-                "fact_matches": facts, "chunk_matches": chunks,
-                "memdir_p50_ms": mine["p50"], "memdir_p95_ms": mine["p95"],
-                "raw_p50_ms": base["p50"], "raw_p95_ms": base["p95"],
-                "ratio_p50": common.ratio(mine["p50"], base["p50"]),
-                "ratio_p95": common.ratio(mine["p95"], base["p95"]),
-                "no_sync_p50_ms": bare["p50"], "no_sync_p95_ms": bare["p95"],
-                "no_sync_ratio_p95": common.ratio(bare["p95"], base["p95"]),
-                "sync_p50_ms": got["sync"]["p50"], "sync_p95_ms": got["sync"]["p95"],
-            })
+            rows.append(
+                {
+                    "table": "lexical",
+                    "query": name,
+                    "text": text,
+                    "match": match,
+                    "fact_matches": facts,
+                    "chunk_matches": chunks,
+                    "memdir_p50_ms": mine["p50"],
+                    "memdir_p95_ms": mine["p95"],
+                    "raw_p50_ms": base["p50"],
+                    "raw_p95_ms": base["p95"],
+                    "ratio_p50": common.ratio(mine["p50"], base["p50"]),
+                    "ratio_p95": common.ratio(mine["p95"], base["p95"]),
+                    "no_sync_p50_ms": bare["p50"],
+                    "no_sync_p95_ms": bare["p95"],
+                    "no_sync_ratio_p95": common.ratio(bare["p95"], base["p95"]),
+                    "sync_p50_ms": got["sync"]["p50"],
+                    "sync_p95_ms": got["sync"]["p95"],
+                }
+            )
             rows[-1]["ok"] = rows[-1]["ratio_p95"] <= TARGET_LEXICAL_RATIO
     finally:
         raw.close()
@@ -375,6 +403,7 @@ def hybrid_rows(memory: Any, runs: int) -> tuple[list[dict[str, Any]], dict[str,
     rows = []
     for name, text in QUERIES:
         vector = embedder.embed([text])[0]
+
         def top_k(vector: Any = vector, wanted: int = min(len(keys), DEPTH * 4)) -> Any:
             scores = matrix @ vector
             top = np.argpartition(-scores, wanted - 1)[:wanted]
@@ -397,8 +426,11 @@ def hybrid_rows(memory: Any, runs: int) -> tuple[list[dict[str, Any]], dict[str,
             row[f"{side}_p50_ms"], row[f"{side}_p95_ms"] = figures["p50"], figures["p95"]
         row["ok"] = row["hybrid_p95_ms"] <= TARGET_HYBRID_P95_MS
         rows.append(row)
-    return rows, {"vectors": len(keys), "vector_load_ms": load_s * 1000,
-                  "matrix_mb": matrix.nbytes / 1e6}
+    return rows, {
+        "vectors": len(keys),
+        "vector_load_ms": load_s * 1000,
+        "matrix_mb": matrix.nbytes / 1e6,
+    }
 
 
 # -- whole process -----------------------------------------------------------------------
@@ -458,8 +490,14 @@ def cli_rows(state: str, args: Any) -> tuple[list[dict[str, Any]], dict[str, lis
     rows = []
     for side, values in times.items():
         figures = common.stats_ms(values)
-        row = {"table": "cli", "side": side, "calls": figures["n"], "p50_ms": figures["p50"],
-               "p95_ms": figures["p95"], "min_ms": figures["min"]}
+        row = {
+            "table": "cli",
+            "side": side,
+            "calls": figures["n"],
+            "p50_ms": figures["p50"],
+            "p95_ms": figures["p95"],
+            "min_ms": figures["min"],
+        }
         if side == "memdir search --mode hybrid":
             row["ok"] = figures["p50"] <= TARGET_CLI_HYBRID_MS
         rows.append(row)
@@ -525,19 +563,37 @@ def load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=common.sizes, default=[100_000],
-                        help="facts in the store, all embedded (default 100k)")
-    parser.add_argument("--chunks", type=common.sizes, default=[10_000],
-                        help="about how many markdown chunks the store holds (default 10k)")
-    parser.add_argument("--index-chunks", type=common.sizes, default=[1_000],
-                        help="chunks of the fresh store whose reindex is timed (default 1k)")
-    parser.add_argument("--runs", type=int, default=100,
-                        help="timed lexical calls per query and side")
-    parser.add_argument("--hybrid-runs", type=int, default=50,
-                        help="timed hybrid/semantic calls per query and side")
+    parser.add_argument(
+        "--facts",
+        type=common.sizes,
+        default=[100_000],
+        help="facts in the store, all embedded (default 100k)",
+    )
+    parser.add_argument(
+        "--chunks",
+        type=common.sizes,
+        default=[10_000],
+        help="about how many markdown chunks the store holds (default 10k)",
+    )
+    parser.add_argument(
+        "--index-chunks",
+        type=common.sizes,
+        default=[1_000],
+        help="chunks of the fresh store whose reindex is timed (default 1k)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=100, help="timed lexical calls per query and side"
+    )
+    parser.add_argument(
+        "--hybrid-runs", type=int, default=50, help="timed hybrid/semantic calls per query and side"
+    )
     parser.add_argument("--cli-runs", type=int, default=10, help="timed processes per side")
-    parser.add_argument("--profile", choices=("auto", "always", "never"), default="auto",
-                        help="cProfile what misses its target (auto), everything, or nothing")
+    parser.add_argument(
+        "--profile",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="cProfile what misses its target (auto), everything, or nothing",
+    )
     args = parser.parse_args(argv)
     n, chunks, index_chunks = args.facts[0], args.chunks[0], args.index_chunks[0]
     from memdir.storage import embeddings
@@ -550,10 +606,18 @@ def main(argv: list[str] | None = None) -> int:
     log(f"load {load()}: timing the reindex of a fresh {index_chunks:,}-chunk store")
     fresh = fresh_indexing(index_chunks, args.seed, args.cache_dir)
     index_rows = [
-        {"table": "index", "what": f"fresh store, {index_chunks:,} chunks (judged)", **fresh,
-         "ok": fresh["chunks_per_s_with_embeddings"] >= TARGET_CHUNKS_PER_S},
-        {"table": "index", "what": "the cached store: chunks + all facts"
-         + (" (cached)" if build["cached"] else ""), **build},
+        {
+            "table": "index",
+            "what": f"fresh store, {index_chunks:,} chunks (judged)",
+            **fresh,
+            "ok": fresh["chunks_per_s_with_embeddings"] >= TARGET_CHUNKS_PER_S,
+        },
+        {
+            "table": "index",
+            "what": "the cached store: chunks + all facts"
+            + (" (cached)" if build["cached"] else ""),
+            **build,
+        },
     ]
 
     log(f"load {load()}: in-process searches")
@@ -589,8 +653,11 @@ def main(argv: list[str] | None = None) -> int:
                 scratch = os.path.join(os.path.abspath(args.cache_dir), f"scratch-{os.getpid()}")
                 os.makedirs(scratch, exist_ok=True)
                 try:
-                    profiles += profile_cli(profile_argvs["memdir search --mode hybrid"],
-                                            common.child_env(state, args.cache_dir), scratch)
+                    profiles += profile_cli(
+                        profile_argvs["memdir search --mode hybrid"],
+                        common.child_env(state, args.cache_dir),
+                        scratch,
+                    )
                 finally:
                     shutil.rmtree(scratch, ignore_errors=True)
     if args.profile != "never" and (args.profile == "always" or not ok["index"]):
@@ -598,11 +665,15 @@ def main(argv: list[str] | None = None) -> int:
     load_end = load()
 
     summary = {
-        "facts": n, "chunks": build["chunks"], "embedded_facts": build["facts_embedded"],
-        "targets": {"lexical_ratio_p95": TARGET_LEXICAL_RATIO,
-                    "hybrid_p95_ms": TARGET_HYBRID_P95_MS,
-                    "cli_hybrid_p50_ms": TARGET_CLI_HYBRID_MS,
-                    "chunks_per_s": TARGET_CHUNKS_PER_S},
+        "facts": n,
+        "chunks": build["chunks"],
+        "embedded_facts": build["facts_embedded"],
+        "targets": {
+            "lexical_ratio_p95": TARGET_LEXICAL_RATIO,
+            "hybrid_p95_ms": TARGET_HYBRID_P95_MS,
+            "cli_hybrid_p50_ms": TARGET_CLI_HYBRID_MS,
+            "chunks_per_s": TARGET_CHUNKS_PER_S,
+        },
         "index_chunks_per_s": fresh["chunks_per_s_with_embeddings"],
         "index_chunking_per_s": fresh["chunking_per_s"],
         "index_embed_items_per_s": fresh["embed_items_per_s"],
@@ -617,55 +688,92 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid_worst_query": worst_hybrid["query"],
         "semantic_worst_p95_ms": max(r["semantic_p95_ms"] for r in hybrid),
         "matmul_p50_ms": common.median([r["matmul_p50_ms"] for r in hybrid]),
-        "model_load_ms": model_load_ms, **vectors,
+        "model_load_ms": model_load_ms,
+        **vectors,
         "cli_hybrid_p50_ms": cli_by["memdir search --mode hybrid"]["p50_ms"],
         "cli_lexical_p50_ms": cli_by["memdir search --mode lexical"]["p50_ms"],
-        "met": ok, "ok": all(ok.values()),
-        "loadavg_start": load_start, "loadavg_end": load_end,
+        "met": ok,
+        "ok": all(ok.values()),
+        "loadavg_start": load_start,
+        "loadavg_end": load_end,
     }
     print_tables(args, summary, index_rows, lexical, hybrid, cli)
     if profiles:
         print(profiles, flush=True)
-    params = {"facts": n, "chunks": chunks, "index_chunks": index_chunks, "runs": args.runs,
-              "hybrid_runs": args.hybrid_runs, "cli_runs": args.cli_runs, "limit": LIMIT,
-              "depth": DEPTH, "warmup": WARMUP, "seed": args.seed,
-              "queries": dict(QUERIES)}
-    common.write_result(NAME, args.out_dir, params,
-                        [*index_rows, *lexical, *hybrid, *cli], summary)
+    params = {
+        "facts": n,
+        "chunks": chunks,
+        "index_chunks": index_chunks,
+        "runs": args.runs,
+        "hybrid_runs": args.hybrid_runs,
+        "cli_runs": args.cli_runs,
+        "limit": LIMIT,
+        "depth": DEPTH,
+        "warmup": WARMUP,
+        "seed": args.seed,
+        "queries": dict(QUERIES),
+    }
+    common.write_result(NAME, args.out_dir, params, [*index_rows, *lexical, *hybrid, *cli], summary)
     return 0
 
 
-def print_tables(args: Any, summary: dict[str, Any], index_rows: list[dict[str, Any]],
-                 lexical: list[dict[str, Any]], hybrid: list[dict[str, Any]],
-                 cli: list[dict[str, Any]]) -> None:
-    size = (f"{summary['facts']:,} facts ({summary['embedded_facts']:,} embedded by the "
-            f"build) + {summary['chunks']:,} chunks")
+def print_tables(
+    args: Any,
+    summary: dict[str, Any],
+    index_rows: list[dict[str, Any]],
+    lexical: list[dict[str, Any]],
+    hybrid: list[dict[str, Any]],
+    cli: list[dict[str, Any]],
+) -> None:
+    size = (
+        f"{summary['facts']:,} facts ({summary['embedded_facts']:,} embedded by the "
+        f"build) + {summary['chunks']:,} chunks"
+    )
     loads = f"load {summary['loadavg_start']} → {summary['loadavg_end']}"
     common.print_table(
         f"indexing: Memory.reindex(), chunking alone vs embedding "
         f"(target ≥ {TARGET_CHUNKS_PER_S:g} chunks/s with embeddings; {loads})",
-        [("what", "store", ""), ("files", "files", ",d"), ("chunks", "chunks", ",d"),
-         ("chunk_s", "chunking s", ".1f"), ("chunking_per_s", "chunks/s chunking", ",.0f"),
-         ("chunks_embedded", "chunks emb.", ",d"), ("facts_embedded", "facts emb.", ",d"),
-         ("embed_s", "embedding s", ",.1f"), ("embed_chunks_per_s", "chunks/s emb.", ",.1f"),
-         ("embed_facts_per_s", "facts/s emb.", ",.1f"), ("model_share", "model share", ".2f"),
-         ("chunks_per_s_with_embeddings", "chunks/s with emb.", ",.1f"),
-         ("ok", "≥ target", "")],
+        [
+            ("what", "store", ""),
+            ("files", "files", ",d"),
+            ("chunks", "chunks", ",d"),
+            ("chunk_s", "chunking s", ".1f"),
+            ("chunking_per_s", "chunks/s chunking", ",.0f"),
+            ("chunks_embedded", "chunks emb.", ",d"),
+            ("facts_embedded", "facts emb.", ",d"),
+            ("embed_s", "embedding s", ",.1f"),
+            ("embed_chunks_per_s", "chunks/s emb.", ",.1f"),
+            ("embed_facts_per_s", "facts/s emb.", ",.1f"),
+            ("model_share", "model share", ".2f"),
+            ("chunks_per_s_with_embeddings", "chunks/s with emb.", ",.1f"),
+            ("ok", "≥ target", ""),
+        ],
         index_rows,
     )
     build = index_rows[1]
-    print(f"the cached store's reindex ran at {build['time']} under load "
-          f"{' '.join(f'{x:.2f}' for x in build['loadavg'])}", flush=True)
+    print(
+        f"the cached store's reindex ran at {build['time']} under load "
+        f"{' '.join(f'{x:.2f}' for x in build['loadavg'])}",
+        flush=True,
+    )
     common.print_table(
         f"lexical Memory.search vs the raw FTS5 queries it runs (facts + chunks, top "
         f"{DEPTH} each), warm, {args.runs} calls each, {size} (target p95 ≤ "
         f"{TARGET_LEXICAL_RATIO}×; {loads})",
-        [("query", "query", ""), ("fact_matches", "fact rows", ",d"),
-         ("chunk_matches", "chunk rows", ",d"), ("memdir_p50_ms", "memdir p50", ".2f"),
-         ("memdir_p95_ms", "memdir p95", ".2f"), ("raw_p50_ms", "raw p50", ".2f"),
-         ("raw_p95_ms", "raw p95", ".2f"), ("ratio_p95", "ratio p95", ".2f"),
-         ("no_sync_p95_ms", "no-sync p95", ".2f"), ("no_sync_ratio_p95", "no-sync ratio", ".2f"),
-         ("sync_p50_ms", "sync p50", ".2f"), ("ok", "p95 ≤ target", "")],
+        [
+            ("query", "query", ""),
+            ("fact_matches", "fact rows", ",d"),
+            ("chunk_matches", "chunk rows", ",d"),
+            ("memdir_p50_ms", "memdir p50", ".2f"),
+            ("memdir_p95_ms", "memdir p95", ".2f"),
+            ("raw_p50_ms", "raw p50", ".2f"),
+            ("raw_p95_ms", "raw p95", ".2f"),
+            ("ratio_p95", "ratio p95", ".2f"),
+            ("no_sync_p95_ms", "no-sync p95", ".2f"),
+            ("no_sync_ratio_p95", "no-sync ratio", ".2f"),
+            ("sync_p50_ms", "sync p50", ".2f"),
+            ("ok", "p95 ≤ target", ""),
+        ],
         lexical,
     )
     common.print_table(
@@ -673,26 +781,40 @@ def print_tables(args: Any, summary: dict[str, Any], index_rows: list[dict[str, 
         f"each, {summary['vectors']:,} vectors ({summary['matrix_mb']:.0f} MB) "
         f"(target hybrid p95 ≤ {TARGET_HYBRID_P95_MS:g} ms; the fts-* queries run lexical in "
         f"hybrid mode, F4; {loads})",
-        [("query", "query", ""), ("hybrid_p50_ms", "hybrid p50", ".1f"),
-         ("hybrid_p95_ms", "hybrid p95", ".1f"), ("semantic_p50_ms", "semantic p50", ".1f"),
-         ("semantic_p95_ms", "semantic p95", ".1f"), ("embed_p50_ms", "embed query", ".1f"),
-         ("pending_p50_ms", "unembedded check", ".2f"),
-         ("generation_p50_ms", "vector generation", ".2f"),
-         ("matmul_p50_ms", "matmul", ".2f"), ("top_k_p50_ms", "matmul + top-k", ".2f"),
-         ("ok", "p95 ≤ target", "")],
+        [
+            ("query", "query", ""),
+            ("hybrid_p50_ms", "hybrid p50", ".1f"),
+            ("hybrid_p95_ms", "hybrid p95", ".1f"),
+            ("semantic_p50_ms", "semantic p50", ".1f"),
+            ("semantic_p95_ms", "semantic p95", ".1f"),
+            ("embed_p50_ms", "embed query", ".1f"),
+            ("pending_p50_ms", "unembedded check", ".2f"),
+            ("generation_p50_ms", "vector generation", ".2f"),
+            ("matmul_p50_ms", "matmul", ".2f"),
+            ("top_k_p50_ms", "matmul + top-k", ".2f"),
+            ("ok", "p95 ≤ target", ""),
+        ],
         hybrid,
     )
     common.print_table(
         f"whole process, {args.cli_runs} runs per side over the natural-language queries "
         f"(target hybrid p50 ≤ {TARGET_CLI_HYBRID_MS:g} ms; {loads})",
-        [("side", "side", ""), ("calls", "calls", "d"), ("p50_ms", "p50 ms", ",.0f"),
-         ("p95_ms", "p95 ms", ",.0f"), ("min_ms", "min ms", ",.0f"), ("ok", "≤ target", "")],
+        [
+            ("side", "side", ""),
+            ("calls", "calls", "d"),
+            ("p50_ms", "p50 ms", ",.0f"),
+            ("p95_ms", "p95 ms", ",.0f"),
+            ("min_ms", "min ms", ",.0f"),
+            ("ok", "≤ target", ""),
+        ],
         cli,
     )
-    print(f"loading MiniLM and embedding one text in-process {summary['model_load_ms']:.0f} ms; "
-          f"loading "
-          f"{summary['vectors']:,} vectors into the cache {summary['vector_load_ms']:.0f} ms",
-          flush=True)
+    print(
+        f"loading MiniLM and embedding one text in-process {summary['model_load_ms']:.0f} ms; "
+        f"loading "
+        f"{summary['vectors']:,} vectors into the cache {summary['vector_load_ms']:.0f} ms",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

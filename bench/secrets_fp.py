@@ -58,14 +58,18 @@ def synthetic_secrets(n: int, seed: int) -> list[tuple[str, str]]:
         "a password value": lambda: "password=" + token(12),
     }
     kinds = list(makers)
-    return [(kind, f"use {makers[kind]()} for the deploy")
-            for kind in (kinds[i % len(kinds)] for i in range(n))]
+    return [
+        (kind, f"use {makers[kind]()} for the deploy")
+        for kind in (kinds[i % len(kinds)] for i in range(n))
+    ]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--locomo", default=os.path.join(common.BENCH_DIR, "..", "..", "shared",
-                                                         "bench", "locomo-dev.json"))
+    parser.add_argument(
+        "--locomo",
+        default=os.path.join(common.BENCH_DIR, "..", "..", "shared", "bench", "locomo-dev.json"),
+    )
     parser.add_argument("--code-lines", type=int, default=30000)
     parser.add_argument("--secrets", type=int, default=1000)
     parser.add_argument("--out-dir", default=common.RESULTS_DIR)
@@ -78,27 +82,52 @@ def main() -> int:
         flagged = [(t, find(t)) for t in texts]
         flagged = [(t, f) for t, f in flagged if f is not None]
         seconds = time.perf_counter() - start
-        rows.append({"corpus": name, "texts": len(texts), "flagged": len(flagged),
-                     "rate": len(flagged) / len(texts) if texts else 0.0,
-                     "us_per_text": 1e6 * seconds / max(1, len(texts)),
-                     "examples": [f"{f[0]}: {t.strip()[:80]}" for t, f in flagged[:5]]})
+        rows.append(
+            {
+                "corpus": name,
+                "texts": len(texts),
+                "flagged": len(flagged),
+                "rate": len(flagged) / len(texts) if texts else 0.0,
+                "us_per_text": 1e6 * seconds / max(1, len(texts)),
+                "examples": [f"{f[0]}: {t.strip()[:80]}" for t, f in flagged[:5]],
+            }
+        )
     secrets = synthetic_secrets(args.secrets, seed=args.seed)
     caught = sum(1 for kind, text in secrets if (f := find(text)) is not None and f[0] == kind)
-    rows.append({"corpus": f"synthetic secrets ({len(PATTERNS) - 1} kinds + passwords)",
-                 "texts": len(secrets), "flagged": caught, "rate": caught / len(secrets),
-                 "us_per_text": 0.0, "examples": []})
+    rows.append(
+        {
+            "corpus": f"synthetic secrets ({len(PATTERNS) - 1} kinds + passwords)",
+            "texts": len(secrets),
+            "flagged": caught,
+            "rate": caught / len(secrets),
+            "us_per_text": 0.0,
+            "examples": [],
+        }
+    )
     common.print_table(
         "secret scanner: false positives on clean text, and secrets caught",
-        [("corpus", "corpus", ""), ("texts", "texts", ",d"), ("flagged", "flagged", ",d"),
-         ("rate", "rate", ".4f"), ("us_per_text", "µs/text", ".1f")],
+        [
+            ("corpus", "corpus", ""),
+            ("texts", "texts", ",d"),
+            ("flagged", "flagged", ",d"),
+            ("rate", "rate", ".4f"),
+            ("us_per_text", "µs/text", ".1f"),
+        ],
         rows,
     )
     for row in rows:
         for example in row["examples"]:
             print(f"  flagged in {row['corpus']}: {example}")
-    common.write_result(NAME, args.out_dir, {"locomo": args.locomo}, rows,
-                        {"false_positive_rate": max(r["rate"] for r in rows[:-1]) if rows[:-1]
-                         else 0.0, "caught": rows[-1]["rate"]})
+    common.write_result(
+        NAME,
+        args.out_dir,
+        {"locomo": args.locomo},
+        rows,
+        {
+            "false_positive_rate": max(r["rate"] for r in rows[:-1]) if rows[:-1] else 0.0,
+            "caught": rows[-1]["rate"],
+        },
+    )
     return 0
 
 

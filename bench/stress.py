@@ -30,7 +30,7 @@ import common
 NAME = "stress"
 SHARED_NAMES = ("shared-one", "shared-two")
 
-WORKER = r'''
+WORKER = r"""
 import json, os, random, sys, time
 from memdir import Memory, MemdirError
 
@@ -98,9 +98,9 @@ while time.monotonic() < deadline:
             ack(op, started, id=session.id)
     except MemdirError as exc:
         log.write(json.dumps({"op": op, "error": str(exc)}) + "\n")
-'''
+"""
 
-READER = r'''
+READER = r"""
 import json, sys, time
 from memdir import Memory, MemdirError
 
@@ -117,7 +117,7 @@ while time.monotonic() < deadline:
             log.write(json.dumps({"op": op, "ms": (time.perf_counter() - started) * 1000}) + "\n")
         except MemdirError as exc:
             log.write(json.dumps({"op": op, "error": str(exc)}) + "\n")
-'''
+"""
 
 
 def run(procs: int, seconds: float, readers: int, seed: int, workdir: str) -> dict[str, Any]:
@@ -137,19 +137,27 @@ def run(procs: int, seconds: float, readers: int, seed: int, workdir: str) -> di
     for w in range(procs):
         path = os.path.join(workdir, f"writer-{w}.jsonl")
         logs.append(path)
-        children.append(subprocess.Popen(
-            [sys.executable, "-c", worker_code, str(w), str(seconds), path, str(seed + w)],
-            env=env))
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-c", worker_code, str(w), str(seconds), path, str(seed + w)],
+                env=env,
+            )
+        )
     for r in range(readers):
         path = os.path.join(workdir, f"reader-{r}.jsonl")
         logs.append(path)
-        children.append(subprocess.Popen([sys.executable, "-c", READER, str(seconds), path],
-                                         env=env))
+        children.append(
+            subprocess.Popen([sys.executable, "-c", READER, str(seconds), path], env=env)
+        )
     for child in children:
         child.wait(timeout=seconds + 120)
     wall = time.perf_counter() - started
-    records = [json.loads(line) for path in logs if os.path.exists(path)
-               for line in open(path, encoding="utf-8")]
+    records = [
+        json.loads(line)
+        for path in logs
+        if os.path.exists(path)
+        for line in open(path, encoding="utf-8")
+    ]
     crashed = [c.returncode for c in children if c.returncode != 0]
     return {"state": state, "records": records, "wall": wall, "crashed": crashed}
 
@@ -158,8 +166,10 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """acknowledged / found / lost per kind, and the store-wide invariants."""
     memory_dir = os.path.join(state, "memory")
     db = sqlite3.connect(os.path.join(memory_dir, "memory.db"))
-    facts = {row[0]: row[1:] for row in
-             db.execute("SELECT id, content, status, superseded_by FROM facts")}
+    facts = {
+        row[0]: row[1:]
+        for row in db.execute("SELECT id, content, status, superseded_by FROM facts")
+    }
     acked = [r for r in records if "error" not in r]
     result: dict[str, dict[str, int]] = defaultdict(lambda: {"acknowledged": 0, "found": 0})
 
@@ -200,11 +210,14 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
                 check(op, whole and last)
     for r in acked:
         if r["op"] in ("note", "shared_note"):
-            text = open(os.path.join(memory_dir, "tasks", f"{r['task']}.md"),
-                        encoding="utf-8").read()
+            text = open(
+                os.path.join(memory_dir, "tasks", f"{r['task']}.md"), encoding="utf-8"
+            ).read()
             check("note", len(re.findall(rf"\) {re.escape(r['content'])}$", text, re.M)) == 1)
-    days = [open(os.path.join(memory_dir, "daily", n), encoding="utf-8").read()
-            for n in sorted(os.listdir(os.path.join(memory_dir, "daily")))]
+    days = [
+        open(os.path.join(memory_dir, "daily", n), encoding="utf-8").read()
+        for n in sorted(os.listdir(os.path.join(memory_dir, "daily")))
+    ]
     daily = "".join(days)
     for r in acked:
         if r["op"] in ("daily", "evolution"):
@@ -217,13 +230,15 @@ def verify(state: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     index = open(os.path.join(memory_dir, "MEMORY.md"), encoding="utf-8").read()
     invariants = {
         "integrity_check": db.execute("PRAGMA integrity_check").fetchone()[0],
-        "index_matches_files": [line.split(" — ")[0][2:] for line in index.splitlines()]
-        == entries,
+        "index_matches_files": [line.split(" — ")[0][2:] for line in index.splitlines()] == entries,
         "evolution_log_last": all(
             text.rsplit("\n## ", 1)[-1].startswith("Evolution Log")
-            for text in days if "## Evolution Log" in text),
-        "temp_files_left": sum(1 for _, _, names in os.walk(memory_dir)
-                               for n in names if n.startswith(".tmp-")),
+            for text in days
+            if "## Evolution Log" in text
+        ),
+        "temp_files_left": sum(
+            1 for _, _, names in os.walk(memory_dir) for n in names if n.startswith(".tmp-")
+        ),
     }
     return {"kinds": dict(result), "invariants": invariants}
 
@@ -246,32 +261,61 @@ def main() -> int:
     for r in records:
         if "ms" in r:
             latencies[r["op"]].append(r["ms"] / 1000)
-    rows = [{"op": op, "count": len(values), **common.stats_ms(values),
-             "p99": common.percentile([v * 1000 for v in values], 99)}
-            for op, values in sorted(latencies.items())]
+    rows = [
+        {
+            "op": op,
+            "count": len(values),
+            **common.stats_ms(values),
+            "p99": common.percentile([v * 1000 for v in values], 99),
+        }
+        for op, values in sorted(latencies.items())
+    ]
     writes = sum(len(v) for op, v in latencies.items() if op not in ("search", "recall"))
     lost = sum(k["acknowledged"] - k["found"] for k in checked["kinds"].values())
     common.print_table(
         f"stress: {args.procs} writers + {args.readers} readers for {args.seconds:g} s, "
         "latency per operation (ms)",
-        [("op", "op", ""), ("count", "count", ",d"), ("p50", "p50", ".2f"),
-         ("p95", "p95", ".2f"), ("p99", "p99", ".2f"), ("max", "max", ".1f")],
+        [
+            ("op", "op", ""),
+            ("count", "count", ",d"),
+            ("p50", "p50", ".2f"),
+            ("p95", "p95", ".2f"),
+            ("p99", "p99", ".2f"),
+            ("max", "max", ".1f"),
+        ],
         rows,
     )
-    kinds = [{"kind": kind, **v, "lost": v["acknowledged"] - v["found"]}
-             for kind, v in sorted(checked["kinds"].items())]
-    common.print_table("every acknowledged write, looked for afterwards",
-                       [("kind", "kind", ""), ("acknowledged", "acknowledged", ",d"),
-                        ("found", "found", ",d"), ("lost", "lost", ",d")], kinds)
+    kinds = [
+        {"kind": kind, **v, "lost": v["acknowledged"] - v["found"]}
+        for kind, v in sorted(checked["kinds"].items())
+    ]
+    common.print_table(
+        "every acknowledged write, looked for afterwards",
+        [
+            ("kind", "kind", ""),
+            ("acknowledged", "acknowledged", ",d"),
+            ("found", "found", ",d"),
+            ("lost", "lost", ",d"),
+        ],
+        kinds,
+    )
     summary = {
-        "writes_per_s": writes / args.seconds, "acknowledged": sum(k["acknowledged"] for k in
-                                                                   kinds),
-        "lost": lost, "errors": len(errors), "crashed": outcome["crashed"],
+        "writes_per_s": writes / args.seconds,
+        "acknowledged": sum(k["acknowledged"] for k in kinds),
+        "lost": lost,
+        "errors": len(errors),
+        "crashed": outcome["crashed"],
         **checked["invariants"],
     }
-    summary["ok"] = (lost == 0 and not errors and not outcome["crashed"]
-                     and summary["integrity_check"] == "ok" and summary["index_matches_files"]
-                     and summary["evolution_log_last"] and summary["temp_files_left"] == 0)
+    summary["ok"] = (
+        lost == 0
+        and not errors
+        and not outcome["crashed"]
+        and summary["integrity_check"] == "ok"
+        and summary["index_matches_files"]
+        and summary["evolution_log_last"]
+        and summary["temp_files_left"] == 0
+    )
     print(json.dumps(summary, indent=2))
     for error in errors[:10]:
         print(f"  error in {error['op']}: {error['error']}")

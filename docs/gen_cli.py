@@ -32,8 +32,7 @@ def render() -> str:
 
     parser = build_parser()
     header = (
-        "# memdir command line\n\n"
-        "Generated from `--help` by `docs/gen_cli.py` (make docs).\n\n"
+        "# memdir command line\n\nGenerated from `--help` by `docs/gen_cli.py` (make docs).\n\n"
     )
     return header + "\n".join(_walk(parser, "memdir"))
 

@@ -45,11 +45,20 @@ class CLIResult:
 def run(state_dir: Path) -> Callable[..., CLIResult]:
     """Run the real `memdir` CLI in a child process."""
 
-    def runner(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-               cwd: str | None = None) -> CLIResult:
+    def runner(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> CLIResult:
         proc = subprocess.run(
-            cli_command(*args), input=input, capture_output=True, text=True, timeout=60,
-            env=cli_env(str(state_dir), env), cwd=cwd,
+            cli_command(*args),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=cli_env(str(state_dir), env),
+            cwd=cwd,
         )
         return CLIResult(proc)
 

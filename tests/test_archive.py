@@ -55,8 +55,12 @@ def build_store(state: Path) -> dict[str, Any]:
         mem.start_task("sprint-12")
         mem.start_task("fix-login", parent="sprint-12")
         mem.add_note("sprint-12", "Goal: login and billing")
-        mem.add_note("fix-login", "Root cause: the session cookie is not renewed",
-                     workflow="bugfix", step="analyze")
+        mem.add_note(
+            "fix-login",
+            "Root cause: the session cookie is not renewed",
+            workflow="bugfix",
+            step="analyze",
+        )
         mem.end_task("fix-login", "done")
         mem.daily_append("Met Bob about the launch")
         clock.advance(DAY)
@@ -67,16 +71,21 @@ def build_store(state: Path) -> dict[str, Any]:
         mem.end_session(top.id)
     db = sqlite3.connect(state / "memory" / "memory.db")
     with db:  # a search would record this; written directly so the test needs no search
-        db.execute("INSERT OR REPLACE INTO fact_usage VALUES (?, 3, ?)",
-                   (third.id, "2026-05-29T10:00:00Z"))
+        db.execute(
+            "INSERT OR REPLACE INTO fact_usage VALUES (?, 3, ?)", (third.id, "2026-05-29T10:00:00Z")
+        )
     db.close()
     (state / "SOUL.md").write_text("You are a careful release engineer.\n", encoding="utf-8")
     stray = state / "memory" / "attachments" / "blob.bin"
     stray.parent.mkdir()
     stray.write_bytes(NOT_UTF8)
     os.utime(stray, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
-    return {"top": top.id, "sub": sub.id, "chain": [first.id, second.id, third.id],
-            "removed": gone.id}
+    return {
+        "top": top.id,
+        "sub": sub.id,
+        "chain": [first.id, second.id, third.id],
+        "removed": gone.id,
+    }
 
 
 def rows(state: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -93,8 +102,12 @@ def stored_files(state: Path) -> dict[str, tuple[bytes, int]]:
     for root in (state, state / "memory"):
         for path in root.rglob("*"):
             rel = path.relative_to(state).as_posix()
-            skip = (rel.startswith("memory/memory.db") or "/.locks/" in f"/{rel}"
-                    or rel in ("memory/MEMORY.md", "config.toml") or not path.is_file())
+            skip = (
+                rel.startswith("memory/memory.db")
+                or "/.locks/" in f"/{rel}"
+                or rel in ("memory/MEMORY.md", "config.toml")
+                or not path.is_file()
+            )
             if not skip and (root != state or path.parent == state):
                 found[rel] = (path.read_bytes(), path.stat().st_mtime_ns)
     return found
@@ -132,8 +145,15 @@ def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # issue 7, F
     index_before = (source / "memory" / "MEMORY.md").read_text(encoding="utf-8")
 
     exported = export_file(source, out)
-    assert exported.counts == {"file": 13, "fact": 5, "fact_usage": 1, "task": 2,
-                               "session": 2, "session_write": 1, "kv": 2}
+    assert exported.counts == {
+        "file": 13,
+        "fact": 5,
+        "fact_usage": 1,
+        "task": 2,
+        "session": 2,
+        "session_write": 1,
+        "kv": 2,
+    }
     assert exported.left_out == []
     report = import_file(target, out)
 
@@ -153,17 +173,21 @@ def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # issue 7, F
         assert mem.store.get_session(made["sub"]).parent_id == made["top"]  # type: ignore[union-attr]
         assert [t.id for t in mem.store.all_tasks() if t.parent_id == "sprint-12"] == ["fix-login"]
         assert [n.content for n in mem.notes("fix-login")] == [
-            "Root cause: the session cookie is not renewed"]
+            "Root cause: the session cookie is not renewed"
+        ]
         assert mem.procedure("release").description == "how a release is cut"
         assert [e.name for e in mem.entries()] == ["ci-duration", "release-day"]
         assert not mem.distill().items  # the watermark came along: nothing to distill again
         assert [c.last for c in mem.heartbeat_status() if c.name == "email"] == [T0 + 180 + DAY]
         # the search index was rebuilt: facts, entries, procedures and logs are found
-        kinds = {hit.kind for hit in mem.search("canary OR CI OR calendar OR tag",
-                                                mode="lexical", limit=20)}
+        kinds = {
+            hit.kind
+            for hit in mem.search("canary OR CI OR calendar OR tag", mode="lexical", limit=20)
+        }
         assert {"fact", "global", "procedure", "daily"} <= kinds
         assert [h.id for h in mem.search("canary", kinds="fact", mode="lexical")] == [
-            made["chain"][-1]]
+            made["chain"][-1]
+        ]
 
 
 def test_archive_format(tmp_path: Path) -> None:  # issue 7: header, kinds, base64
@@ -180,8 +204,14 @@ def test_archive_format(tmp_path: Path) -> None:  # issue 7: header, kinds, base
     soul = next(r for r in records if r.get("root") == "state")
     assert soul["path"] == "SOUL.md" and soul["text"].startswith("You are")
     paths = {r["path"] for r in records if r["kind"] == "file"}
-    assert {"HOT.md", "HOT.md.bak", "heartbeat-state.json", "procedures/release.md",
-            "global/ci-duration.md", "tasks/fix-login.md"} <= paths
+    assert {
+        "HOT.md",
+        "HOT.md.bak",
+        "heartbeat-state.json",
+        "procedures/release.md",
+        "global/ci-duration.md",
+        "tasks/fix-login.md",
+    } <= paths
     assert not paths & {"MEMORY.md", "memory.db", "config.toml"}
     assert not any(p.startswith(".locks") for p in paths)
 
@@ -258,12 +288,16 @@ def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
         new_ids = {int(i.target) for i in report.imported if i.kind == "fact"}
         assert len(new_ids) == 5 and min(new_ids) > max(own)
         assert [f.content for f in mem.store.facts_by_id(own).values()] == [
-            "The target's own fact number 1", "The target's own fact number 2"]
+            "The target's own fact number 1",
+            "The target's own fact number 2",
+        ]
         active = mem.search("canary", kinds="fact", mode="lexical")[0]
         chain = mem.fact_history(active.id)  # the links follow the new ids
         assert [f.content for f in chain] == [
-            "Deploys go through staging", "Deploys go through staging, then canary",
-            "Deploys go staging, canary, then prod"]
+            "Deploys go through staging",
+            "Deploys go through staging, then canary",
+            "Deploys go staging, canary, then prod",
+        ]
         assert all(f.id in new_ids for f in chain) and chain[0].id != made["chain"][0]
         assert mem.store.get_task("sprint-12").parent_id is None  # type: ignore[union-attr]
         assert mem.store.get_task("fix-login").parent_id == "sprint-12"  # type: ignore[union-attr]
@@ -286,8 +320,19 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:  # issue 7
     report = import_file(target, out, dry_run=True)
     assert report.dry_run and len(report.imported) == 5 + 2 + 2 + 2 + 13
     assert {i.kind for i in report.imported} >= {
-        "fact", "task", "session", "kv", "hot", "entry", "procedure", "note", "daily",
-        "heartbeat", "identity", "file"}
+        "fact",
+        "task",
+        "session",
+        "kv",
+        "hot",
+        "entry",
+        "procedure",
+        "note",
+        "daily",
+        "heartbeat",
+        "identity",
+        "file",
+    }
     assert nothing_written(target)
 
 
@@ -326,13 +371,16 @@ def test_truncated_archive_is_refused(tmp_path: Path, backup: Path) -> None:  # 
         (lambda r: {**r, "content": "key AKIAABCDEFGHIJKLMNOP"}, r"line 4 .*AWS access key"),
     ],
 )
-def test_garbled_line_is_refused(tmp_path: Path, backup: Path, change: Callable[..., Any],
-                                 message: str) -> None:  # issue 7, Z, F2, X2
+def test_garbled_line_is_refused(
+    tmp_path: Path, backup: Path, change: Callable[..., Any], message: str
+) -> None:  # issue 7, Z, F2, X2
     records = lines_of(backup)
     records[3] = change(records[3])  # a fact
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
-                           for r in records), encoding="utf-8")
+    bad.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records),
+        encoding="utf-8",
+    )
     with pytest.raises(ValidationError, match=message):
         import_file(tmp_path / "b", bad)
     assert nothing_written(tmp_path / "b")
@@ -351,8 +399,9 @@ def test_garbled_line_is_refused(tmp_path: Path, backup: Path, change: Callable[
         ("other", "evil.md", "bad root"),
     ],
 )
-def test_paths_outside_the_root_are_refused(tmp_path: Path, backup: Path, root: str, path: str,
-                                            message: str) -> None:  # X1
+def test_paths_outside_the_root_are_refused(
+    tmp_path: Path, backup: Path, root: str, path: str, message: str
+) -> None:  # X1
     records = lines_of(backup)
     records[-1] = {"kind": "file", "root": root, "path": path, "text": "pwned\n"}
     bad = tmp_path / "bad.jsonl"
@@ -379,8 +428,13 @@ def test_a_file_holding_a_secret_is_left_out(tmp_path: Path, backup: Path) -> No
     records = lines_of(backup)
     hot = next(i for i, r in enumerate(records) if r.get("path") == "HOT.md")
     records[hot]["text"] += "token = ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"
-    binary = {"kind": "file", "root": "memory", "path": "global/notes.bin", "mtime_ns": 1,
-              "base64": base64.b64encode(b"\xff\nkey ghp_" + b"A" * 36).decode()}
+    binary = {
+        "kind": "file",
+        "root": "memory",
+        "path": "global/notes.bin",
+        "mtime_ns": 1,
+        "base64": base64.b64encode(b"\xff\nkey ghp_" + b"A" * 36).decode(),
+    }
     records.append(binary)
     records[0]["counts"]["file"] += 1
     write_lines(backup, records)
@@ -428,8 +482,9 @@ def test_a_subagent_session_cannot_import(tmp_path: Path, backup: Path) -> None:
 # -- the command line --------------------------------------------------------------------------
 
 
-def test_cli_round_trip_through_a_pipe(tmp_path: Path, state_dir: Path,
-                                       run: Callable[..., Any]) -> None:  # issue 7, C
+def test_cli_round_trip_through_a_pipe(
+    tmp_path: Path, state_dir: Path, run: Callable[..., Any]
+) -> None:  # issue 7, C
     build_store(state_dir)
     exported = run("export")
     assert exported.code == 0, exported.err
@@ -444,8 +499,16 @@ def test_cli_round_trip_through_a_pipe(tmp_path: Path, state_dir: Path,
     again = run("import", "-", "--state-dir", str(target), input=exported.out)
     assert again.code == 1 and again.out == ""
     assert again.err.count("\n") == 1 and "not empty" in again.err
-    merged = run("import", "-", "--state-dir", str(target), "--force", "--dry-run", "--json",
-                 input=exported.out)
+    merged = run(
+        "import",
+        "-",
+        "--state-dir",
+        str(target),
+        "--force",
+        "--dry-run",
+        "--json",
+        input=exported.out,
+    )
     assert merged.code == 0, merged.err
     report = merged.json()
     assert report["dry_run"] and report["format"] == "memdir" and report["source"] == "stdin"
@@ -453,8 +516,9 @@ def test_cli_round_trip_through_a_pipe(tmp_path: Path, state_dir: Path,
     assert report["imported"] == []  # every record and file is in the store already
 
 
-def test_cli_export_to_a_file(tmp_path: Path, state_dir: Path,
-                              run: Callable[..., Any]) -> None:  # issue 7, C
+def test_cli_export_to_a_file(
+    tmp_path: Path, state_dir: Path, run: Callable[..., Any]
+) -> None:  # issue 7, C
     build_store(state_dir)
     out = tmp_path / "backup.jsonl"
     done = run("export", "--out", str(out), "--json")
@@ -468,14 +532,18 @@ def test_cli_export_to_a_file(tmp_path: Path, state_dir: Path,
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
 
 
-def test_cli_import_errors_are_one_line(tmp_path: Path, backup: Path,
-                                        run: Callable[..., Any]) -> None:  # issue 7, C, Z
+def test_cli_import_errors_are_one_line(
+    tmp_path: Path, backup: Path, run: Callable[..., Any]
+) -> None:  # issue 7, C, Z
     data = backup.read_bytes()
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[:-40])
     (tmp_path / "b").mkdir()  # a named state dir must exist (L1)
-    for args in (("import", str(cut)), ("import", str(tmp_path / "missing")),
-                 ("import", str(backup), "--from", "no-such-format")):
+    for args in (
+        ("import", str(cut)),
+        ("import", str(tmp_path / "missing")),
+        ("import", str(backup), "--from", "no-such-format"),
+    ):
         result = run(*args, "--state-dir", str(tmp_path / "b"))
         assert result.code == 1, result.err
         assert result.err.startswith("memdir: error:") and result.err.count("\n") == 1
@@ -502,11 +570,17 @@ def test_an_import_cut_off_after_the_facts_keeps_their_links(
         archive.import_archive(mem, str(backup), dry_run=False, force=False)
     with Memory(str(target), create=True) as mem:
         archive.import_archive(mem, str(backup), dry_run=False, force=True)  # finish it
-        links = mem.store._require().execute(
-            "SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id").fetchall()
+        links = (
+            mem.store._require()
+            .execute("SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id")
+            .fetchall()
+        )
     with Memory(str(tmp_path / "a"), create=True) as source:
-        expected = source.store._require().execute(
-            "SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id").fetchall()
+        expected = (
+            source.store._require()
+            .execute("SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id")
+            .fetchall()
+        )
     assert links == expected
 
 
@@ -522,9 +596,15 @@ def test_a_merge_does_not_store_a_fact_the_store_says_already(tmp_path: Path) ->
         mine = mem.add_fact("deploys go through  make RELEASE", "convention")
         report = archive.import_archive(mem, str(out), dry_run=False, force=True)
         assert [i.reason for i in report.skipped if i.kind == "fact"] == [
-            f"duplicate of fact {mine.id}"]
+            f"duplicate of fact {mine.id}"
+        ]
         assert mem.stats().facts_active == 1
-        (status, superseded_by), = mem.store._require().execute(
-            "SELECT status, superseded_by FROM facts WHERE content = ?",
-            ("Deploys go through make ship",)).fetchall()
+        ((status, superseded_by),) = (
+            mem.store._require()
+            .execute(
+                "SELECT status, superseded_by FROM facts WHERE content = ?",
+                ("Deploys go through make ship",),
+            )
+            .fetchall()
+        )
     assert (status, superseded_by) == ("superseded", mine.id)  # the link leads to ours

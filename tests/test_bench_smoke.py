@@ -20,16 +20,64 @@ TINY = {
     "search_cli": ["--facts", "500", "--runs", "2"],
     "search_inprocess": ["--sizes", "300,500", "--runs", "2"],
     "insert": ["--facts", "500", "--rounds", "2", "--single", "5", "--single-base", "100"],
-    "recall": ["--entries", "30", "--notes", "15", "--runs", "2", "--edits", "2",
-               "--touches", "1", "--profile"],
-    "ingest": ["--mb", "0.05", "--blocks", "10", "--scales", "1,2", "--runs", "2",
-               "--rounds", "1", "--store-entries", "30", "--profile"],
-    "boot": ["--days", "3", "--entries", "20", "--runs", "2", "--profile",
-             "--profile-runs", "1"],
-    "search_scale": ["--facts", "300", "--chunks", "60", "--index-chunks", "30", "--runs", "2",
-                     "--hybrid-runs", "2", "--cli-runs", "1", "--profile", "always"],
-    "doctor": ["--facts", "300", "--entries", "5", "--notes", "5", "--procedures", "2",
-               "--runs", "1", "--no-vectors"],
+    "recall": [
+        "--entries",
+        "30",
+        "--notes",
+        "15",
+        "--runs",
+        "2",
+        "--edits",
+        "2",
+        "--touches",
+        "1",
+        "--profile",
+    ],
+    "ingest": [
+        "--mb",
+        "0.05",
+        "--blocks",
+        "10",
+        "--scales",
+        "1,2",
+        "--runs",
+        "2",
+        "--rounds",
+        "1",
+        "--store-entries",
+        "30",
+        "--profile",
+    ],
+    "boot": ["--days", "3", "--entries", "20", "--runs", "2", "--profile", "--profile-runs", "1"],
+    "search_scale": [
+        "--facts",
+        "300",
+        "--chunks",
+        "60",
+        "--index-chunks",
+        "30",
+        "--runs",
+        "2",
+        "--hybrid-runs",
+        "2",
+        "--cli-runs",
+        "1",
+        "--profile",
+        "always",
+    ],
+    "doctor": [
+        "--facts",
+        "300",
+        "--entries",
+        "5",
+        "--notes",
+        "5",
+        "--procedures",
+        "2",
+        "--runs",
+        "1",
+        "--no-vectors",
+    ],
     "duplicates": ["--facts", "300", "--exact", "20", "--near", "40", "--distinct", "20"],
     "first_search": ["--facts", "60", "--runs", "1"],
 }
@@ -37,31 +85,100 @@ SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
     "search_inprocess": {"target_ratio_p95", "worst_ratio_p95", "by_size", "ok"},
     "insert": {"target_ratio", "memdir_per_s", "raw_per_s", "ratio", "single", "ok"},
-    "recall": {"target_p95_ms", "reused_p95_ms", "fresh_p95_ms", "raw_p50_ms", "ratio_p50",
-               "output", "build", "phases", "ok"},
-    "ingest": {"parse_p50_ms", "regex_p50_ms", "parse_ratio", "parse_mb_per_s", "ingest_p50_ms",
-               "ingest_ms_per_block", "ingest_store_p50_ms", "growth", "ok"},
-    "boot": {"boot_p50_ms", "boot_p95_ms", "subagent_p50_ms", "json_p50_ms", "bare_p50_ms",
-             "ratio_p50", "split_p50_ms", "chars", "tokens", "parts", "build", "imports",
-             "ok"},
-    "search_scale": {"targets", "met", "index_chunks_per_s", "lexical_worst_ratio_p95",
-                     "lexical_no_sync_worst_ratio_p95", "sync_p50_ms", "hybrid_worst_p95_ms",
-                     "semantic_worst_p95_ms", "matmul_p50_ms", "cli_hybrid_p50_ms",
-                     "cli_lexical_p50_ms", "ok"},
+    "recall": {
+        "target_p95_ms",
+        "reused_p95_ms",
+        "fresh_p95_ms",
+        "raw_p50_ms",
+        "ratio_p50",
+        "output",
+        "build",
+        "phases",
+        "ok",
+    },
+    "ingest": {
+        "parse_p50_ms",
+        "regex_p50_ms",
+        "parse_ratio",
+        "parse_mb_per_s",
+        "ingest_p50_ms",
+        "ingest_ms_per_block",
+        "ingest_store_p50_ms",
+        "growth",
+        "ok",
+    },
+    "boot": {
+        "boot_p50_ms",
+        "boot_p95_ms",
+        "subagent_p50_ms",
+        "json_p50_ms",
+        "bare_p50_ms",
+        "ratio_p50",
+        "split_p50_ms",
+        "chars",
+        "tokens",
+        "parts",
+        "build",
+        "imports",
+        "ok",
+    },
+    "search_scale": {
+        "targets",
+        "met",
+        "index_chunks_per_s",
+        "lexical_worst_ratio_p95",
+        "lexical_no_sync_worst_ratio_p95",
+        "sync_p50_ms",
+        "hybrid_worst_p95_ms",
+        "semantic_worst_p95_ms",
+        "matmul_p50_ms",
+        "cli_hybrid_p50_ms",
+        "cli_lexical_p50_ms",
+        "ok",
+    },
     "doctor": {"facts", "cli_p50_ms", "inprocess_fresh_p50_ms", "findings", "ok"},
     "duplicates": {"facts", "precision", "recall", "add_fact_ms", "raw_insert_ms", "ok"},
-    "first_search": {"facts", "import_ms", "first_search_ms", "cli_default_over_lexical",
-                     "stable", "ok"},
+    "first_search": {
+        "facts",
+        "import_ms",
+        "first_search_ms",
+        "cli_default_over_lexical",
+        "stable",
+        "ok",
+    },
 }
 ROW_KEYS = {
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
-    "search_inprocess": {"facts", "query", "memdir_p50_ms", "memdir_p95_ms", "raw_p50_ms",
-                         "raw_p95_ms", "ratio_p95"},
+    "search_inprocess": {
+        "facts",
+        "query",
+        "memdir_p50_ms",
+        "memdir_p95_ms",
+        "raw_p50_ms",
+        "raw_p95_ms",
+        "ratio_p95",
+    },
     "insert": {"round", "memdir_per_s", "raw_per_s", "ratio"},
-    "recall": {"case", "calls", "memdir_p50_ms", "memdir_p95_ms", "raw_p50_ms", "raw_p95_ms",
-               "ratio_p50"},
-    "ingest": {"kind", "case", "mb", "blocks", "memdir_p50_ms", "baseline_p50_ms", "ratio_p50",
-               "mb_per_s", "us_per_block"},
+    "recall": {
+        "case",
+        "calls",
+        "memdir_p50_ms",
+        "memdir_p95_ms",
+        "raw_p50_ms",
+        "raw_p95_ms",
+        "ratio_p50",
+    },
+    "ingest": {
+        "kind",
+        "case",
+        "mb",
+        "blocks",
+        "memdir_p50_ms",
+        "baseline_p50_ms",
+        "ratio_p50",
+        "mb_per_s",
+        "us_per_block",
+    },
     "boot": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "chars", "tokens"},
     "search_scale": {"table"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
@@ -79,9 +196,19 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_bench(script: str, args: list[str], out: Path, cache: Path, result: str = "") -> Any:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
     proc = subprocess.run(
-        [sys.executable, str(BENCH / f"{script}.py"), *args,
-         "--out-dir", str(out), "--cache-dir", str(cache)],
-        capture_output=True, text=True, timeout=240, env=env,
+        [
+            sys.executable,
+            str(BENCH / f"{script}.py"),
+            *args,
+            "--out-dir",
+            str(out),
+            "--cache-dir",
+            str(cache),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     assert "|" in proc.stdout  # a table was printed
@@ -130,9 +257,14 @@ def test_boot_reports_what_it_showed(tmp_path: Path, cache_dir: Path) -> None:
     summary = boot["summary"]
     parts = summary["parts"]
     assert [p["part"] for p in parts[:3]] + [p["part"] for p in parts[-1:]] == [
-        "HOT.md", "SOUL.md", "USER.md", "MEMORY.md"]
+        "HOT.md",
+        "SOUL.md",
+        "USER.md",
+        "MEMORY.md",
+    ]
     assert [p["file"].startswith("memory/daily/") for p in parts] == [False] * 3 + [True] * 2 + [
-        False]
+        False
+    ]
     assert summary["chars"] == sum(p["chars"] for p in parts)
     assert summary["subagent_chars"] == summary["chars"] - parts[-1]["chars"]
     assert summary["daily_files"] == 3 and summary["stale_after_copy"] == 0
@@ -141,8 +273,9 @@ def test_boot_reports_what_it_showed(tmp_path: Path, cache_dir: Path) -> None:
 
 def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
     scripts = ["search_inprocess", "insert", "recall", "ingest", "boot"]
-    data = run_bench("run_all", ["--quick", "--only", ",".join(scripts)], tmp_path,
-                     cache_dir, result="summary")
+    data = run_bench(
+        "run_all", ["--quick", "--only", ",".join(scripts)], tmp_path, cache_dir, result="summary"
+    )
     assert data["summary"]["failed"] == []
     assert set(data["summary"]["scripts"]) == set(scripts)
     for headline in data["summary"]["headlines"]:

@@ -11,15 +11,47 @@ import pytest
 from memdir.cli import build_parser
 
 COMMANDS = [
-    ["init"], ["path"], ["hot", "show"], ["hot", "set"], ["hot", "append"], ["hot", "rm"],
-    ["fact", "add"], ["fact", "supersede"], ["fact", "rm"], ["fact", "show"],
-    ["fact", "history"], ["search"], ["procedure", "write"], ["procedure", "show"],
-    ["procedure", "list"], ["session", "start"], ["session", "end"], ["sessions"], ["serve"],
-    ["list"], ["show"], ["rm"], ["reindex"], ["prune"], ["memorize"], ["recall"],
-    ["task", "start"], ["task", "end"], ["task", "show"], ["daily", "append"], ["daily", "show"],
-    ["boot"], ["get"], ["heartbeat", "due"], ["heartbeat", "status"], ["heartbeat", "mark"],
-    ["distill"], ["stats"],
-    ["doctor"], ["export"], ["import"],
+    ["init"],
+    ["path"],
+    ["hot", "show"],
+    ["hot", "set"],
+    ["hot", "append"],
+    ["hot", "rm"],
+    ["fact", "add"],
+    ["fact", "supersede"],
+    ["fact", "rm"],
+    ["fact", "show"],
+    ["fact", "history"],
+    ["search"],
+    ["procedure", "write"],
+    ["procedure", "show"],
+    ["procedure", "list"],
+    ["session", "start"],
+    ["session", "end"],
+    ["sessions"],
+    ["serve"],
+    ["list"],
+    ["show"],
+    ["rm"],
+    ["reindex"],
+    ["prune"],
+    ["memorize"],
+    ["recall"],
+    ["task", "start"],
+    ["task", "end"],
+    ["task", "show"],
+    ["daily", "append"],
+    ["daily", "show"],
+    ["boot"],
+    ["get"],
+    ["heartbeat", "due"],
+    ["heartbeat", "status"],
+    ["heartbeat", "mark"],
+    ["distill"],
+    ["stats"],
+    ["doctor"],
+    ["export"],
+    ["import"],
 ]
 
 
@@ -27,22 +59,36 @@ COMMANDS = [
 def test_every_command_has_help_and_the_common_options(command: list[str]) -> None:  # C
     parser = build_parser()
     for option in ("--json", "--state-dir", "--session"):
-        args = parser.parse_args([*command, *_required_args(command), option,
-                                  *([] if option == "--json" else ["x"])])
+        args = parser.parse_args(
+            [*command, *_required_args(command), option, *([] if option == "--json" else ["x"])]
+        )
         assert args.handler is not None
-    result = subprocess.run([sys.executable, "-m", "memdir", *command, "--help"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "memdir", *command, "--help"], capture_output=True, text=True
+    )
     assert result.returncode == 0 and "--json" in result.stdout and "--state-dir" in result.stdout
 
 
 def _required_args(command: list[str]) -> list[str]:
     return {
-        ("hot", "append"): ["t"], ("fact", "add"): ["t", "-c", "learning"],
-        ("fact", "supersede"): ["1", "t"], ("fact", "rm"): ["1"], ("fact", "show"): ["1"],
-        ("fact", "history"): ["1"], ("search",): ["q"], ("procedure", "write"): ["n"],
-        ("procedure", "show"): ["n"], ("session", "end"): ["s"], ("show",): ["n"],
-        ("rm",): ["n"], ("task", "start"): ["t"], ("task", "end"): ["t"], ("task", "show"): ["t"],
-        ("daily", "append"): ["x"], ("get",): ["p"], ("heartbeat", "mark"): ["email"],
+        ("hot", "append"): ["t"],
+        ("fact", "add"): ["t", "-c", "learning"],
+        ("fact", "supersede"): ["1", "t"],
+        ("fact", "rm"): ["1"],
+        ("fact", "show"): ["1"],
+        ("fact", "history"): ["1"],
+        ("search",): ["q"],
+        ("procedure", "write"): ["n"],
+        ("procedure", "show"): ["n"],
+        ("session", "end"): ["s"],
+        ("show",): ["n"],
+        ("rm",): ["n"],
+        ("task", "start"): ["t"],
+        ("task", "end"): ["t"],
+        ("task", "show"): ["t"],
+        ("daily", "append"): ["x"],
+        ("get",): ["p"],
+        ("heartbeat", "mark"): ["email"],
         ("import",): ["backup.jsonl"],
     }.get(tuple(command), [])
 
@@ -99,23 +145,26 @@ def test_procedure_write_from_a_file_and_show(run, tmp_path: Path) -> None:  # P
     assert missing.code == 1 and "cannot read" in missing.err
 
 
-@pytest.mark.parametrize("args", [
-    ["fact", "add", "x", "-c", "bogus"],
-    ["fact", "add", "x"],
-    ["fact", "rm", "abc"],
-    ["fact", "rm", "42"],
-    ["search", "a AND"],
-    ["search", '"open'],
-    ["search", "x", "--since", "yesterday"],
-    ["search", "x", "-n", "0"],
-    ["procedure", "write", "Bad_Name", "-"],
-    ["procedure", "show", "nope"],
-    ["hot", "rm", "missing line"],
-    ["session", "end", "nope"],
-    ["serve", "--http", "nonsense"],
-    ["nosuchcommand"],
-    [],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fact", "add", "x", "-c", "bogus"],
+        ["fact", "add", "x"],
+        ["fact", "rm", "abc"],
+        ["fact", "rm", "42"],
+        ["search", "a AND"],
+        ["search", '"open'],
+        ["search", "x", "--since", "yesterday"],
+        ["search", "x", "-n", "0"],
+        ["procedure", "write", "Bad_Name", "-"],
+        ["procedure", "show", "nope"],
+        ["hot", "rm", "missing line"],
+        ["session", "end", "nope"],
+        ["serve", "--http", "nonsense"],
+        ["nosuchcommand"],
+        [],
+    ],
+)
 def test_user_errors_are_one_line_exit_1_no_traceback(run, args: list[str]) -> None:  # C, Z
     result = run(*args, input="")
     assert result.code == 1, result.err
@@ -134,9 +183,11 @@ def test_bad_input_loses_nothing(run) -> None:  # Z
 
 
 def test_cli_start_imports_nothing_heavy() -> None:  # C: cold start stays fast
-    code = ("import sys, memdir.cli; heavy = {'mcp', 'yaml', 'click', 'numpy', 'pydantic', "
-            "'tomllib', 'dataclasses', 'importlib.metadata'} & set(sys.modules); "
-            "print(sorted(heavy))")
+    code = (
+        "import sys, memdir.cli; heavy = {'mcp', 'yaml', 'click', 'numpy', 'pydantic', "
+        "'tomllib', 'dataclasses', 'importlib.metadata'} & set(sys.modules); "
+        "print(sorted(heavy))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]"
 
@@ -155,8 +206,10 @@ def test_path_and_init(run, tmp_path: Path, state_dir: Path) -> None:  # L1, L2,
 
 def test_undecodable_arguments_are_a_clear_error() -> None:  # Z
     # the autouse fixture points MEMDIR_STATE_DIR (inherited here) at a tmp store
-    proc = subprocess.run([sys.executable, "-m", "memdir", "fact", "add", b"caf\xff", "-c",
-                           "learning"], capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memdir", "fact", "add", b"caf\xff", "-c", "learning"],
+        capture_output=True,
+    )
     assert proc.returncode == 1 and b"not valid text" in proc.stderr
     assert b"Traceback" not in proc.stderr
 

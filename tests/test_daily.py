@@ -70,14 +70,18 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
 # -- layout of one day's file ------------------------------------------------------------
 
 
-def test_appends_land_under_hh_mm_and_the_same_minute_joins(set_tz: Callable[[str], None],
-                                                             state_dir: Path) -> None:  # E1
+def test_appends_land_under_hh_mm_and_the_same_minute_joins(
+    set_tz: Callable[[str], None], state_dir: Path
+) -> None:  # E1
     set_tz("UTC")
     clock = FixedClock(local(2026, 6, 10, 9, 14, 5))
     with Memory(clock=clock) as mem:
         first = mem.daily_append("Met Bob about the launch.")
-        assert first.to_dict() == {"date": "2026-06-10", "path": "daily/2026-06-10.md",
-                                   "section": "09:14"}
+        assert first.to_dict() == {
+            "date": "2026-06-10",
+            "path": "daily/2026-06-10.md",
+            "section": "09:14",
+        }
         clock.advance(20)
         mem.daily_append("Learned to check the calendar first", section="Evolution Log")
         clock.advance(20)  # 09:14:45: same minute, and the Evolution Log in between
@@ -102,8 +106,9 @@ def test_appends_land_under_hh_mm_and_the_same_minute_joins(set_tz: Callable[[st
         """)
 
 
-def test_named_sections_get_timestamped_lines(set_tz: Callable[[str], None],
-                                              state_dir: Path) -> None:  # E1
+def test_named_sections_get_timestamped_lines(
+    set_tz: Callable[[str], None], state_dir: Path
+) -> None:  # E1
     set_tz("UTC")
     clock = FixedClock(local(2026, 6, 10, 11, 30))
     with Memory(clock=clock) as mem:
@@ -112,8 +117,10 @@ def test_named_sections_get_timestamped_lines(set_tz: Callable[[str], None],
         mem.daily_append("12:30 entry")
         clock.advance(600)
         # the same section again (a heading-ish name is normalised), multi-line text indented
-        assert mem.daily_append("Freeze on Monday\nno exceptions",
-                                section="## Decisions").section == "Decisions"
+        assert (
+            mem.daily_append("Freeze on Monday\nno exceptions", section="## Decisions").section
+            == "Decisions"
+        )
         # any spelling of the Evolution Log is the one Evolution Log
         assert mem.daily_append("Ask before deleting", section="evolution LOG").section == EVOLUTION
         text = daily_file(mem, "2026-06-10").read_text(encoding="utf-8")
@@ -131,8 +138,9 @@ def test_named_sections_get_timestamped_lines(set_tz: Callable[[str], None],
     ]
 
 
-def test_evolution_log_stays_last_after_any_interleaving(set_tz: Callable[[str], None],
-                                                         state_dir: Path) -> None:  # E1
+def test_evolution_log_stays_last_after_any_interleaving(
+    set_tz: Callable[[str], None], state_dir: Path
+) -> None:  # E1
     set_tz("UTC")
     for seed in range(4):
         clock = FixedClock(local(2026, 6, 1 + seed, 8, 0))
@@ -144,13 +152,15 @@ def test_evolution_log_stays_last_after_any_interleaving(set_tz: Callable[[str],
             for n in range(30):
                 kind = rng.choice(("timed", "timed", "named", "evolution"))
                 token = f"s{seed}-{kind}-{n:02d}"
-                section = {"timed": None, "named": rng.choice(("Decisions", "People")),
-                           "evolution": EVOLUTION}[kind]
+                section = {
+                    "timed": None,
+                    "named": rng.choice(("Decisions", "People")),
+                    "evolution": EVOLUTION,
+                }[kind]
                 mem.daily_append(token, section=section)
                 written.append(token)
                 if kind == "evolution":
-                    evolution.append(f"- {time.strftime('%H:%M', time.localtime(clock()))} "
-                                     f"{token}")
+                    evolution.append(f"- {time.strftime('%H:%M', time.localtime(clock()))} {token}")
                 clock.advance(rng.choice((0, 5, 61, 600)))
                 text = daily_file(mem, day).read_text(encoding="utf-8")
                 found = sections(text)
@@ -161,7 +171,8 @@ def test_evolution_log_stays_last_after_any_interleaving(set_tz: Callable[[str],
 
 
 def test_hand_edits_are_kept_and_the_next_write_moves_the_evolution_log_back(
-    set_tz: Callable[[str], None], state_dir: Path,
+    set_tz: Callable[[str], None],
+    state_dir: Path,
 ) -> None:  # E1
     set_tz("UTC")
     clock = FixedClock(local(2026, 6, 10, 9, 0))
@@ -170,9 +181,11 @@ def test_hand_edits_are_kept_and_the_next_write_moves_the_evolution_log_back(
         mem.daily_append("grew a habit", section=EVOLUTION)
         path = daily_file(mem, "2026-06-10")
         # a person adds a line under the title, edits an entry and puts a section at the end
-        hand = path.read_text(encoding="utf-8").replace(
-            "# 2026-06-10\n", "# 2026-06-10\nA quiet day, written by hand.\n"
-        ).replace("first entry", "first entry (corrected by hand)")
+        hand = (
+            path.read_text(encoding="utf-8")
+            .replace("# 2026-06-10\n", "# 2026-06-10\nA quiet day, written by hand.\n")
+            .replace("first entry", "first entry (corrected by hand)")
+        )
         hand += "\n## Hand notes\nremember the milk\n\nand the eggs\n"
         path.write_text(hand, encoding="utf-8")
         assert sections(hand)[-1][0] == "Hand notes"
@@ -201,15 +214,17 @@ def test_hand_edits_are_kept_and_the_next_write_moves_the_evolution_log_back(
 
 
 def test_a_hand_typed_evolution_log_heading_in_other_case_is_the_evolution_log(
-    set_tz: Callable[[str], None], state_dir: Path,
+    set_tz: Callable[[str], None],
+    state_dir: Path,
 ) -> None:  # E1
     set_tz("UTC")
     clock = FixedClock(local(2026, 6, 10, 9, 0))
     with Memory(clock=clock) as mem:
         path = daily_file(mem, "2026-06-10")
         path.parent.mkdir(parents=True)
-        path.write_text("# 2026-06-10\n\n## evolution log\n- 08:00 by hand\n\n## Later\nx\n",
-                        encoding="utf-8")
+        path.write_text(
+            "# 2026-06-10\n\n## evolution log\n- 08:00 by hand\n\n## Later\nx\n", encoding="utf-8"
+        )
         mem.daily_append("learned more", section=EVOLUTION)
         mem.daily_append("a timed entry")
         found = sections(path.read_text(encoding="utf-8"))
@@ -220,8 +235,9 @@ def test_a_hand_typed_evolution_log_heading_in_other_case_is_the_evolution_log(
 # -- local dates -------------------------------------------------------------------------
 
 
-def test_local_midnight_starts_a_new_file(set_tz: Callable[[str], None],
-                                          state_dir: Path) -> None:  # E1
+def test_local_midnight_starts_a_new_file(
+    set_tz: Callable[[str], None], state_dir: Path
+) -> None:  # E1
     set_tz("America/New_York")  # UTC-5 in January: both moments are the same UTC day
     clock = FixedClock(local(2026, 1, 14, 23, 59, 30))
     assert time.gmtime(clock()).tm_mday == time.gmtime(clock() + 60).tm_mday == 15
@@ -266,7 +282,11 @@ def test_dst_change_days(set_tz: Callable[[str], None], state_dir: Path) -> None
         assert "late on the long day" in mem.daily("today")
         assert "the day before" in mem.daily("yesterday")
     assert sorted(p.name for p in Path(mem.path, "daily").iterdir()) == [
-        "2026-03-29.md", "2026-03-30.md", "2026-10-24.md", "2026-10-25.md"]
+        "2026-03-29.md",
+        "2026-03-30.md",
+        "2026-10-24.md",
+        "2026-10-25.md",
+    ]
 
 
 # -- the command line --------------------------------------------------------------------
@@ -283,8 +303,7 @@ def test_cli_daily_append_and_show(run: Callable[..., Any], state_dir: Path) -> 
     assert res.code == 0, res.err
     assert re.fullmatch(rf"daily/{day}\.md: under ## \d\d:\d\d\n", res.out)
     res = run("daily", "append", "Be brief", "--section", "Evolution Log", "--json", env=tz)
-    assert res.json() == {"date": day, "path": f"daily/{day}.md",
-                          "section": EVOLUTION}
+    assert res.json() == {"date": day, "path": f"daily/{day}.md", "section": EVOLUTION}
     res = run("daily", "append", "-", "--section", "Decisions", input="From stdin\n", env=tz)
     assert res.code == 0, res.err
 
@@ -297,13 +316,13 @@ def test_cli_daily_append_and_show(run: Callable[..., Any], state_dir: Path) -> 
     assert [h for h, _ in sections(text)][1:] == ["Decisions", EVOLUTION]
     assert "Met Bob" in text and "- " in sections(text)[1][1][0]
     assert run("daily", "show", "today", env=tz).out == text
-    assert run("daily", "show", day, "--json", env=tz).json() == {
-        "date": day, "content": text}
+    assert run("daily", "show", day, "--json", env=tz).json() == {"date": day, "content": text}
 
 
 @pytest.mark.parametrize("bad", ["2026-13-01", "2026-02-30", "yesterday-ish", "2026-1-5"])
-def test_cli_daily_show_bad_date_is_a_one_line_error(run: Callable[..., Any],
-                                                     bad: str) -> None:  # E1 Z
+def test_cli_daily_show_bad_date_is_a_one_line_error(
+    run: Callable[..., Any], bad: str
+) -> None:  # E1 Z
     res = run("daily", "show", bad)
     assert res.code == 1 and res.out == ""
     assert res.err.count("\n") == 1 and "bad date" in res.err
@@ -318,8 +337,9 @@ def test_cli_daily_show_without_a_log_is_an_error(run: Callable[..., Any]) -> No
         assert res.err.count("\n") == 1
 
 
-def test_cli_today_and_yesterday_are_local_dates(run: Callable[..., Any],
-                                                 state_dir: Path) -> None:  # E1
+def test_cli_today_and_yesterday_are_local_dates(
+    run: Callable[..., Any], state_dir: Path
+) -> None:  # E1
     # 26 hours apart: whatever the hour, these two zones never share today's date
     zones = ("Pacific/Kiritimati", "Etc/GMT+12")
     before = {tz: (today_in(tz), today_in(tz, 1)) for tz in zones}
@@ -349,15 +369,24 @@ def test_daily_append_tool(set_tz: Callable[[str], None], state_dir: Path) -> No
     clock = FixedClock(local(2026, 6, 10, 18, 2))
     with Memory(clock=clock) as mem:
         assert call_tool(mem, "daily_append", {"text": "Deployed v2"}) == {
-            "date": "2026-06-10", "path": "daily/2026-06-10.md", "section": "18:02"}
-        assert call_tool(mem, "daily_append", {"text": "Check first",
-                                               "section": "Evolution Log"})["section"] == EVOLUTION
+            "date": "2026-06-10",
+            "path": "daily/2026-06-10.md",
+            "section": "18:02",
+        }
+        assert (
+            call_tool(mem, "daily_append", {"text": "Check first", "section": "Evolution Log"})[
+                "section"
+            ]
+            == EVOLUTION
+        )
         with pytest.raises(ValidationError):
             call_tool(mem, "daily_append", {"section": "Decisions"})
         with pytest.raises(ValidationError):
             call_tool(mem, "daily_append", {"text": 42})
-        assert sections(mem.daily()) == [("18:02", ["Deployed v2"]),
-                                         (EVOLUTION, ["- 18:02 Check first"])]
+        assert sections(mem.daily()) == [
+            ("18:02", ["Deployed v2"]),
+            (EVOLUTION, ["- 18:02 Check first"]),
+        ]
         parent = mem.start_session()
         child = mem.start_session(parent=parent.id)
     with Memory(session=child.id, clock=clock) as sub:
@@ -391,15 +420,20 @@ with open(os.path.join(sync, f"acked-{idx}.json"), "w") as out:
 """
 
 
-def test_two_processes_appending_at_once_lose_nothing(tmp_path: Path,
-                                                      state_dir: Path) -> None:  # E1 L3
+def test_two_processes_appending_at_once_lose_nothing(
+    tmp_path: Path, state_dir: Path
+) -> None:  # E1 L3
     sync = tmp_path / "sync"
     sync.mkdir()
     script = tmp_path / "writer.py"
     script.write_text(WRITER, encoding="utf-8")
     procs = [
-        subprocess.Popen([sys.executable, str(script), str(sync), str(i), "40"],
-                         env=cli_env(str(state_dir)), stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script), str(sync), str(i), "40"],
+            env=cli_env(str(state_dir)),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(2)
     ]
     try:

@@ -37,8 +37,9 @@ def write_log(mem: Memory, day: str, body: str, mtime: float) -> str:
     return f"daily/{day}.md"
 
 
-def finish_task(mem: Memory, clock: FixedClock, task: str, note: str, at: float,
-                state: str = "done") -> str:
+def finish_task(
+    mem: Memory, clock: FixedClock, task: str, note: str, at: float, state: str = "done"
+) -> str:
     clock.now = at - 60
     mem.start_task(task)
     mem.add_note(task, note)
@@ -54,15 +55,15 @@ def handed(gathered: Any) -> list[str]:
 # -- what is gathered --------------------------------------------------------------------
 
 
-def test_gathers_daily_logs_and_ended_tasks_oldest_first(state_dir: Path,
-                                                         run: Callable[..., Any]) -> None:  # D1
+def test_gathers_daily_logs_and_ended_tasks_oldest_first(
+    state_dir: Path, run: Callable[..., Any]
+) -> None:  # D1
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
         day1 = write_log(mem, "2026-05-26", "Met Bob about the launch.", T0 + 100)
         build = finish_task(mem, clock, "build", "The build needs make 4.3", T0 + 200)
         day2 = write_log(mem, "2026-05-27", "Shipped v2.", T0 + 300)
-        failed = finish_task(mem, clock, "deploy", "Deploy failed: disk full", T0 + 400,
-                             "failed")
+        failed = finish_task(mem, clock, "deploy", "Deploy failed: disk full", T0 + 400, "failed")
         day3 = write_log(mem, "2026-05-28", "Quiet day.", T0 + 500)
         clock.now = T0 + 450
         mem.start_task("running")
@@ -75,7 +76,7 @@ def test_gathers_daily_logs_and_ended_tasks_oldest_first(state_dir: Path,
         assert [i.kind for i in gathered.items] == ["daily", "task", "daily", "task", "daily"]
         assert (gathered.since, gathered.until, gathered.left) == (None, iso(T0 + 500), 0)
         assert gathered.text.startswith(instruction())
-        blocks = gathered.text[len(instruction()):].split("\n\n### ")[1:]
+        blocks = gathered.text[len(instruction()) :].split("\n\n### ")[1:]
         assert [b.split("\n", 1)[0] for b in blocks] == handed(gathered)
         for item, block in zip(gathered.items, blocks, strict=True):
             on_disk = Path(mem.path, item.path).read_text(encoding="utf-8")
@@ -87,7 +88,8 @@ def test_gathers_daily_logs_and_ended_tasks_oldest_first(state_dir: Path,
     assert res.code == 0, res.err
     data = res.json()
     assert [(i["kind"], i["path"]) for i in data["items"]] == [
-        (i.kind, i.path) for i in gathered.items]
+        (i.kind, i.path) for i in gathered.items
+    ]
     assert data["items"][1]["time"] == iso(T0 + 200)
     assert data["items"][1]["chars"] == len(gathered.items[1].text)
     # the same material; the instruction names the calls of the caller's surface (issue 11)
@@ -97,29 +99,32 @@ def test_gathers_daily_logs_and_ended_tasks_oldest_first(state_dir: Path,
     finally:
         advice.reset(token)
     assert "`memdir distill --done`" in on_the_command_line
-    assert data["text"] == on_the_command_line + gathered.text[len(instruction()):]
+    assert data["text"] == on_the_command_line + gathered.text[len(instruction()) :]
     assert data["left"] == 0
     text = run("distill")
     assert text.code == 0 and text.out.startswith(on_the_command_line)
     assert "### tasks/build.md" in text.out
 
 
-def test_done_moves_the_watermark_nothing_lost_nothing_twice(state_dir: Path,
-                                                             run: Callable[..., Any]) -> None:
+def test_done_moves_the_watermark_nothing_lost_nothing_twice(
+    state_dir: Path, run: Callable[..., Any]
+) -> None:
     # D1
     clock = FixedClock(T0)
     made: list[tuple[float, str]] = []
     with Memory(clock=clock) as mem:
         for n in range(6):
             at = T0 + 1000 * n
-            made.append((at, write_log(mem, f"2026-05-{10 + n:02d}", f"day {n} " + "word " * 100,
-                                       at)))
+            made.append(
+                (at, write_log(mem, f"2026-05-{10 + n:02d}", f"day {n} " + "word " * 100, at))
+            )
         # three tasks that end in the same second, and one later
         for task in ("gamma", "alpha", "beta"):
             note = f"{task} " + "note " * 90
             made.append((T0 + 2500, finish_task(mem, clock, task, note, T0 + 2500)))
-        made.append((T0 + 9000, finish_task(mem, clock, "delta", "delta " + "note " * 90,
-                                            T0 + 9000)))
+        made.append(
+            (T0 + 9000, finish_task(mem, clock, "delta", "delta " + "note " * 90, T0 + 9000))
+        )
         everything = [path for _, path in sorted(made)]
 
         budget = 1500
@@ -165,15 +170,17 @@ def test_a_log_written_after_the_watermark_is_handed_out_again(state_dir: Path) 
         mem.distill_done()
         assert mem.distill().items == []
         path = Path(mem.path, log)
-        path.write_text(path.read_text(encoding="utf-8") + "\n## 18:00\nevening\n",
-                        encoding="utf-8")
+        path.write_text(
+            path.read_text(encoding="utf-8") + "\n## 18:00\nevening\n", encoding="utf-8"
+        )
         os.utime(path, (T0 + 3600, T0 + 3600))
         again = mem.distill()
         assert handed(again) == [log] and "evening" in again.text
 
 
-def test_an_item_bigger_than_the_budget_is_cut_with_a_pointer(state_dir: Path,
-                                                              run: Callable[..., Any]) -> None:
+def test_an_item_bigger_than_the_budget_is_cut_with_a_pointer(
+    state_dir: Path, run: Callable[..., Any]
+) -> None:
     # D1
     clock = FixedClock(T0)
     long_id = "t" * 128
@@ -190,8 +197,11 @@ def test_an_item_bigger_than_the_budget_is_cut_with_a_pointer(state_dir: Path,
             head, pointer = item.text.rsplit("\n", 1)
             assert full.startswith(head)
             read = re.escape(advice.get(big))
-            more = int(re.fullmatch(rf"\(… ([\d,]+) chars more: read them with {read}\)",
-                                    pointer)[1].replace(",", ""))  # type: ignore[index]
+            more = int(
+                re.fullmatch(rf"\(… ([\d,]+) chars more: read them with {read}\)", pointer)[
+                    1
+                ].replace(",", "")
+            )  # type: ignore[index]
             assert len(head) + more == len(full)
         mem.distill_done()
         assert handed(mem.distill(max_chars=1000)) == [small]  # the rest of the queue follows
@@ -206,8 +216,9 @@ def test_bad_budget(state_dir: Path, budget: Any) -> None:  # D1 Z
         mem.distill(max_chars=budget)
 
 
-def test_bad_budget_on_the_cli_and_in_config(state_dir: Path,
-                                             run: Callable[..., Any]) -> None:  # D1 Z S
+def test_bad_budget_on_the_cli_and_in_config(
+    state_dir: Path, run: Callable[..., Any]
+) -> None:  # D1 Z S
     for value in ("0", "-5", "100"):
         res = run("distill", "--max-chars", value)
         assert res.code == 1 and res.out == "" and res.err.count("\n") == 1
@@ -251,10 +262,21 @@ def test_stats_empty_store(state_dir: Path, run: Callable[..., Any]) -> None:  #
     with Memory() as mem:
         found = mem.stats()
     assert found.to_dict() == {
-        "daily_files": 0, "daily_bytes": 0, "entries": 0, "entry_bytes": 0,
-        "facts_active": 0, "facts_superseded": 0, "facts_removed": 0, "fact_chars": 0,
-        "procedures": 0, "procedure_bytes": 0, "task_note_files": 0, "task_note_bytes": 0,
-        "hot_chars": 0, "hot_cap": 5250, "distill_ratio": None,
+        "daily_files": 0,
+        "daily_bytes": 0,
+        "entries": 0,
+        "entry_bytes": 0,
+        "facts_active": 0,
+        "facts_superseded": 0,
+        "facts_removed": 0,
+        "fact_chars": 0,
+        "procedures": 0,
+        "procedure_bytes": 0,
+        "task_note_files": 0,
+        "task_note_bytes": 0,
+        "hot_chars": 0,
+        "hot_cap": 5250,
+        "distill_ratio": None,
     }
     res = run("stats")
     assert res.code == 0 and "hot memory    0/5,250 chars (0%)" in res.out
@@ -290,10 +312,20 @@ def test_stats_counts_and_sizes(state_dir: Path, run: Callable[..., Any]) -> Non
     assert (daily_n, entries_n, procs_n, notes_n) == (2, 2, 2, 1)
     fact_chars = len("The user drinks green tea") + len("The build uses make")
     assert found.to_dict() == {
-        "daily_files": 2, "daily_bytes": daily_b, "entries": 2, "entry_bytes": entries_b,
-        "facts_active": 2, "facts_superseded": 1, "facts_removed": 1, "fact_chars": fact_chars,
-        "procedures": 2, "procedure_bytes": procs_b, "task_note_files": 1,
-        "task_note_bytes": notes_b, "hot_chars": len(hot_text), "hot_cap": 2000,
+        "daily_files": 2,
+        "daily_bytes": daily_b,
+        "entries": 2,
+        "entry_bytes": entries_b,
+        "facts_active": 2,
+        "facts_superseded": 1,
+        "facts_removed": 1,
+        "fact_chars": fact_chars,
+        "procedures": 2,
+        "procedure_bytes": procs_b,
+        "task_note_files": 1,
+        "task_note_bytes": notes_b,
+        "hot_chars": len(hot_text),
+        "hot_cap": 2000,
         "distill_ratio": round((entries_b + fact_chars) / (daily_b + notes_b), 3),
     }
     assert daily_b > sum(len(p.read_text(encoding="utf-8")) for p in (root / "daily").iterdir())

@@ -10,8 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_cli_reference_is_current() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_cli.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "gen_cli.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -48,7 +48,10 @@ def test_band_keys_are_stable_and_the_vectorised_path_agrees() -> None:
     assert one_by_one[-2] == [] and len(one_by_one[0]) == similarity.BANDS
     # keys live in memory.db: they must never change between versions or processes
     assert similarity.band_keys(frozenset({"alpha"}))[:3] == [
-        -6187622115723882234, -5528412822449899855, 702659968264601863]
+        -6187622115723882234,
+        -5528412822449899855,
+        702659968264601863,
+    ]
     assert similarity.text_key("The user prefers dark mode") == 1536548463380911306
     assert all(-(1 << 63) <= k < (1 << 63) for k in one_by_one[0])
 
@@ -87,8 +90,7 @@ def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # 7.1
 
 def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # 7.1 S
     # semantic = 1.0: only the lexical threshold is under test (a write loads the model)
-    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\nsemantic = 1.0\n",
-                                           "utf-8")
+    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\nsemantic = 1.0\n", "utf-8")
     with Memory() as mem:
         mem.add_fact("The user prefers dark mode", "preference")
         assert mem.add_fact("User prefers dark mode in editors", "preference").similar == ()
@@ -124,8 +126,12 @@ def test_supersede_with_another_facts_text_is_refused(memory: Memory) -> None:  
 def test_bulk_import_maps_duplicates_to_the_fact_they_repeat(memory: Memory) -> None:  # 7.1
     existing = memory.add_fact("uses tabs", "convention")
     ids = memory.add_facts(
-        [("Uses  TABS", "convention"), ("new one", "learning"), ("NEW ONE", "learning"),
-         ("Uses tabs.", "convention")]  # X5: punctuation makes it another fact
+        [
+            ("Uses  TABS", "convention"),
+            ("new one", "learning"),
+            ("NEW ONE", "learning"),
+            ("Uses tabs.", "convention"),
+        ]  # X5: punctuation makes it another fact
     )
     assert ids[0] == existing.id and ids[1] == ids[2] != existing.id
     assert ids[3] not in (existing.id, ids[1])
@@ -133,10 +139,12 @@ def test_bulk_import_maps_duplicates_to_the_fact_they_repeat(memory: Memory) -> 
 
 
 def test_the_agent_tool_answers_with_the_existing_id(memory: Memory) -> None:  # 7.1 A1
-    first = call_tool(memory, "memory_update", {"content": "ships on Tuesdays",
-                                                "category": "decision"})
-    second = call_tool(memory, "memory_update", {"content": "Ships on  TUESDAYS",
-                                                 "category": "decision"})
+    first = call_tool(
+        memory, "memory_update", {"content": "ships on Tuesdays", "category": "decision"}
+    )
+    second = call_tool(
+        memory, "memory_update", {"content": "Ships on  TUESDAYS", "category": "decision"}
+    )
     assert second["fact"]["duplicate"] is True
     assert second["fact"]["id"] == first["fact"]["id"]
     assert "supersede" in second["fact"]["hint"]
@@ -166,8 +174,9 @@ def test_processes_adding_one_fact_at_once_store_it_once(state_dir: Path) -> Non
     Memory().add_fact("warm-up", "learning")  # the db exists: the race is on the fact
     env = cli_env(str(state_dir))
     procs = [
-        subprocess.Popen([sys.executable, "-c", ADD_SAME], env=env, stdout=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", ADD_SAME], env=env, stdout=subprocess.PIPE, text=True
+        )
         for _ in range(6)
     ]
     ids = {proc.communicate(timeout=60)[0].strip() for proc in procs}
@@ -186,13 +195,15 @@ def test_an_entry_with_another_entrys_body_is_written_and_named(memory: Memory) 
     twin = memory.write_entry("ci-time", "CI time", "ci takes ~12 min on main.")
     assert not twin.duplicate and twin.name == "ci-time"
     assert [(s.kind, s.ref, s.how, s.score) for s in twin.similar] == [
-        ("entry", "ci-duration", "exact", 1.0)]
+        ("entry", "ci-duration", "exact", 1.0)
+    ]
     assert "ci-duration" in (twin.hint or "")
     assert [e.name for e in memory.entries()] == ["ci-duration", "ci-time"]
     # rewriting the same name with something new is an upsert (G2), not a duplicate
     again = memory.write_entry("ci-duration", "how long CI takes", "CI takes ~14 min on main.")
     assert not again.duplicate and memory.entry("ci-duration").content == (
-        "CI takes ~14 min on main.\n")
+        "CI takes ~14 min on main.\n"
+    )
 
 
 def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  # 7.1 G2
@@ -207,8 +218,14 @@ def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  #
 def test_a_memorized_entry_like_another_is_stored_and_reported(memory: Memory) -> None:
     # 7.1 M4, X5: stored under its name, the other entry named; an exact repeat is a no-op
     memory.write_entry("tz", "timezone", "The user is in Europe/Paris")
-    block = json.dumps({"scope": "global", "name": "user-tz", "description": "tz",
-                        "content": "the user is in Europe/Paris"})
+    block = json.dumps(
+        {
+            "scope": "global",
+            "name": "user-tz",
+            "description": "tz",
+            "content": "the user is in Europe/Paris",
+        }
+    )
     result = memory.ingest(f"ok\nMEMDIR_MEMORIZE_BEGIN\n{block}\nMEMDIR_MEMORIZE_END\n")
     assert result.output == "ok\n" and result.warnings == []
     [applied] = result.applied
@@ -246,11 +263,13 @@ def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None
         mem.search("kiwi", mode="semantic")  # indexes and embeds what is there
         entry = mem.write_entry("kiwi-harvest", "the harvest", "kiwi " * 10 + "harvest")
         assert [(s.kind, s.ref, s.how) for s in entry.similar] == [
-            ("entry", "kiwi-orchard", "semantic")]
+            ("entry", "kiwi-orchard", "semantic")
+        ]
         assert entry.hint is not None and "kiwi-orchard" in entry.hint
         proc = mem.write_procedure("kiwi-packing", "kiwi " * 10 + "packing")
         assert [(s.kind, s.ref, s.how) for s in proc.similar] == [
-            ("procedure", "kiwi-picking", "semantic")]
+            ("procedure", "kiwi-picking", "semantic")
+        ]
     with Memory() as plain:  # no model loaded yet: the guard does not load it, so lexical
         other = plain.write_entry("kiwi-storage", "storage", "kiwi " * 10 + "storage")
         assert other.similar == ()
@@ -269,12 +288,15 @@ def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 G4
     assert [(s.ref, s.how) for s in alone.similar] == [("third", "exact")]
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ("The backend is written in C++", "The backend is written in C#"),
-    ("Server timezone is UTC+2", "Server timezone is UTC-2"),
-    ("Retry count is -1", "Retry count is 1"),
-    ("👍", "🚀"),
-])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("The backend is written in C++", "The backend is written in C#"),
+        ("Server timezone is UTC+2", "Server timezone is UTC-2"),
+        ("Retry count is -1", "Retry count is 1"),
+        ("👍", "🚀"),
+    ],
+)
 def test_symbols_that_change_the_meaning_are_not_set_aside(
     memory: Memory, first: str, second: str
 ) -> None:  # 7.1: only sentence punctuation and markup are

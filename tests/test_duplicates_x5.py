@@ -98,15 +98,15 @@ def test_x5_case_unicode_form_and_spacing_are_one_key(a: str, b: str) -> None:
 
 
 @pytest.mark.parametrize(("a", "b"), PUNCTUATION_PAIRS + MARKUP_PAIRS)
-def test_x5_facts_differing_in_punctuation_are_both_stored(
-    memory: Memory, a: str, b: str
-) -> None:
+def test_x5_facts_differing_in_punctuation_are_both_stored(memory: Memory, a: str, b: str) -> None:
     first = memory.add_fact(a, "learning")
     second = memory.add_fact(b, "learning")
     assert not second.duplicate and second.id != first.id and second.content == b.strip()
     assert memory.stats().facts_active == 2
     assert {memory.get_fact(first.id).content, memory.get_fact(second.id).content} == {
-        a.strip(), b.strip()}
+        a.strip(),
+        b.strip(),
+    }
 
 
 @pytest.mark.parametrize(("a", "b"), PUNCTUATION_PAIRS + MARKUP_PAIRS)
@@ -175,12 +175,20 @@ def blocks(items: list[dict[str, str]]) -> str:
 
 
 def test_x5_sixty_memorize_blocks_with_one_body_store_sixty_entries(memory: Memory) -> None:
-    items = [{"scope": "global", "name": f"note-{i:02d}", "description": f"note number {i}",
-              "content": "c"} for i in range(60)]
+    items = [
+        {
+            "scope": "global",
+            "name": f"note-{i:02d}",
+            "description": f"note number {i}",
+            "content": "c",
+        }
+        for i in range(60)
+    ]
     result = memory.ingest("text\n" + blocks(items))
     assert result.warnings == []
     assert [(a.target, a.action) for a in result.applied] == [
-        (f"note-{i:02d}", "created") for i in range(60)]
+        (f"note-{i:02d}", "created") for i in range(60)
+    ]
     assert result.applied[0].similar == ()
     for applied in result.applied[1:]:  # each names one that holds the same body
         assert applied.similar and all(s.how == "exact" for s in applied.similar)
@@ -204,14 +212,18 @@ def test_x5_an_entry_repeated_exactly_is_not_rewritten(state_dir: Path) -> None:
         assert again.hint is not None and "ci-duration" in again.hint
         assert (path.read_bytes(), path.stat().st_mtime_ns) == before
         # anything different under the name is an update (G2): description, body, case
-        for description, body in [("how long CI runs", "CI takes ~12 min."),
-                                  ("how long CI runs", "CI takes ~12 Min."),
-                                  ("how long CI runs", "CI takes ~12 Min")]:
+        for description, body in [
+            ("how long CI runs", "CI takes ~12 min."),
+            ("how long CI runs", "CI takes ~12 Min."),
+            ("how long CI runs", "CI takes ~12 Min"),
+        ]:
             clock.advance(60)
             updated = mem.write_entry("ci-duration", description, body)
             assert not updated.duplicate and updated.updated != first.updated
             assert (mem.entry("ci-duration").description, mem.entry("ci-duration").content) == (
-                description, body + "\n")
+                description,
+                body + "\n",
+            )
         assert mem.entry("ci-duration").created == first.created
 
 
@@ -246,7 +258,8 @@ def test_x5_cli_facts_procedures_and_memorize(run: Callable[..., Any]) -> None:
         added = run("fact", "add", text, "-c", "convention")
         assert added.code == 0 and added.out.startswith("fact ") and "stored" in added.out
     assert run("fact", "add", "CREDIT  -  debit", "-c", "convention").out.startswith(
-        "not stored: fact 1")
+        "not stored: fact 1"
+    )
     listed = run("search", "credit", "--mode", "lexical", "--json").json()
     assert sorted(h["content"] for h in listed) == ["credit + debit", "credit - debit"]
 
@@ -257,8 +270,10 @@ def test_x5_cli_facts_procedures_and_memorize(run: Callable[..., Any]) -> None:
     same = run("procedure", "write", "ship", "-", input="1. tag\n2. push\n")
     assert same.code == 0 and same.out.startswith("unchanged: procedure 'ship'")
 
-    items = [{"scope": "global", "name": f"n-{i}", "description": f"d {i}", "content": "c"}
-             for i in range(5)]
+    items = [
+        {"scope": "global", "name": f"n-{i}", "description": f"d {i}", "content": "c"}
+        for i in range(5)
+    ]
     done = run("memorize", "--json", input=blocks(items))
     assert done.code == 0, done.err
     assert [a["action"] for a in done.json()["applied"]] == ["created"] * 5
@@ -281,28 +296,44 @@ async def test_x5_mcp_tools_store_what_is_distinct(state_dir: Path) -> None:
     from test_mcp import call, stdio_client
 
     async with stdio_client(state_dir) as client:
-        minus = (await call(client, "memory_update", {
-            "category": "convention", "content": "credit - debit"}))["fact"]
-        plus = (await call(client, "memory_update", {
-            "category": "convention", "content": "credit + debit"}))["fact"]
+        minus = (
+            await call(
+                client, "memory_update", {"category": "convention", "content": "credit - debit"}
+            )
+        )["fact"]
+        plus = (
+            await call(
+                client, "memory_update", {"category": "convention", "content": "credit + debit"}
+            )
+        )["fact"]
         assert plus["duplicate"] is False and plus["id"] != minus["id"]
         assert [(s["ref"], s["score"]) for s in plus["similar"]] == [(minus["id"], 1.0)]
-        again = (await call(client, "memory_update", {
-            "category": "convention", "content": "Credit  -  DEBIT"}))["fact"]
+        again = (
+            await call(
+                client, "memory_update", {"category": "convention", "content": "Credit  -  DEBIT"}
+            )
+        )["fact"]
         assert again["duplicate"] is True and again["id"] == minus["id"]
 
-        first = (await call(client, "procedure_write", {
-            "name": "release", "content": "1. tag\n2. push\n"}))["procedure"]
-        twin = (await call(client, "procedure_write", {
-            "name": "ship", "content": "1. tag\n2. push\n"}))["procedure"]
+        first = (
+            await call(
+                client, "procedure_write", {"name": "release", "content": "1. tag\n2. push\n"}
+            )
+        )["procedure"]
+        twin = (
+            await call(client, "procedure_write", {"name": "ship", "content": "1. tag\n2. push\n"})
+        )["procedure"]
         assert first["duplicate"] is False and twin["duplicate"] is False
         assert [(s["ref"], s["how"]) for s in twin["similar"]] == [("release", "exact")]
-        same = (await call(client, "procedure_write", {
-            "name": "ship", "content": "1. tag\n2. push\n"}))["procedure"]
+        same = (
+            await call(client, "procedure_write", {"name": "ship", "content": "1. tag\n2. push\n"})
+        )["procedure"]
         assert same["duplicate"] is True and same["name"] == "ship"
 
-        items = [{"scope": "global", "name": f"m-{i}", "description": f"d {i}",
-                  "content": "c"} for i in range(3)]
+        items = [
+            {"scope": "global", "name": f"m-{i}", "description": f"d {i}", "content": "c"}
+            for i in range(3)
+        ]
         result = await call(client, "memorize", {"output": blocks(items)})
         assert result["warnings"] == []
         assert [a["action"] for a in result["applied"]] == ["created"] * 3
@@ -320,16 +351,31 @@ async def test_x5_mcp_tools_store_what_is_distinct(state_dir: Path) -> None:
 
 def test_x5_importers_keep_what_is_distinct(memory: Memory, tmp_path: Path) -> None:
     memory.add_fact("credit - debit", "convention")
-    memories = [{"id": f"m{i}", "memory": text} for i, text in enumerate(
-        ["credit + debit", ".5 seconds", "5 seconds", "~/bin", "/bin", "C++", "C#",
-         "Credit  -  DEBIT", "5 SECONDS"])]
+    memories = [
+        {"id": f"m{i}", "memory": text}
+        for i, text in enumerate(
+            [
+                "credit + debit",
+                ".5 seconds",
+                "5 seconds",
+                "~/bin",
+                "/bin",
+                "C++",
+                "C#",
+                "Credit  -  DEBIT",
+                "5 SECONDS",
+            ]
+        )
+    ]
     source = tmp_path / "mem0.json"
     source.write_text(json.dumps(memories), encoding="utf-8")
     report = import_from(memory, "mem0", str(source))
     assert [i.source for i in report.imported] == [f"memory m{i}" for i in range(7)]
     reasons = {i.source: i.reason for i in report.skipped}
-    assert reasons == {"memory m7": "duplicate of fact 1",
-                       "memory m8": "duplicate of memory m2 earlier in the file"}
+    assert reasons == {
+        "memory m7": "duplicate of fact 1",
+        "memory m8": "duplicate of memory m2 earlier in the file",
+    }
 
     project = tmp_path / "proj"  # Claude Code: two files of one text, two entries
     project.mkdir()
@@ -416,13 +462,16 @@ def v7_store(state: Path, facts: list[str], entry_body: str) -> None:
     db_path.parent.mkdir(parents=True)
     db = sqlite3.connect(db_path, isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
-    db.execute("CREATE TABLE schema_migrations "
-               "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)")
+    db.execute(
+        "CREATE TABLE schema_migrations "
+        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)"
+    )
     for version, name, apply in MIGRATIONS[:7]:
         db.execute("BEGIN IMMEDIATE")
         apply(db)
-        db.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01T00:00:00Z')",
-                   (version, name))
+        db.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01T00:00:00Z')", (version, name)
+        )
         db.execute(f"PRAGMA user_version = {version}")
         db.execute("COMMIT")
     t = "2026-01-01T00:00:00Z"
@@ -430,26 +479,34 @@ def v7_store(state: Path, facts: list[str], entry_body: str) -> None:
         old = v7_normalize(text)
         cursor = db.execute(
             "INSERT INTO facts (category, content, created, updated, valid_from, norm) "
-            "VALUES ('learning', ?, ?, ?, ?, ?)", (text, t, t, t, similarity.key_of_normal(old)))
+            "VALUES ('learning', ?, ?, ?, ?, ?)",
+            (text, t, t, t, similarity.key_of_normal(old)),
+        )
         words = frozenset(old.split())
         bag = (words - similarity.STOPWORDS) or words
-        db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)",
-                       [(k, cursor.lastrowid) for k in similarity.band_keys(bag)])
+        db.executemany(
+            "INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)",
+            [(k, cursor.lastrowid) for k in similarity.band_keys(bag)],
+        )
     entry = state / "memory" / "global" / "deploy.md"
     entry.parent.mkdir()
     entry.write_text(f"---\nname: deploy\ndescription: how\n---\n{entry_body}", encoding="utf-8")
     info = entry.stat()
     meta = json.dumps({"name": "deploy", "description": "how", "path": "global/deploy.md"})
-    db.execute("INSERT INTO entry_cache VALUES ('deploy', ?, ?, 'how', NULL, NULL, ?, ?, '')",
-               (info.st_mtime_ns, info.st_size, meta,
-                similarity.key_of_normal(v7_normalize(entry_body))))
+    db.execute(
+        "INSERT INTO entry_cache VALUES ('deploy', ?, ?, 'how', NULL, NULL, ?, ?, '')",
+        (info.st_mtime_ns, info.st_size, meta, similarity.key_of_normal(v7_normalize(entry_body))),
+    )
     db.close()
 
 
 def test_x5_migration_8_recomputes_the_keys_of_an_old_store(state_dir: Path) -> None:
     nfd = "Cafe\u0301 opens at 9"
-    v7_store(state_dir, ["Uses tabs.", "credit - debit", "Caf\u00e9 opens at 9", nfd],
-             "Deploy staging.\n")
+    v7_store(
+        state_dir,
+        ["Uses tabs.", "credit - debit", "Caf\u00e9 opens at 9", nfd],
+        "Deploy staging.\n",
+    )
     with Memory() as mem:
         mem.stats()  # opens memory.db: migrates it
         versions = db_rows(mem, "SELECT version, name FROM schema_migrations")

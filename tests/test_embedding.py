@@ -64,8 +64,10 @@ def vector_count(mem: Memory) -> int:
 
 def imported(n: int, word: str = "kiwi") -> list[tuple[str, str]]:
     """n distinct facts sharing `word`, as an import brings them (content, category)."""
-    return [(f"{word} note {i}: the orchard row {i} was pruned on day {i % 7}", "learning")
-            for i in range(n)]
+    return [
+        (f"{word} note {i}: the orchard row {i} was pruned on day {i % 7}", "learning")
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -110,15 +112,18 @@ def test_the_answer_says_once_how_many_wait_and_how_they_get_embedded(
     sem.search("kiwi", mode="hybrid")
     assert sem.search_notice() == (
         "5 items are not embedded yet: they were ranked by words alone; "
-        "to embed them: `memory.reindex()`")
+        "to embed them: `memory.reindex()`"
+    )
     sem.search("kiwi", mode="semantic")
     assert sem.search_notice() == (
         "5 items are not embedded yet: semantic search cannot see them, so they were "
-        "matched by words; to embed them: `memory.reindex()`")
+        "matched by words; to embed them: `memory.reindex()`"
+    )
     result = call_tool(sem, "memory_search", {"query": "kiwi", "mode": "semantic"})
     assert result["note"] == (  # over MCP the advice is addressed to the agent's user
         "5 items are not embedded yet: semantic search cannot see them, so they were "
-        "matched by words; to embed them: ask the user to run `memdir reindex`")
+        "matched by words; to embed them: ask the user to run `memdir reindex`"
+    )
     assert len(result["hits"]) == 5
     assert all(hit["lexical_only"] is True for hit in result["hits"])
     sem.embed_later = lambda: None  # what the MCP server sets: its worker embeds them
@@ -140,7 +145,8 @@ def test_semantic_mode_puts_what_has_no_vector_after_the_semantic_hits(
     hits = sem.search("kiwi vines want a male plant", mode="semantic")
     assert [(h.id, h.lexical_only) for h in hits][0] == (seen.id, None)
     assert [(h.content, h.lexical_only) for h in hits[1:]] == [
-        ("kiwi harvest starts in march", True)]
+        ("kiwi harvest starts in march", True)
+    ]
     assert 0.5 <= hits[0].score <= 1.0 and 0 < hits[1].score <= 1.0
     assert "1 item is not embedded yet" in (sem.search_notice() or "")
 
@@ -158,10 +164,12 @@ def test_hybrid_ranks_what_has_no_vector_by_its_lexical_score_alone(
             assert hit.content == "kiwi orchard"
             assert hit.score == pytest.approx(weights[0] * lexical[hit.content], abs=1e-6)
         else:
-            cosine = float(HashEmbedder().embed([hit.content])[0]
-                           @ HashEmbedder().embed(["kiwi orchard"])[0])
+            cosine = float(
+                HashEmbedder().embed([hit.content])[0] @ HashEmbedder().embed(["kiwi orchard"])[0]
+            )
             assert hit.score == pytest.approx(
-                weights[0] * lexical[hit.content] + weights[1] * cosine, abs=1e-5)
+                weights[0] * lexical[hit.content] + weights[1] * cosine, abs=1e-5
+            )
     assert sorted(h.lexical_only is True for h in hybrid) == [False, True]
 
 
@@ -179,8 +187,12 @@ def test_a_small_write_embeds_only_what_it_wrote(
     sem.daily_append("checked the nas fans")
     sem.write_procedure("nas-reboot", "# Reboot the nas\n\nhold the button for five seconds\n")
     embedded = embedder.take()
-    for text in ("four disks in raid 5", "swapped disk two", "checked the nas fans",
-                 "hold the button for five seconds"):
+    for text in (
+        "four disks in raid 5",
+        "swapped disk two",
+        "checked the nas fans",
+        "hold the button for five seconds",
+    ):
         assert any(text in t for t in embedded), (text, embedded)
     assert not any("orchard" in t for t in embedded)  # what others wrote still waits
     assert sem.store.count_unembedded(embedder.name) == 5
@@ -262,8 +274,10 @@ def test_embedding_in_bulk_stops_at_a_boundary(sem: Memory, embedder: CountingEm
 
 def mem0_file(tmp_path: Path, n: int) -> Path:
     path = tmp_path / "mem0.json"
-    path.write_text(json.dumps([{"memory": text, "id": str(i)}
-                                for i, (text, _) in enumerate(imported(n))]), "utf-8")
+    path.write_text(
+        json.dumps([{"memory": text, "id": str(i)} for i, (text, _) in enumerate(imported(n))]),
+        "utf-8",
+    )
     return path
 
 
@@ -276,8 +290,12 @@ def test_import_embeds_what_it_brought_with_progress_on_a_terminal(
     leader, follower = pty.openpty()  # stderr a terminal: the progress bar is drawn
     try:
         proc = subprocess.run(
-            cli_command("import", "--from", "mem0", str(source)), env=cli_env(str(state_dir)),
-            stdout=subprocess.PIPE, stderr=follower, text=True, timeout=120,
+            cli_command("import", "--from", "mem0", str(source)),
+            env=cli_env(str(state_dir)),
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+            timeout=120,
         )
         os.close(follower)
         follower = -1
@@ -385,8 +403,9 @@ async def test_the_server_embeds_in_the_background(state_dir: Path) -> None:  # 
             return mem.store.count_unembedded(embeddings.DEFAULT_MODEL)
 
     async with Client(params, read_timeout_seconds=WAIT) as client:
-        written = await client.call_tool("memory_update", {
-            "category": "learning", "content": "giraffes sleep standing up"})
+        written = await client.call_tool(
+            "memory_update", {"category": "learning", "content": "giraffes sleep standing up"}
+        )
         assert not written.is_error
         with anyio.fail_after(WAIT):  # the worker's pass: an event to wait for, not a timing
             while waiting():

@@ -20,13 +20,24 @@ def _frontmatter(path: Path) -> dict:  # type: ignore[type-arg]
 
 def test_entry_is_frontmatter_plus_body(state_dir: Path) -> None:  # G1
     mem = Memory(agent="triage", clock=FixedClock())
-    entry = mem.write_entry("ci-duration", "CI takes ~12 min", "# CI\nMain takes 12 minutes.",
-                            task="t-1", workflow="triage")
+    entry = mem.write_entry(
+        "ci-duration",
+        "CI takes ~12 min",
+        "# CI\nMain takes 12 minutes.",
+        task="t-1",
+        workflow="triage",
+    )
     path = Path(mem.path) / "global" / "ci-duration.md"
     meta = _frontmatter(path)
-    assert meta == {"name": "ci-duration", "description": "CI takes ~12 min", "agent": "triage",
-                    "task": "t-1", "workflow": "triage", "created": "2026-05-28T20:26:40Z",
-                    "updated": "2026-05-28T20:26:40Z"}
+    assert meta == {
+        "name": "ci-duration",
+        "description": "CI takes ~12 min",
+        "agent": "triage",
+        "task": "t-1",
+        "workflow": "triage",
+        "created": "2026-05-28T20:26:40Z",
+        "updated": "2026-05-28T20:26:40Z",
+    }
     assert path.read_text().endswith("---\n# CI\nMain takes 12 minutes.\n")
     assert entry.content == "# CI\nMain takes 12 minutes.\n"
     assert mem.entry("ci-duration").content == "# CI\nMain takes 12 minutes.\n"
@@ -79,14 +90,19 @@ def test_hand_edits_and_deletions_are_picked_up(memory: Memory) -> None:  # G4
     memory.write_entry("alpha", "first", "a")
     memory.write_entry("beta", "second", "b")
     folder = Path(memory.path) / "global"
-    text = (folder / "alpha.md").read_text().replace("description: first",
-                                                     "description: edited by hand")
+    text = (
+        (folder / "alpha.md")
+        .read_text()
+        .replace("description: first", "description: edited by hand")
+    )
     (folder / "alpha.md").write_text(text)
     os.utime(folder / "alpha.md", ns=(time.time_ns(), time.time_ns() + 10**9))
     (folder / "beta.md").unlink()
     (folder / "gamma.md").write_text("---\ndescription: made by hand\n---\nbody\n")
     assert [(e.name, e.description) for e in memory.entries()] == [
-        ("alpha", "edited by hand"), ("gamma", "made by hand")]
+        ("alpha", "edited by hand"),
+        ("gamma", "made by hand"),
+    ]
     recalled = memory.recall().text
     assert "- alpha — edited by hand" in recalled and "beta" not in recalled
     assert "- gamma — made by hand" in recalled
@@ -148,7 +164,8 @@ def test_bad_names_and_missing_entries(memory: Memory) -> None:  # G1, X1
     with pytest.raises(NotFoundError):
         memory.remove_entry("nope")
     assert not (Path(memory.path) / "global").exists() or not list(
-        (Path(memory.path) / "global").iterdir())
+        (Path(memory.path) / "global").iterdir()
+    )
 
 
 def test_no_tier_reads_a_symlink_out_of_the_root(memory: Memory, tmp_path: Path) -> None:  # X1
@@ -157,8 +174,11 @@ def test_no_tier_reads_a_symlink_out_of_the_root(memory: Memory, tmp_path: Path)
     secret = tmp_path / "secret.md"
     secret.write_text("- 2026-01-01T00:00:00Z the kiwi secret\n")
     root = Path(memory.path)
-    for folder, name in (("procedures", "leak.md"), ("tasks", "T-1.md"),
-                         ("daily", "2026-01-01.md")):
+    for folder, name in (
+        ("procedures", "leak.md"),
+        ("tasks", "T-1.md"),
+        ("daily", "2026-01-01.md"),
+    ):
         (root / folder).mkdir(parents=True, exist_ok=True)
         (root / folder / name).symlink_to(secret)
     [proc] = memory.procedures()
@@ -185,29 +205,39 @@ MEMORIZE = (
 )
 
 
-@pytest.mark.parametrize(("creator", "updaters"), [
-    ("triage", ["reviewer"]),  # another agent
-    ("triage", [None]),  # no agent: must not erase the creator
-    ("triage", ["reviewer", None]),  # the last update named none: no stale updated_by
-    ("triage", [None, "triage"]),  # the creator itself updates
-    (None, ["reviewer"]),  # created by nobody known: stays unknown
-])
+@pytest.mark.parametrize(
+    ("creator", "updaters"),
+    [
+        ("triage", ["reviewer"]),  # another agent
+        ("triage", [None]),  # no agent: must not erase the creator
+        ("triage", ["reviewer", None]),  # the last update named none: no stale updated_by
+        ("triage", [None, "triage"]),  # the creator itself updates
+        (None, ["reviewer"]),  # created by nobody known: stays unknown
+    ],
+)
 def test_an_upsert_keeps_the_creator_and_records_the_updater(
     state_dir: Path, creator: str | None, updaters: list[str | None]
 ) -> None:  # G1 G2
     clock = FixedClock()
     Memory(agent=creator, clock=clock).write_entry(
-        "ci-duration", "CI takes ~12 min", "v0", task="t-1", workflow="triage")
+        "ci-duration", "CI takes ~12 min", "v0", task="t-1", workflow="triage"
+    )
     for n, agent in enumerate(updaters, 1):
         clock.advance(3600)
         named = {"task": "t-2", "workflow": "release"} if n == 1 else {}  # later: none
         written = Memory(agent=agent, clock=clock).write_entry(
-            "ci-duration", f"CI takes ~{12 + n} min", f"v{n}", **named)
+            "ci-duration", f"CI takes ~{12 + n} min", f"v{n}", **named
+        )
     last = updaters[-1]
     meta = _frontmatter(state_dir / "memory" / "global" / "ci-duration.md")
-    expected = {"name": "ci-duration", "description": f"CI takes ~{12 + len(updaters)} min",
-                "task": "t-2", "workflow": "release", "created": "2026-05-28T20:26:40Z",
-                "updated": clock_iso(clock)}  # task and workflow: the latest named
+    expected = {
+        "name": "ci-duration",
+        "description": f"CI takes ~{12 + len(updaters)} min",
+        "task": "t-2",
+        "workflow": "release",
+        "created": "2026-05-28T20:26:40Z",
+        "updated": clock_iso(clock),
+    }  # task and workflow: the latest named
     if creator:
         expected["agent"] = creator
     if last:
@@ -216,13 +246,19 @@ def test_an_upsert_keeps_the_creator_and_records_the_updater(
     mem = Memory()
     for entry in (written, mem.entry("ci-duration"), *mem.entries()):
         assert (entry.agent, entry.updated_by, entry.task, entry.workflow, entry.created) == (
-            creator, last, "t-2", "release", "2026-05-28T20:26:40Z")
+            creator,
+            last,
+            "t-2",
+            "release",
+            "2026-05-28T20:26:40Z",
+        )
         data = entry.to_dict()
         assert data["agent"] == creator and data["updated_by"] == last  # both keys, always
 
 
 def clock_iso(clock: FixedClock) -> str:
     from memdir.clock import iso
+
     return iso(clock())
 
 

@@ -27,8 +27,9 @@ def test_archive_is_sqlite_wal_with_fts5(memory: Memory) -> None:  # F1
 
 
 def test_archive_is_unbounded(memory: Memory) -> None:  # F1
-    ids = memory.add_facts([(f"bulk fact number {i} about topic{i % 7}", "learning")
-                            for i in range(3000)])
+    ids = memory.add_facts(
+        [(f"bulk fact number {i} about topic{i % 7}", "learning") for i in range(3000)]
+    )
     assert len(ids) == 3000 and len(set(ids)) == 3000
     assert memory.store.count_facts()["active"] == 3000
 
@@ -105,7 +106,8 @@ def test_fts5_syntax_works(memory: Memory) -> None:  # F4
     assert _contents(memory.search("deploys AND green")) == ["Staging deploys need a green CI run"]
     assert len(memory.search("approvals OR tea")) == 2
     assert _contents(memory.search("deploys NOT staging")) == [
-        "Production deploys need two approvals"]
+        "Production deploys need two approvals"
+    ]
     assert _contents(memory.search('"green tea"')) == ["The user drinks green tea"]
     assert len(memory.search("approv*")) == 1
     assert len(memory.search("(staging OR production) AND deploys")) == 2
@@ -156,8 +158,21 @@ def test_malformed_queries_are_clear_errors(memory: Memory, query: str) -> None:
     assert "(" in message  # a hint follows
 
 
-@pytest.mark.parametrize("query", ["foo-bar", "node.js", "key:value", "it's", "c++", "naïve",
-                                   "東京", "col:umn*", "NEAR", "a - b"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "foo-bar",
+        "node.js",
+        "key:value",
+        "it's",
+        "c++",
+        "naïve",
+        "東京",
+        "col:umn*",
+        "NEAR",
+        "a - b",
+    ],
+)
 def test_punctuation_and_scripts_never_break_search(memory: Memory, query: str) -> None:  # F4
     memory.add_fact(f"we talked about {query} today", "learning")
     assert memory.search(query), query

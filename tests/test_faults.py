@@ -45,7 +45,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def test_writer_killed_at_random_instants_loses_nothing(tmp_path: Path) -> None:  # H4 L3
     result = subprocess.run(
         [sys.executable, str(BENCH / "faults.py"), "--kills", "25", "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     summary = json.loads((tmp_path / "faults.json").read_text())["summary"]
@@ -66,9 +68,11 @@ def test_fault_checks_see_a_torn_file_and_a_lost_write(state_dir: Path) -> None:
         mem.start_task(faults.TASK)
         mem.hot_set(faults.hot_text(7))
         fact = mem.add_fact("fault fact f1 about crashes", "learning")
-    records = [{"op": "hot_set", "seq": 7},
-               {"op": "fact", "seq": 1, "id": fact.id, "content": fact.content},
-               {"op": "fact", "seq": 2, "id": fact.id + 1, "content": "fault fact f2"}]
+    records = [
+        {"op": "hot_set", "seq": 7},
+        {"op": "fact", "seq": 1, "id": fact.id, "content": fact.content},
+        {"op": "fact", "seq": 2, "id": fact.id + 1, "content": "fault fact f2"},
+    ]
     clean = faults.verify(str(state_dir), records[:2])
     assert clean["torn"] == [] and clean["lost"] == [] and clean["integrity"] == "ok"
     hot = state_dir / "memory" / "HOT.md"
@@ -122,7 +126,10 @@ def test_full_disk_gives_a_clear_error_and_keeps_the_old_file(state_dir: Path) -
     memory_dir = state_dir / "memory"
     before = snapshot(memory_dir)
     proc = subprocess.run(
-        [sys.executable, "-c", FULL_DISK], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", FULL_DISK],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env=cli_env(str(state_dir)),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -147,8 +154,13 @@ def test_full_disk_through_the_cli_is_one_line_on_stderr(state_dir: Path) -> Non
     big = "".join(f"- line {i:06d} " + "z" * 60 + "\n" for i in range(BIG // 72))
     for args in (("procedure", "write", "deploy-staging", "-"), ("hot", "set", "-")):
         proc = subprocess.run(
-            cli_command(*args), input=big, capture_output=True, text=True, timeout=60,
-            env=cli_env(str(state_dir)), preexec_fn=limit_file_size,
+            cli_command(*args),
+            input=big,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=cli_env(str(state_dir)),
+            preexec_fn=limit_file_size,
         )
         assert proc.returncode == 1, (args, proc.stderr)
         assert proc.stdout == ""
@@ -185,7 +197,11 @@ def test_read_only_memory_folder_gives_a_clear_error_and_loses_nothing(
             (("hot", "append", "a new line"), None),
         ):
             proc = subprocess.run(
-                cli_command(*args), input=stdin, capture_output=True, text=True, timeout=60,
+                cli_command(*args),
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=60,
                 env=cli_env(str(state_dir)),
             )
             assert proc.returncode == 1, (args, proc.stderr)
@@ -212,8 +228,9 @@ def test_read_only_filesystem_gives_a_clear_error_and_loses_nothing(
     write_small_versions(state_dir)
     memory_dir = state_dir / "memory"
     before = snapshot(memory_dir)
-    mounted = subprocess.run(["mount", "--bind", str(memory_dir), str(memory_dir)],
-                             capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "--bind", str(memory_dir), str(memory_dir)], capture_output=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"bind mount refused here: {mounted.stderr.decode().strip()}")
     try:
@@ -225,7 +242,11 @@ def test_read_only_filesystem_gives_a_clear_error_and_loses_nothing(
             (("fact", "add", "a new fact", "-c", "learning"), None),
         ):
             proc = subprocess.run(
-                cli_command(*args), input=stdin, capture_output=True, text=True, timeout=60,
+                cli_command(*args),
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=60,
                 env=cli_env(str(state_dir)),
             )
             assert proc.returncode == 1, (args, proc.stderr)

@@ -41,7 +41,9 @@ def window(mem: Memory, path: str, start: int = 1, count: int | None = None) -> 
 def test_exact_lines_with_their_numbers(root: Path, memory: Memory) -> None:  # E4
     got = memory.get("global/seven.md", from_line=3, lines=2)
     assert got.to_dict() == {
-        "path": "global/seven.md", "from_line": 3, "total_lines": 7,
+        "path": "global/seven.md",
+        "from_line": 3,
+        "total_lines": 7,
         "lines": [{"n": 3, "text": "line 3"}, {"n": 4, "text": "line 4"}],
     }
     assert got.text == "line 3\nline 4\n"
@@ -67,10 +69,12 @@ def test_windows_at_the_edges_of_a_file(root: Path, memory: Memory) -> None:  # 
     assert (blank.lines, blank.total) == ([(1, "")], 1)
 
 
-@pytest.mark.parametrize("start, count", [(0, None), (-1, None), (1, 0), (1, -3), (True, None),
-                                          (1, 1.5)])
-def test_bad_windows_are_refused(root: Path, memory: Memory, start: Any,
-                                 count: Any) -> None:  # E4 Z
+@pytest.mark.parametrize(
+    "start, count", [(0, None), (-1, None), (1, 0), (1, -3), (True, None), (1, 1.5)]
+)
+def test_bad_windows_are_refused(
+    root: Path, memory: Memory, start: Any, count: Any
+) -> None:  # E4 Z
     with pytest.raises(ValidationError, match="a whole number from 1"):
         memory.get("global/seven.md", from_line=start, lines=count)
 
@@ -106,10 +110,20 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("path", ["..", "../config.toml", "global/../../config.toml",
-                                  "../../outside/secret.md", "", "global/\0.md"])
-def test_paths_out_of_the_root_are_refused(root: Path, memory: Memory, outside: Path,
-                                           state_dir: Path, path: str) -> None:  # X1 E4
+@pytest.mark.parametrize(
+    "path",
+    [
+        "..",
+        "../config.toml",
+        "global/../../config.toml",
+        "../../outside/secret.md",
+        "",
+        "global/\0.md",
+    ],
+)
+def test_paths_out_of_the_root_are_refused(
+    root: Path, memory: Memory, outside: Path, state_dir: Path, path: str
+) -> None:  # X1 E4
     (state_dir / "config.toml").write_text("[memory]\n", encoding="utf-8")
     with pytest.raises(ValidationError) as caught:
         memory.get(path)
@@ -128,8 +142,9 @@ def test_absolute_paths(root: Path, memory: Memory, outside: Path) -> None:  # X
     assert (got.path, got.lines) == ("global/seven.md", [(7, "line 7")])
 
 
-def test_symlinks_pointing_out_are_refused(root: Path, memory: Memory, outside: Path,
-                                           run: Callable[..., Any]) -> None:  # X1 E4
+def test_symlinks_pointing_out_are_refused(
+    root: Path, memory: Memory, outside: Path, run: Callable[..., Any]
+) -> None:  # X1 E4
     (root / "global" / "evil.md").symlink_to(outside / "secret.md")
     (root / "linked").symlink_to(outside, target_is_directory=True)
     for path in ("global/evil.md", "linked/secret.md", "linked", str(root / "global/evil.md")):
@@ -143,8 +158,9 @@ def test_symlinks_pointing_out_are_refused(root: Path, memory: Memory, outside: 
     assert memory.get("alias.md", from_line=1, lines=1).lines == [(1, "line 1")]
 
 
-def test_binary_files_and_folders_are_refused(root: Path, memory: Memory,
-                                              run: Callable[..., Any]) -> None:  # E4 X1
+def test_binary_files_and_folders_are_refused(
+    root: Path, memory: Memory, run: Callable[..., Any]
+) -> None:  # E4 X1
     memory.add_fact("The build uses make", "convention")
     assert (root / "memory.db").exists()
     with pytest.raises(ValidationError, match="memory.db is not a text file"):
@@ -161,17 +177,22 @@ def test_binary_files_and_folders_are_refused(root: Path, memory: Memory,
 
 
 def test_memory_get_tool(root: Path, memory: Memory, outside: Path) -> None:  # E4 A1 A3 X1
-    assert call_tool(memory, "memory_get", {"path": "global/seven.md", "from_line": 5,
-                                            "lines": 2}) == {
-        "path": "global/seven.md", "from_line": 5, "total_lines": 7,
+    assert call_tool(
+        memory, "memory_get", {"path": "global/seven.md", "from_line": 5, "lines": 2}
+    ) == {
+        "path": "global/seven.md",
+        "from_line": 5,
+        "total_lines": 7,
         "lines": [{"n": 5, "text": "line 5"}, {"n": 6, "text": "line 6"}],
     }
     assert len(call_tool(memory, "memory_get", {"path": "global/seven.md"})["lines"]) == 7
-    for bad in ({"path": "global/seven.md", "from_line": 0},
-                {"path": "global/seven.md", "lines": -1},
-                {"from_line": 1},
-                {"path": "../config.toml"},
-                {"path": str(outside / "secret.md")}):
+    for bad in (
+        {"path": "global/seven.md", "from_line": 0},
+        {"path": "global/seven.md", "lines": -1},
+        {"from_line": 1},
+        {"path": "../config.toml"},
+        {"path": str(outside / "secret.md")},
+    ):
         with pytest.raises(ValidationError):
             call_tool(memory, "memory_get", bad)
     # the tool is read-only: a subagent session may use it

@@ -63,8 +63,9 @@ def test_default_thresholds_and_never_done_checks_are_due(state_dir: Path) -> No
 
 
 @pytest.mark.parametrize("check, hours", [*DEFAULT_HOURS.items(), ("backup", 4.0)])
-def test_due_exactly_when_the_threshold_has_passed(state_dir: Path, check: str,
-                                                   hours: float) -> None:  # B2
+def test_due_exactly_when_the_threshold_has_passed(
+    state_dir: Path, check: str, hours: float
+) -> None:  # B2
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
         mem.heartbeat_mark(check)
@@ -78,7 +79,8 @@ def test_due_exactly_when_the_threshold_has_passed(state_dir: Path, check: str,
         assert by_name(mem)[check].due is True
         # due checks come first
         assert [c.due for c in mem.heartbeat_status()] == sorted(
-            (c.due for c in mem.heartbeat_status()), reverse=True)
+            (c.due for c in mem.heartbeat_status()), reverse=True
+        )
 
 
 def test_null_means_never_done(state_dir: Path) -> None:  # B1 B2
@@ -96,7 +98,8 @@ def test_null_means_never_done(state_dir: Path) -> None:  # B1 B2
 
 def test_thresholds_from_config(state_dir: Path) -> None:  # B2 S
     (state_dir / "config.toml").write_text(
-        "[heartbeat]\nemail = 1\nbackup = 0.5\ndefault = 10\n", encoding="utf-8")
+        "[heartbeat]\nemail = 1\nbackup = 0.5\ndefault = 10\n", encoding="utf-8"
+    )
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
         hours = {c.name: c.hours for c in mem.heartbeat_status()}
@@ -105,10 +108,19 @@ def test_thresholds_from_config(state_dir: Path) -> None:  # B2 S
             mem.heartbeat_mark(check)
         clock.advance(1800)
         assert {c.name for c in mem.heartbeat_due() if c.due} == {
-            "backup", "calendar", "hn", "twitter"}
+            "backup",
+            "calendar",
+            "hn",
+            "twitter",
+        }
         clock.advance(1800)
         assert {c.name for c in mem.heartbeat_due() if c.due} == {
-            "backup", "calendar", "hn", "twitter", "email"}
+            "backup",
+            "calendar",
+            "hn",
+            "twitter",
+            "email",
+        }
         assert by_name(mem)["other"].hours == 10.0
         clock.now = T0 + 10 * 3600
         assert by_name(mem)["other"].due and not by_name(mem)["weather"].due
@@ -147,13 +159,15 @@ def test_cli_due_status_and_mark(state_dir: Path, run: Callable[..., Any]) -> No
         res = run("heartbeat", command, "--json")
         assert res.code == 0, res.err
         assert {c["name"]: (c["due"], c["hours"], c["last"]) for c in res.json()} == {
-            name: (True, hours, None) for name, hours in DEFAULT_HOURS.items()}
+            name: (True, hours, None) for name, hours in DEFAULT_HOURS.items()
+        }
     text = run("heartbeat", "due")
     assert text.code == 0 and len(text.out.splitlines()) == 5
     assert all("last never" in line for line in text.out.splitlines())
     status = run("heartbeat", "status")
-    assert all(" DUE " in line and "last never, next now" in line
-               for line in status.out.splitlines())
+    assert all(
+        " DUE " in line and "last never, next now" in line for line in status.out.splitlines()
+    )
 
     mark = run("heartbeat", "mark", "email")
     assert mark.code == 0 and mark.out.startswith("email done; next due ")
@@ -163,13 +177,15 @@ def test_cli_due_status_and_mark(state_dir: Path, run: Callable[..., Any]) -> No
 
     checks = run("heartbeat", "status", "--json").json()
     due = {c["name"]: c["due"] for c in checks}
-    assert due == {"email": False, "twitter": False, "calendar": True, "hn": True,
-                   "weather": True}
+    assert due == {"email": False, "twitter": False, "calendar": True, "hn": True, "weather": True}
     assert [c["due"] for c in checks] == [True, True, True, False, False]  # due ones first
     by = {c["name"]: c for c in checks}
     assert by["twitter"]["next_due"] == marked["next_due"] and by["hn"]["next_due"] is None
     assert [c["name"] for c in run("heartbeat", "due", "--json").json()] == [
-        "calendar", "hn", "weather"]
+        "calendar",
+        "hn",
+        "weather",
+    ]
     lines = run("heartbeat", "due").out.splitlines()
     assert [line.split()[0] for line in lines] == ["calendar", "hn", "weather"]
     shown = {line.split()[0]: line for line in run("heartbeat", "status").out.splitlines()}
@@ -202,7 +218,9 @@ CORRUPT = [
 
 @pytest.mark.parametrize("content", CORRUPT)
 def test_a_corrupt_state_file_is_reported_and_left_alone(
-    state_dir: Path, run: Callable[..., Any], content: bytes,
+    state_dir: Path,
+    run: Callable[..., Any],
+    content: bytes,
 ) -> None:  # B1 Z
     path = state_file(state_dir)
     path.parent.mkdir(parents=True)
@@ -223,6 +241,7 @@ def test_a_corrupt_state_file_is_reported_and_left_alone(
         assert res.json()["kind"] == "StorageError" and str(path) in res.json()["error"]
     assert path.read_bytes() == content  # byte for byte
     assert [p.name for p in path.parent.iterdir() if p.name.startswith("heartbeat")] == [
-        "heartbeat-state.json"]
+        "heartbeat-state.json"
+    ]
     # the rest of memory keeps working
     assert run("daily", "append", "still fine").code == 0

@@ -148,42 +148,78 @@ async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path)
         agent = Agent(client, tools, fill)
 
         # an exact duplicate of a fact (F3): supersede it
-        first = (await agent.call("memory_update", {
-            "category": "convention",
-            "content": "Releases are cut from main every second Tuesday"}))["fact"]
-        again = (await agent.call("memory_update", {
-            "category": "convention",
-            "content": "releases are cut from main every second  Tuesday"}))["fact"]
+        first = (
+            await agent.call(
+                "memory_update",
+                {
+                    "category": "convention",
+                    "content": "Releases are cut from main every second Tuesday",
+                },
+            )
+        )["fact"]
+        again = (
+            await agent.call(
+                "memory_update",
+                {
+                    "category": "convention",
+                    "content": "releases are cut from main every second  Tuesday",
+                },
+            )
+        )["fact"]
         assert again["duplicate"] is True
         [done] = await agent.follow(again["hint"])
         assert done["fact"]["supersedes"] == first["id"]
         newest = done["fact"]["id"]
 
         # a near duplicate (stored, named): retire the one it replaces
-        tea = (await agent.call("memory_update", {
-            "category": "preference",
-            "content": "The user drinks black tea every morning"}))["fact"]
-        near = (await agent.call("memory_update", {
-            "category": "preference",
-            "content": "The user drinks black tea every morning at home"}))["fact"]
+        tea = (
+            await agent.call(
+                "memory_update",
+                {"category": "preference", "content": "The user drinks black tea every morning"},
+            )
+        )["fact"]
+        near = (
+            await agent.call(
+                "memory_update",
+                {
+                    "category": "preference",
+                    "content": "The user drinks black tea every morning at home",
+                },
+            )
+        )["fact"]
         assert near["duplicate"] is False and tea["id"] in [s["ref"] for s in near["similar"]]
         [done] = await agent.follow(near["hint"])
         assert done["fact"]["id"] == tea["id"] and done["fact"]["status"] == "removed"
 
         # F3 conflicts: an id superseded already, a text another fact holds, no such id
-        await agent.follow(await agent.error("memory_update", {
-            "action": "supersede", "supersedes": first["id"], "content": "Cut on Mondays"}))
-        await agent.follow(await agent.error("memory_update", {
-            "action": "remove", "id": first["id"]}))
-        other = (await agent.call("memory_update", {
-            "category": "decision", "content": "The docs live in the wiki"}))["fact"]
-        conflict = await agent.error("memory_update", {
-            "action": "supersede", "supersedes": other["id"],
-            "content": "The user drinks black tea every morning at home"})
+        await agent.follow(
+            await agent.error(
+                "memory_update",
+                {"action": "supersede", "supersedes": first["id"], "content": "Cut on Mondays"},
+            )
+        )
+        await agent.follow(
+            await agent.error("memory_update", {"action": "remove", "id": first["id"]})
+        )
+        other = (
+            await agent.call(
+                "memory_update", {"category": "decision", "content": "The docs live in the wiki"}
+            )
+        )["fact"]
+        conflict = await agent.error(
+            "memory_update",
+            {
+                "action": "supersede",
+                "supersedes": other["id"],
+                "content": "The user drinks black tea every morning at home",
+            },
+        )
         [done] = await agent.follow(conflict)
         assert done["fact"]["id"] == other["id"] and done["fact"]["status"] == "removed"
-        for arguments in ({"action": "supersede", "supersedes": 999, "content": "x y z"},
-                          {"action": "remove", "id": 999}):
+        for arguments in (
+            {"action": "supersede", "supersedes": 999, "content": "x y z"},
+            {"action": "remove", "id": 999},
+        ):
             [found] = await agent.follow(await agent.error("memory_update", arguments))
             assert "hits" in found
 
@@ -191,11 +227,15 @@ async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path)
         # the hints write keeps saying nearly the same
         body = "Main's CI runs 12 minutes; plan merges around it."
         fill.new_text = body + " Merged {}."
-        entry = ('MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "%s", "description": '
-                 '"%s", "content": "%s"}\nMEMDIR_MEMORIZE_END\n')
+        entry = (
+            'MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "%s", "description": '
+            '"%s", "content": "%s"}\nMEMDIR_MEMORIZE_END\n'
+        )
         await agent.call("memorize", {"output": entry % ("ci-duration", "CI time", body)})
-        for name, text in (("ci-time", body),
-                           ("ci-length", "Main's CI runs 12 minutes; plan your merges around it.")):
+        for name, text in (
+            ("ci-time", body),
+            ("ci-length", "Main's CI runs 12 minutes; plan your merges around it."),
+        ):
             written = await agent.call("memorize", {"output": entry % (name, "CI", text)})
             [applied] = written["applied"]
             assert applied["action"] == "created"  # X5: a new name is always stored
@@ -208,18 +248,25 @@ async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path)
         # procedures (P1): the same steps under another name
         steps = "# Deploy\n1. make test\n2. push the tag\n3. watch the canary\n"
         await agent.call("procedure_write", {"name": "deploy", "content": steps})
-        copy = (await agent.call("procedure_write", {"name": "deploy-copy", "content": steps}))
+        copy = await agent.call("procedure_write", {"name": "deploy-copy", "content": steps})
         [done] = await agent.follow(copy["procedure"]["hint"])
         assert done["procedure"]["name"] == "deploy"
 
         # hot memory (H5): a line that is not there; nearly full
-        await agent.call("memory_update", {"target": "hot", "action": "append",
-                                           "content": "Name: Ada"})
-        [shown] = await agent.follow(await agent.error("memory_update", {
-            "target": "hot", "action": "remove", "content": "no such line"}))
+        await agent.call(
+            "memory_update", {"target": "hot", "action": "append", "content": "Name: Ada"}
+        )
+        [shown] = await agent.follow(
+            await agent.error(
+                "memory_update", {"target": "hot", "action": "remove", "content": "no such line"}
+            )
+        )
         assert shown["path"] == "HOT.md"
-        full = (await agent.call("memory_update", {"target": "hot", "action": "append",
-                                                   "content": "x" * 4500}))["hot"]
+        full = (
+            await agent.call(
+                "memory_update", {"target": "hot", "action": "append", "content": "x" * 4500}
+            )
+        )["hot"]
         [done] = await agent.follow(full["warning"])
         assert done["fact"]["category"] == "learning"
 
@@ -234,19 +281,33 @@ async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path)
         recalled = (await agent.call("memory_recall", {}))["text"]
         prompt = await client.get_prompt("recall", {})
         [resource] = (await client.read_resource("memdir://recall")).contents
-        for text in (recalled, prompt.messages[0].content.text,  # type: ignore[union-attr]
-                     resource.text):  # type: ignore[union-attr]
+        for text in (
+            recalled,
+            prompt.messages[0].content.text,  # type: ignore[union-attr]
+            resource.text,
+        ):  # type: ignore[union-attr]
             preamble = text.split("[Long-term Memory]\n", 1)[1].split("\n", 1)[0]
             [read] = await agent.follow(preamble)
             assert read["path"] == "global/ci-duration.md"
 
     assert newest != first["id"]
-    assert set(agent.followed) == {"memory_update", "memory_search", "memorize",
-                                   "procedure_write", "memory_get"}
+    assert set(agent.followed) == {
+        "memory_update",
+        "memory_search",
+        "memorize",
+        "procedure_write",
+        "memory_get",
+    }
     # what no tool does is left to the user, as a command that works
     for command in agent.for_user:
-        done_by_user = subprocess.run(fill.text(command), shell=True, capture_output=True,
-                                      text=True, env=_shell_env(state_dir), timeout=60)
+        done_by_user = subprocess.run(
+            fill.text(command),
+            shell=True,
+            capture_output=True,
+            text=True,
+            env=_shell_env(state_dir),
+            timeout=60,
+        )
         assert done_by_user.returncode == 0, (command, done_by_user.stderr)
 
 
@@ -262,7 +323,8 @@ def test_an_entry_hint_over_mcp_holds_no_live_marker(memory: Memory) -> None:  #
     [(tool, arguments)] = tool_calls(hint, {"memorize"})
     parsed = markers.parse(arguments["output"])
     assert [(r.scope, r.name, r.content) for r in parsed.requests] == [
-        ("global", "ci", "Twelve minutes")]
+        ("global", "ci", "Twelve minutes")
+    ]
     command_line = advice.running_as("cli", advice.entry_write, "ci", "CI time", "x")
     assert markers.parse(command_line).blocks == 0
 
@@ -294,8 +356,16 @@ class Shell:
         self.ran = 0
 
     def run(self, line: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(line, shell=True, capture_output=True, text=True, input=input,
-                              cwd=self.cwd, env=_shell_env(self.state_dir), timeout=60)
+        return subprocess.run(
+            line,
+            shell=True,
+            capture_output=True,
+            text=True,
+            input=input,
+            cwd=self.cwd,
+            env=_shell_env(self.state_dir),
+            timeout=60,
+        )
 
     def ok(self, line: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         done = self.run(line, input)
@@ -328,8 +398,9 @@ def test_every_hint_on_the_command_line_is_a_command_that_succeeds(tmp_path: Pat
     assert "supersedes fact 1" in out
 
     sh.ok(f"{memdir_} fact add 'The user drinks black tea every morning' -c preference")
-    near = sh.ok(f"{memdir_} fact add 'The user drinks black tea every morning at home' "
-                 "-c preference")
+    near = sh.ok(
+        f"{memdir_} fact add 'The user drinks black tea every morning at home' -c preference"
+    )
     assert "resembles fact" in near.stderr
     [out] = sh.follow(near.stderr)
     assert out.endswith("removed\n")
@@ -343,12 +414,16 @@ def test_every_hint_on_the_command_line_is_a_command_that_succeeds(tmp_path: Pat
 
     # what a placeholder is filled with goes into shell quotes and JSON: no quotes in it
     body = "The main CI runs 12 minutes; plan merges around it."
-    block = ('MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "%s", "description": "CI", '
-             '"content": "%s"}\nMEMDIR_MEMORIZE_END\n')
+    block = (
+        'MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "%s", "description": "CI", '
+        '"content": "%s"}\nMEMDIR_MEMORIZE_END\n'
+    )
     sh.ok(f"{memdir_} memorize", input=block % ("ci-duration", body))
     fill.new_text = body + " Merged {}."
-    for name, text in (("ci-time", body),
-                       ("ci-length", "The main CI runs 12 minutes; plan your merges around it.")):
+    for name, text in (
+        ("ci-time", body),
+        ("ci-length", "The main CI runs 12 minutes; plan your merges around it."),
+    ):
         written = sh.ok(f"{memdir_} memorize", input=block % (name, text))
         sh.follow(written.stderr)
         assert "filled in by the test" in sh.ok(f"{memdir_} list").stdout
@@ -375,8 +450,9 @@ def test_every_hint_on_the_command_line_is_a_command_that_succeeds(tmp_path: Pat
     assert out.startswith("The main CI")
 
     # doctor's advice (issue 7) too: an empty procedure is written with the command it names
-    (store / "memory" / "procedures" / "todo.md").write_text("---\ndescription: x\n---\n",
-                                                            encoding="utf-8")
+    (store / "memory" / "procedures" / "todo.md").write_text(
+        "---\ndescription: x\n---\n", encoding="utf-8"
+    )
     report = json.loads(sh.ok(f"{memdir_} doctor --json").stdout)
     [empty] = [f for f in report["findings"] if f["check"] == "procedures.empty"]
     sh.follow(empty["action"].split(" or delete ")[0])

@@ -123,8 +123,13 @@ def test_empty_append_is_refused(memory: Memory) -> None:  # H5
 def test_tool_description_says_what_belongs_in_hot_memory() -> None:  # H6
     update = next(s for s in tool_schemas() if s["name"] == "memory_update")
     text = update["description"]
-    for phrase in ("every session", "5,250", "name, timezone, role", "active project",
-                   "everything else"):
+    for phrase in (
+        "every session",
+        "5,250",
+        "name, timezone, role",
+        "active project",
+        "everything else",
+    ):
         assert phrase in text
 
 

@@ -623,7 +623,9 @@ def test_one_unreadable_file_is_skipped_and_the_rest_imported(
     (workspace / "memory" / "2026-02-28.md").write_text("## 09:00\na real day\n", "utf-8")
     report = run(memory, "openclaw", str(workspace))
     assert sorted((i.kind, i.target) for i in report.imported) == [
-        ("daily", "daily/2026-02-28.md"), ("identity", "USER.md")]
+        ("daily", "daily/2026-02-28.md"),
+        ("identity", "USER.md"),
+    ]
     reasons = {i.source: i.reason or "" for i in report.skipped}
     assert "not a UTF-8 text file" in reasons["MEMORY.md"]
     assert "NUL bytes" in reasons["SOUL.md"]

@@ -57,16 +57,36 @@ def conversation() -> dict[str, Any]:
             "session_3_date_time": "9:00 am on 1 June, 2023",  # a date with no session
         },
         "qa": [
-            {"question": "What instrument does Ann play?", "answer": "violin",
-             "evidence": ["D1:1", "D1:3"], "category": 4},
-            {"question": "When did Bob adopt a puppy?", "answer": "19 May 2023",
-             "evidence": ["D:2:1"], "category": 2},  # malformed, normalised to D2:1
-            {"question": "What outdoor activities do Ann and Bob enjoy?",
-             "answer": "hiking, walks", "evidence": ["D1:4; D2:05", "D"], "category": 1},
-            {"question": "Would Pepper like the mountains?", "answer": "probably",
-             "evidence": [], "category": 3},  # no evidence: skipped and counted
-            {"question": "What is Bob's cat called?", "adversarial_answer": "Pepper",
-             "evidence": ["D2:3"], "category": 5},  # adversarial: not asked
+            {
+                "question": "What instrument does Ann play?",
+                "answer": "violin",
+                "evidence": ["D1:1", "D1:3"],
+                "category": 4,
+            },
+            {
+                "question": "When did Bob adopt a puppy?",
+                "answer": "19 May 2023",
+                "evidence": ["D:2:1"],
+                "category": 2,
+            },  # malformed, normalised to D2:1
+            {
+                "question": "What outdoor activities do Ann and Bob enjoy?",
+                "answer": "hiking, walks",
+                "evidence": ["D1:4; D2:05", "D"],
+                "category": 1,
+            },
+            {
+                "question": "Would Pepper like the mountains?",
+                "answer": "probably",
+                "evidence": [],
+                "category": 3,
+            },  # no evidence: skipped and counted
+            {
+                "question": "What is Bob's cat called?",
+                "adversarial_answer": "Pepper",
+                "evidence": ["D2:3"],
+                "category": 5,
+            },  # adversarial: not asked
         ],
     }
 
@@ -77,9 +97,22 @@ def run_locomo(tmp_path: Path, modes: str) -> dict[str, Any]:
     out = tmp_path / "locomo.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
     proc = subprocess.run(
-        [sys.executable, str(BENCH / "locomo.py"), str(data), "--modes", modes,
-         "--json", str(out), "--vector-cache", "none"],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+        [
+            sys.executable,
+            str(BENCH / "locomo.py"),
+            str(data),
+            "--modes",
+            modes,
+            "--json",
+            str(out),
+            "--vector-cache",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert "| bm25" in proc.stdout and "| lexical" in proc.stdout  # the tables

@@ -71,11 +71,44 @@ def glob_item(name: str, description: str, content: str) -> dict[str, str]:
 # -- strategies ------------------------------------------------------------------------------
 
 SPECIALS = [
-    "\n", "\r\n", "\r", "\t", "  ", "\x00", "\x07", "\x1b[31m", "\x7f", "\ufffd", "\ufeff",
-    "\u2028", "😀", "👩‍💻", "\u202e", "\u200f", "שלום עולם", "مرحبا", "é", "```", "```json",
-    "{", "}", "[", "]", '"', "\\", ":", "MEMDIR", "APIARY", "_MEMORIZE_", "BEGIN", "END",
-    "MEMDIR_MEMORIZE_BEGIN", "MEMDIR_MEMORIZE_END", "APIARY_MEMORIZE_BEGIN",
-    "APIARY_MEMORIZE_END", "memdir_memorize_begin",
+    "\n",
+    "\r\n",
+    "\r",
+    "\t",
+    "  ",
+    "\x00",
+    "\x07",
+    "\x1b[31m",
+    "\x7f",
+    "\ufffd",
+    "\ufeff",
+    "\u2028",
+    "😀",
+    "👩‍💻",
+    "\u202e",
+    "\u200f",
+    "שלום עולם",
+    "مرحبا",
+    "é",
+    "```",
+    "```json",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "\\",
+    ":",
+    "MEMDIR",
+    "APIARY",
+    "_MEMORIZE_",
+    "BEGIN",
+    "END",
+    "MEMDIR_MEMORIZE_BEGIN",
+    "MEMDIR_MEMORIZE_END",
+    "APIARY_MEMORIZE_BEGIN",
+    "APIARY_MEMORIZE_END",
+    "memdir_memorize_begin",
 ]
 pieces = st.lists(st.one_of(st.text(max_size=12), st.sampled_from(SPECIALS)), max_size=8)
 
@@ -296,8 +329,17 @@ def test_parse_model_outside_text_requests_and_warnings(prefix: str, data: st.Da
 
 
 SOUP = SPECIALS + [
-    "\ud800", "\udfff", '{"content": "x"}', '{"content": "\\ud800"}', '[{"content": "y"}, 3]',
-    "```json\n", "\n```", "MEMDIR_MEMORIZE_BE", "GIN", "APIARY_MEMORIZE_BE", "MORIZE_END",
+    "\ud800",
+    "\udfff",
+    '{"content": "x"}',
+    '{"content": "\\ud800"}',
+    '[{"content": "y"}, 3]',
+    "```json\n",
+    "\n```",
+    "MEMDIR_MEMORIZE_BE",
+    "GIN",
+    "APIARY_MEMORIZE_BE",
+    "MORIZE_END",
 ]
 soup = st.lists(st.one_of(st.text(max_size=20), st.sampled_from(SOUP)), max_size=30).map("".join)
 
@@ -353,8 +395,10 @@ def test_parse_huge_blocks_and_huge_outside_text(unit: str, outside: str, fenced
 
 def test_parse_thousands_of_blocks_in_one_output() -> None:  # M1 M4
     begin, end = markers_of("MEMDIR")
-    chunks = [f"line {i} of the output\n{begin}\n" + json.dumps({"content": f"n{i}"})
-              + f"\n{end}\n" for i in range(3000)]
+    chunks = [
+        f"line {i} of the output\n{begin}\n" + json.dumps({"content": f"n{i}"}) + f"\n{end}\n"
+        for i in range(3000)
+    ]
     parsed = parse("".join(chunks), "MEMDIR", MAX)
     assert parsed.output == "".join(f"line {i} of the output\n" for i in range(3000))
     assert [r.content for r in parsed.requests] == [f"n{i}" for i in range(3000)]
@@ -392,13 +436,19 @@ def test_parse_layout_rule(text: str, expected: str) -> None:  # M4
 
 
 def test_parse_warnings_one_per_malformed_block_or_bad_item() -> None:  # M4
-    text = "\n".join([
-        f"{B}\n{{broken\n{E}",
-        block({"content": "ok"}, {"scope": "global", "name": "Bad_Name", "description": "d",
-                                  "content": "x"}, {"content": ""}, 7).rstrip("\n"),
-        f"{E}",
-        f"{B}\n{J}",
-    ])
+    text = "\n".join(
+        [
+            f"{B}\n{{broken\n{E}",
+            block(
+                {"content": "ok"},
+                {"scope": "global", "name": "Bad_Name", "description": "d", "content": "x"},
+                {"content": ""},
+                7,
+            ).rstrip("\n"),
+            f"{E}",
+            f"{B}\n{J}",
+        ]
+    )
     parsed = parse(text)
     assert parsed.requests == [Request("task", "ok")]
     assert len(parsed.warnings) == 1 + 3 + 1 + 1, parsed.warnings
@@ -446,14 +496,23 @@ def write_config(state_dir: Path, text: str) -> None:
 
 REJECTED = [
     ("global without name", {"scope": "global", "description": "d", "content": "x"}, "name"),
-    ("global without description", {"scope": "global", "name": "ci-duration", "content": "x"},
-     "description"),
+    (
+        "global without description",
+        {"scope": "global", "name": "ci-duration", "content": "x"},
+        "description",
+    ),
     ("no content", {"scope": "global", "name": "a", "description": "d"}, "content"),
     ("blank content", {"content": " \n "}, "content"),
-    ("bad name", {"scope": "global", "name": "Bad_Name", "description": "d", "content": "x"},
-     "Bad_Name"),
-    ("traversal", {"scope": "global", "name": "../../etc", "description": "d", "content": "x"},
-     "name"),
+    (
+        "bad name",
+        {"scope": "global", "name": "Bad_Name", "description": "d", "content": "x"},
+        "Bad_Name",
+    ),
+    (
+        "traversal",
+        {"scope": "global", "name": "../../etc", "description": "d", "content": "x"},
+        "name",
+    ),
     ("scope", {"scope": "everywhere", "content": "x"}, "scope"),
     ("oversized", {"content": "é" * (MAX // 2 + 1)}, "over the cap"),
     ("oversized global", glob_item("big", "d", "x" * (MAX + 1)), "over the cap"),
@@ -463,8 +522,9 @@ REJECTED = [
 ]
 
 
-@pytest.mark.parametrize(("item", "fragment"), [r[1:] for r in REJECTED],
-                         ids=[r[0] for r in REJECTED])
+@pytest.mark.parametrize(
+    ("item", "fragment"), [r[1:] for r in REJECTED], ids=[r[0] for r in REJECTED]
+)
 def test_ingest_rejects_bad_fields_with_one_warning(
     memory: Memory, state_dir: Path, item: Any, fragment: str
 ) -> None:  # M2 M4 X1 X3
@@ -494,15 +554,17 @@ def test_ingest_scope_defaults_to_task_and_writes_a_stamped_note(state_dir: Path
     with Memory(agent="triage", clock=clock) as mem:
         result = mem.ingest(
             f"Looked at it.\n{block({'content': 'Root cause is in the renderer'})}",
-            task="T-42", workflow="triage", step="analyze",
+            task="T-42",
+            workflow="triage",
+            step="analyze",
         )
-        assert result == (
-            "Looked at it.\n", [Applied("task", "T-42", "noted")], []
-        )
+        assert result == ("Looked at it.\n", [Applied("task", "T-42", "noted")], [])
         clock.advance(61)
         explicit = mem.ingest(
             block({"scope": "task", "content": "Second finding\nwith detail"}),
-            task="T-42", workflow="triage", step="fix",
+            task="T-42",
+            workflow="triage",
+            step="fix",
         )
         assert explicit.applied == [Applied("task", "T-42", "noted")]
         retry = mem.ingest(block({"content": "Root cause is in the renderer"}), task="T-42")
@@ -515,8 +577,10 @@ def test_ingest_scope_defaults_to_task_and_writes_a_stamped_note(state_dir: Path
         f"- {second} [triage/fix] (triage) Second finding\n  with detail\n"
     )
     assert NOTE_RE.match(text.splitlines()[0])
-    assert [n.content for n in notes] == ["Root cause is in the renderer",
-                                          "Second finding\nwith detail"]
+    assert [n.content for n in notes] == [
+        "Root cause is in the renderer",
+        "Second finding\nwith detail",
+    ]
     assert not (state_dir / "memory" / "global").exists()
 
 
@@ -527,7 +591,8 @@ def test_ingest_global_upsert_keeps_created_and_indexes(state_dir: Path) -> None
     with Memory(agent="ci-bot", clock=clock) as mem:
         first = mem.ingest(
             block(glob_item("ci-duration", "CI takes ~12 min", "Measured on main.")),
-            task="T-1", workflow="ci",
+            task="T-1",
+            workflow="ci",
         )
         assert first.applied == [Applied("global", "ci-duration", "created")]
         assert first.warnings == []
@@ -535,9 +600,13 @@ def test_ingest_global_upsert_keeps_created_and_indexes(state_dir: Path) -> None
         assert (memory_dir / "MEMORY.md").read_text() == "- ci-duration — CI takes ~12 min\n"
         clock.advance(3600)
         second = mem.ingest(
-            block(glob_item("ci-duration", "CI takes ~15 min\n  since the\tcache change",
-                            "Measured again.")),
-            task="T-2", workflow="ci",
+            block(
+                glob_item(
+                    "ci-duration", "CI takes ~15 min\n  since the\tcache change", "Measured again."
+                )
+            ),
+            task="T-2",
+            workflow="ci",
         )
         assert second.applied == [Applied("global", "ci-duration", "updated")]
         entry = mem.entry("ci-duration")
@@ -565,8 +634,10 @@ def test_ingest_task_block_without_task_warns_and_the_rest_applies(
 
 
 BLOCKS = (
-    "Answer.\n" + block({"content": "a note"})
-    + block(glob_item("some-entry", "desc", "body")) + "End.\n"
+    "Answer.\n"
+    + block({"content": "a note"})
+    + block(glob_item("some-entry", "desc", "body"))
+    + "End.\n"
 )
 
 
@@ -617,18 +688,23 @@ def test_ingest_in_a_read_only_subagent_session_strips_and_drops(state_dir: Path
     assert memory_files(state_dir) == before
 
 
-@pytest.mark.parametrize(
-    "task", [None, "T-1", "../escape", "", "x" * 300, "bad id with spaces"]
-)
+@pytest.mark.parametrize("task", [None, "T-1", "../escape", "", "x" * 300, "bad id with spaces"])
 def test_ingest_never_raises_on_nasty_input(
     memory: Memory, state_dir: Path, task: str | None
 ) -> None:  # M4 X1
     nasty = [
-        "", "\x00" * 10, "\ufffd\ufffd", "\r\n" * 5, f"{E}\n{E}", f"{B}", f"{B}{B}{B}",
-        f"{B}\n{{\"content\": \"\\ud800\"}}\n{E}",
+        "",
+        "\x00" * 10,
+        "\ufffd\ufffd",
+        "\r\n" * 5,
+        f"{E}\n{E}",
+        f"{B}",
+        f"{B}{B}{B}",
+        f'{B}\n{{"content": "\\ud800"}}\n{E}',
         block({"content": "x"}, {"content": "y" * (MAX + 10)}),
         block(glob_item("ok-entry", "d", "fine"), {"scope": "global", "name": 3}),
-        "[" * 5000, f"{B}\n" + "[" * 5000 + f"\n{E}",
+        "[" * 5000,
+        f"{B}\n" + "[" * 5000 + f"\n{E}",
     ]
     for text in nasty:  # a workflow no file can hold (a lone surrogate) is one more warning
         result = memory.ingest(text, task=task, workflow="\ud800", step="s")
@@ -638,15 +714,21 @@ def test_ingest_never_raises_on_nasty_input(
 
 
 INGEST_SOUP = SOUP + [
-    block({"content": "n"}), block(glob_item("fuzz-entry", "d", "c")), block({"scope": "global"}),
-    block({"content": "\udcff"}), block({"content": "z" * (MAX + 1)}), B, E,
+    block({"content": "n"}),
+    block(glob_item("fuzz-entry", "d", "c")),
+    block({"scope": "global"}),
+    block({"content": "\udcff"}),
+    block({"content": "z" * (MAX + 1)}),
+    B,
+    E,
 ]
 
 
 @PROPERTY
 @given(
-    text=st.lists(st.one_of(st.text(max_size=16), st.sampled_from(INGEST_SOUP)), max_size=12)
-    .map("".join)
+    text=st.lists(st.one_of(st.text(max_size=16), st.sampled_from(INGEST_SOUP)), max_size=12).map(
+        "".join
+    )
 )
 def test_ingest_property_never_raises(memory: Memory, text: str) -> None:  # M4
     result = memory.ingest(text, task="fuzz-task")
@@ -659,7 +741,10 @@ def test_ingest_property_never_raises(memory: Memory, text: str) -> None:  # M4
 
 def memorize_cli(state_dir: Path, data: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        cli_command("memorize", *args), input=data, capture_output=True, timeout=60,
+        cli_command("memorize", *args),
+        input=data,
+        capture_output=True,
+        timeout=60,
         env=cli_env(str(state_dir)),
     )
 
@@ -674,18 +759,30 @@ def test_cli_memorize_prints_exactly_the_cleaned_output(state_dir: Path) -> None
     data = (
         "Analysis done.\r\n"
         + block({"content": "Root cause is in the renderer"})
-        + "More text " + f"{B}\n{{oops\n{E}\n"
+        + "More text "
+        + f"{B}\n{{oops\n{E}\n"
         + "no newline at the end"
     ).encode("utf-8")
-    proc = memorize_cli(state_dir, data, "--task", "T-7", "--agent", "triage",
-                        "--workflow", "wf", "--step", "analyze")
+    proc = memorize_cli(
+        state_dir,
+        data,
+        "--task",
+        "T-7",
+        "--agent",
+        "triage",
+        "--workflow",
+        "wf",
+        "--step",
+        "analyze",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"Analysis done.\r\nMore text \nno newline at the end"
     assert len(warning_lines(proc.stderr)) == 1
     text = (state_dir / "memory" / "tasks" / "T-7.md").read_text(encoding="utf-8")
     assert re.fullmatch(
         r"- \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[wf/analyze\] \(triage\) "
-        r"Root cause is in the renderer\n", text,
+        r"Root cause is in the renderer\n",
+        text,
     ), text
 
 
@@ -715,8 +812,9 @@ def test_cli_memorize_with_a_broken_config_still_cleans(state_dir: Path) -> None
 def test_cli_memorize_with_undecodable_arguments(state_dir: Path) -> None:  # M4 C Z
     # argv bytes that are not UTF-8 arrive as lone surrogates: a warning, never a crash
     bad = os.fsdecode(b"\xff")
-    proc = memorize_cli(state_dir, BLOCKS.encode(), "--task", "T-1", "--workflow", bad,
-                        "--agent", bad)
+    proc = memorize_cli(
+        state_dir, BLOCKS.encode(), "--task", "T-1", "--workflow", bad, "--agent", bad
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"Answer.\nEnd.\n"
     assert len(warning_lines(proc.stderr)) == 2
@@ -780,7 +878,8 @@ def test_recalled_markers_are_inert_and_echoing_them_writes_nothing(
             assert (result.output, result.applied, result.warnings) == (echo, [], [])
     assert memory_files(state_dir) == before
     assert sorted(p.name for p in (memory_dir / "global").iterdir()) == [
-        "carrier.md", "hand-written.md"
+        "carrier.md",
+        "hand-written.md",
     ]
 
 
@@ -856,10 +955,15 @@ class Pool:
     def start(self, path: Path, *args: object) -> None:
         err = (self.tmp / f"stderr-{len(self.procs)}.txt").open("w")
         with err:
-            self.procs.append(subprocess.Popen(
-                [sys.executable, str(path), *map(str, args)], env=cli_env(str(self.state)),
-                cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=err,
-            ))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(path), *map(str, args)],
+                    env=cli_env(str(self.state)),
+                    cwd=self.tmp,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
+            )
 
     def stderr(self) -> str:
         return "\n".join(p.read_text() for p in sorted(self.tmp.glob("stderr-*.txt")))
@@ -948,7 +1052,8 @@ def test_many_processes_memorize_into_one_entry_and_one_task(
     for w, r in note_records:
         assert ["task", "race-task", "noted"] in r["applied"], r
         acked[f"note w{w} i{r['i']}: finding {r['i']}\nsecond line of w{w}-{r['i']}"] = (
-            f"agent-{w}", f"s{r['i']}"
+            f"agent-{w}",
+            f"s{r['i']}",
         )
     with Memory() as mem:
         notes = mem.notes("race-task")
@@ -960,9 +1065,7 @@ def test_many_processes_memorize_into_one_entry_and_one_task(
     check_notes_text(notes_file.read_text(encoding="utf-8"), "the final notes")
 
     # One entry shared by all: created exactly once, updated by the rest, `created` kept.
-    actions = Counter(
-        a[2] for _, r in note_records for a in r["applied"] if a[1] == "shared-entry"
-    )
+    actions = Counter(a[2] for _, r in note_records for a in r["applied"] if a[1] == "shared-entry")
     assert actions == {"created": 1, "updated": n_workers * n - 1}
     assert shared.created is not None and shared.updated is not None
     assert shared.created <= shared.updated
@@ -979,9 +1082,7 @@ def test_many_processes_memorize_into_one_entry_and_one_task(
     # T2: identical content from every process at once is stored once.
     dup_records = [r for _, r in records if r["kind"] == "dups"]
     for k in range(dups):
-        outcomes = Counter(
-            a[2] for r in dup_records if r["k"] == k for a in r["applied"]
-        )
+        outcomes = Counter(a[2] for r in dup_records if r["k"] == k for a in r["applied"])
         assert outcomes == {"noted": 1, "duplicate": n_workers - 1}, (k, outcomes)
     assert sorted(n.content for n in dup_notes) == sorted(
         f"identical retry note {k}" for k in range(dups)

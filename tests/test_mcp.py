@@ -30,8 +30,15 @@ pytestmark = pytest.mark.timeout(60)
 CALL_TIMEOUT = 20  # seconds for any one exchange with a server: a hang fails, never blocks
 
 # U2: a subagent is offered the read-only tools; everyone else all of them (A1)
-ALL_TOOLS = ["memory_search", "memory_get", "memory_recall", "memory_update", "procedure_write",
-             "daily_append", "memorize"]
+ALL_TOOLS = [
+    "memory_search",
+    "memory_get",
+    "memory_recall",
+    "memory_update",
+    "procedure_write",
+    "daily_append",
+    "memorize",
+]
 READ_ONLY_TOOLS = ["memory_search", "memory_get", "memory_recall"]
 
 
@@ -40,11 +47,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def stdio_client(state_dir: Path, *args: str, env: dict[str, str] | None = None,
-                 mode: str = "auto") -> Client:
+def stdio_client(
+    state_dir: Path, *args: str, env: dict[str, str] | None = None, mode: str = "auto"
+) -> Client:
     """The SDK client, starting `memdir serve ARGS` itself over stdio."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "memdir", "serve", *args],
+        command=sys.executable,
+        args=["-m", "memdir", "serve", *args],
         env=cli_env(str(state_dir), env),
     )
     return Client(params, mode=mode, read_timeout_seconds=CALL_TIMEOUT)
@@ -77,8 +86,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], why: Callable[[], str],
-                  timeout: float = 20.0) -> None:
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], why: Callable[[], str], timeout: float = 20.0
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -88,8 +98,9 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], why: Callable[[], st
                 return
         except OSError:
             time.sleep(0.05)
-    pytest.fail(f"the server did not accept connections on 127.0.0.1:{port} in {timeout} s:\n"
-                f"{why()}")
+    pytest.fail(
+        f"the server did not accept connections on 127.0.0.1:{port} in {timeout} s:\n{why()}"
+    )
 
 
 # -- stdio: every tool for real ----------------------------------------------------------
@@ -107,33 +118,75 @@ async def test_stdio_serves_the_tools_and_their_effects_reach_the_store(  # A1, 
         ] == tool_schemas()
         assert [t.name for t in listed] == ALL_TOOLS
         assert {t.name: t.annotations.read_only_hint for t in listed if t.annotations} == {
-            "memory_search": True, "memory_get": True, "memory_recall": True,
-            "memory_update": False, "procedure_write": False, "daily_append": False,
+            "memory_search": True,
+            "memory_get": True,
+            "memory_recall": True,
+            "memory_update": False,
+            "procedure_write": False,
+            "daily_append": False,
             "memorize": False,
         }
 
-        tea = (await call(client, "memory_update", {
-            "target": "fact", "action": "set", "category": "preference",
-            "content": "The user drinks black tea in the morning",
-        }))["fact"]
-        rsync = (await call(client, "memory_update", {
-            "category": "convention", "content": "Backups are copied with rsync to the nas",
-        }))["fact"]
-        green = (await call(client, "memory_update", {
-            "action": "supersede", "supersedes": tea["id"],
-            "content": "The user switched to green tea in the morning",
-        }))["fact"]
+        tea = (
+            await call(
+                client,
+                "memory_update",
+                {
+                    "target": "fact",
+                    "action": "set",
+                    "category": "preference",
+                    "content": "The user drinks black tea in the morning",
+                },
+            )
+        )["fact"]
+        rsync = (
+            await call(
+                client,
+                "memory_update",
+                {
+                    "category": "convention",
+                    "content": "Backups are copied with rsync to the nas",
+                },
+            )
+        )["fact"]
+        green = (
+            await call(
+                client,
+                "memory_update",
+                {
+                    "action": "supersede",
+                    "supersedes": tea["id"],
+                    "content": "The user switched to green tea in the morning",
+                },
+            )
+        )["fact"]
         assert green["supersedes"] == tea["id"] and green["category"] == "preference"
-        removed = (await call(client, "memory_update", {"action": "remove", "id": rsync["id"]}))
+        removed = await call(client, "memory_update", {"action": "remove", "id": rsync["id"]})
         assert removed["fact"]["status"] == "removed"
-        hot = (await call(client, "memory_update", {
-            "target": "hot", "action": "append", "content": "User: Ada, timezone Europe/Paris",
-        }))["hot"]
+        hot = (
+            await call(
+                client,
+                "memory_update",
+                {
+                    "target": "hot",
+                    "action": "append",
+                    "content": "User: Ada, timezone Europe/Paris",
+                },
+            )
+        )["hot"]
         assert hot["chars"] > 0 and hot["cap"] == 5250
-        procedure = (await call(client, "procedure_write", {
-            "name": "deploy-staging",
-            "content": "---\ndescription: ship to staging\n---\n1. make deploy ENV=staging\n",
-        }))["procedure"]
+        procedure = (
+            await call(
+                client,
+                "procedure_write",
+                {
+                    "name": "deploy-staging",
+                    "content": (
+                        "---\ndescription: ship to staging\n---\n1. make deploy ENV=staging\n"
+                    ),
+                },
+            )
+        )["procedure"]
         assert procedure["name"] == "deploy-staging"
 
         hits = (await call(client, "memory_search", {"query": "tea morning"}))["hits"]
@@ -149,8 +202,10 @@ async def test_stdio_serves_the_tools_and_their_effects_reach_the_store(  # A1, 
     with Memory() as memory:
         old, new = memory.get_fact(tea["id"]), memory.get_fact(green["id"])
         assert (old.status, old.superseded_by) == ("superseded", green["id"])
-        assert (new.status, new.content) == ("active", "The user switched to green tea in the "
-                                                       "morning")
+        assert (new.status, new.content) == (
+            "active",
+            "The user switched to green tea in the morning",
+        )
         assert memory.get_fact(rsync["id"]).status == "removed"
         assert [f.id for f in memory.fact_history(green["id"])] == [tea["id"], green["id"]]
         hot_file = Path(memory.path, "HOT.md")
@@ -174,12 +229,18 @@ async def test_stdio_serves_the_tools_and_their_effects_reach_the_store(  # A1, 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026 discovery, and the old handshake
 async def test_failed_call_is_a_tool_error_with_our_message(  # A2
-    state_dir: Path, mode: str,
+    state_dir: Path,
+    mode: str,
 ) -> None:
     async with stdio_client(state_dir, mode=mode) as client:
-        text = await call_error(client, "memory_update", {
-            "category": "gossip", "content": "Bob likes cats",
-        })
+        text = await call_error(
+            client,
+            "memory_update",
+            {
+                "category": "gossip",
+                "content": "Bob likes cats",
+            },
+        )
         assert "'category' must be one of preference, convention, decision, learning" in text
         assert "'gossip'" in text
 
@@ -192,9 +253,15 @@ async def test_failed_call_is_a_tool_error_with_our_message(  # A2
         text = await call_error(client, "memory_search", {"query": "tea", "colour": "red"})
         assert "memory_search has no argument 'colour'" in text
 
-        text = await call_error(client, "memory_update", {
-            "action": "supersede", "supersedes": 999, "content": "x",
-        })
+        text = await call_error(
+            client,
+            "memory_update",
+            {
+                "action": "supersede",
+                "supersedes": 999,
+                "content": "x",
+            },
+        )
         assert "no fact with id 999" in text
 
         text = await call_error(client, "memory_delete_everything", {})
@@ -216,7 +283,8 @@ async def test_failed_call_is_a_tool_error_with_our_message(  # A2
 @pytest.mark.anyio
 @pytest.mark.parametrize("given_by", ["env", "flag"])
 async def test_subagent_server_is_read_only(  # U2, U4, A2
-    state_dir: Path, given_by: str,
+    state_dir: Path,
+    given_by: str,
 ) -> None:
     with Memory() as memory:
         parent = memory.start_session()
@@ -233,13 +301,24 @@ async def test_subagent_server_is_read_only(  # U2, U4, A2
             s["input_schema"] for s in tool_schemas(read_only=True)
         ]
 
-        text = await call_error(client, "memory_update", {
-            "category": "preference", "content": "The user drinks coffee",
-        })
+        text = await call_error(
+            client,
+            "memory_update",
+            {
+                "category": "preference",
+                "content": "The user drinks coffee",
+            },
+        )
         assert "read-only subagent session" in text
-        text = await call_error(client, "memory_update", {
-            "target": "hot", "action": "append", "content": "User: Ada",
-        })
+        text = await call_error(
+            client,
+            "memory_update",
+            {
+                "target": "hot",
+                "action": "append",
+                "content": "User: Ada",
+            },
+        )
         assert "read-only subagent session" in text
         text = await call_error(client, "procedure_write", {"name": "deploy", "content": "x"})
         assert "read-only subagent session" in text
@@ -263,7 +342,9 @@ async def test_subagent_server_is_read_only(  # U2, U4, A2
 @pytest.mark.anyio
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 async def test_http_server_serves_and_records_its_session_when_stopped(  # A2, U3
-    state_dir: Path, tmp_path: Path, stop: signal.Signals,
+    state_dir: Path,
+    tmp_path: Path,
+    stop: signal.Signals,
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -271,7 +352,10 @@ async def test_http_server_serves_and_records_its_session_when_stopped(  # A2, U
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(
             cli_command("serve", "--http", f"127.0.0.1:{port}"),
-            env=cli_env(str(state_dir)), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            env=cli_env(str(state_dir)),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
         )
 
     def output() -> str:
@@ -282,13 +366,19 @@ async def test_http_server_serves_and_records_its_session_when_stopped(  # A2, U
         async with Client(url, read_timeout_seconds=CALL_TIMEOUT) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             assert names == ALL_TOOLS
-            fact = (await call(client, "memory_update", {
-                "category": "decision", "content": "We host the wiki on the old nas",
-            }))["fact"]
+            fact = (
+                await call(
+                    client,
+                    "memory_update",
+                    {
+                        "category": "decision",
+                        "content": "We host the wiki on the old nas",
+                    },
+                )
+            )["fact"]
             hits = (await call(client, "memory_search", {"query": "wiki nas"}))["hits"]
             assert [(h["kind"], h["id"]) for h in hits] == [("fact", fact["id"])]
-            text = await call_error(client, "memory_update", {"category": "rumour",
-                                                              "content": "x"})
+            text = await call_error(client, "memory_update", {"category": "rumour", "content": "x"})
             assert "'rumour'" in text
 
         proc.send_signal(stop)
@@ -344,14 +434,21 @@ async def test_hot_memory_is_a_resource_and_in_the_instructions(  # H1, A2
 
         resources = (await client.list_resources()).resources
         assert [(str(r.uri), r.mime_type) for r in resources] == [
-            ("memdir://hot", "text/markdown"), ("memdir://recall", "text/markdown"),
+            ("memdir://hot", "text/markdown"),
+            ("memdir://recall", "text/markdown"),
         ]
         [content] = (await client.read_resource("memdir://hot")).contents
         assert content.text == on_disk  # type: ignore[union-attr]
 
-        await call(client, "memory_update", {
-            "target": "hot", "action": "append", "content": "Active project: memdir",
-        })
+        await call(
+            client,
+            "memory_update",
+            {
+                "target": "hot",
+                "action": "append",
+                "content": "Active project: memdir",
+            },
+        )
         [content] = (await client.read_resource("memdir://hot")).contents
         assert content.text.startswith(on_disk.rstrip("\n"))  # type: ignore[union-attr]
         assert "Active project: memdir" in content.text  # type: ignore[union-attr]
@@ -394,10 +491,18 @@ async def test_server_start_runs_the_retention_sweep(state_dir: Path) -> None:  
 async def test_memorize_tool_and_recall_prompt(state_dir: Path) -> None:  # M1, R1, A1
     Memory().start_task("t1")
     async with stdio_client(state_dir) as client:
-        result = await call(client, "memorize", {"task": "t1", "output": (
-            "done\nMEMDIR_MEMORIZE_BEGIN\n"
-            '{"scope": "global", "name": "ci", "description": "CI takes 12 min", '
-            '"content": "x"}\nMEMDIR_MEMORIZE_END\n')})
+        result = await call(
+            client,
+            "memorize",
+            {
+                "task": "t1",
+                "output": (
+                    "done\nMEMDIR_MEMORIZE_BEGIN\n"
+                    '{"scope": "global", "name": "ci", "description": "CI takes 12 min", '
+                    '"content": "x"}\nMEMDIR_MEMORIZE_END\n'
+                ),
+            },
+        )
         assert result["output"] == "done\n" and result["applied"][0]["action"] == "created"
         prompts = [p.name for p in (await client.list_prompts()).prompts]
         assert prompts == ["recall", "boot"]
@@ -413,22 +518,47 @@ async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -
     a semantic near duplicate; memory_search(as_of=...) answers what held then."""
     async with stdio_client(state_dir) as client:
         await call(client, "memory_search", {"query": "warm up", "mode": "hybrid"})
-        react = (await call(client, "memory_update", {
-            "category": "decision", "content": "The team decided to use React",
-            "valid_from": "2024-01-01"}))["fact"]
-        again = (await call(client, "memory_update", {
-            "category": "decision", "content": "the team  decided to use REACT"}))["fact"]
+        react = (
+            await call(
+                client,
+                "memory_update",
+                {
+                    "category": "decision",
+                    "content": "The team decided to use React",
+                    "valid_from": "2024-01-01",
+                },
+            )
+        )["fact"]
+        again = (
+            await call(
+                client,
+                "memory_update",
+                {"category": "decision", "content": "the team  decided to use REACT"},
+            )
+        )["fact"]
         assert again["duplicate"] is True and again["id"] == react["id"]
         # issue 11: the hint is the tool call that does it
         hinted = {"action": "supersede", "supersedes": react["id"], "content": "<new text>"}
         assert f"`memory_update {json.dumps(hinted)}`" in again["hint"]
-        near = (await call(client, "memory_update", {
-            "category": "decision", "content": "The team chose React for the frontend"}))["fact"]
+        near = (
+            await call(
+                client,
+                "memory_update",
+                {"category": "decision", "content": "The team chose React for the frontend"},
+            )
+        )["fact"]
         assert near["duplicate"] is False
         assert [(s["ref"], s["how"]) for s in near["similar"]] == [(react["id"], "semantic")]
-        await call(client, "memory_update", {
-            "action": "supersede", "supersedes": react["id"], "valid_from": "2025-06-01",
-            "content": "The team moved from React to Svelte"})
+        await call(
+            client,
+            "memory_update",
+            {
+                "action": "supersede",
+                "supersedes": react["id"],
+                "valid_from": "2025-06-01",
+                "content": "The team moved from React to Svelte",
+            },
+        )
         then = await call(client, "memory_search", {"query": "React", "as_of": "2024-12-31"})
         assert [h["id"] for h in then["hits"]] == [react["id"]]
         assert then["hits"][0]["valid_to"] == "2025-06-01T00:00:00Z"

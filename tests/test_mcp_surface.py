@@ -103,11 +103,15 @@ def undeclared(value: Any, schema: dict[str, Any], where: str = "") -> list[str]
 async def test_every_structured_result_matches_its_output_schema(state_dir: Path) -> None:
     """A2: each tool declares an outputSchema and returns structuredContent that the SDK's
     client validates against it (a mismatch raises), with nothing undeclared in it."""
-    block = ('MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "ci", "description": "CI", '
-             '"content": "CI runs twelve minutes"}\nMEMDIR_MEMORIZE_END\n'
-             'MEMDIR_MEMORIZE_BEGIN\n{"content": "a note"}\nMEMDIR_MEMORIZE_END\n')
-    twin = ('MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "ci-copy", "description": "C", '
-            '"content": "CI runs twelve minutes"}\nMEMDIR_MEMORIZE_END\n')  # similar: exact
+    block = (
+        'MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "ci", "description": "CI", '
+        '"content": "CI runs twelve minutes"}\nMEMDIR_MEMORIZE_END\n'
+        'MEMDIR_MEMORIZE_BEGIN\n{"content": "a note"}\nMEMDIR_MEMORIZE_END\n'
+    )
+    twin = (
+        'MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "ci-copy", "description": "C", '
+        '"content": "CI runs twelve minutes"}\nMEMDIR_MEMORIZE_END\n'
+    )  # similar: exact
     calls: list[tuple[str, dict[str, Any]]] = [
         ("memory_update", {"category": "decision", "content": "We deploy on Tuesdays"}),
         ("memory_update", {"category": "decision", "content": "we deploy on tuesdays"}),
@@ -152,12 +156,15 @@ async def test_the_standard_list_methods_and_ping_answer(state_dir: Path, mode: 
         assert (await client.list_resource_templates()).resource_templates == []
         assert (await client.list_tools()).tools
         assert [str(r.uri) for r in (await client.list_resources()).resources] == [
-            "memdir://hot", "memdir://recall"]
+            "memdir://hot",
+            "memdir://recall",
+        ]
         assert [p.name for p in (await client.list_prompts()).prompts] == ["recall", "boot"]
 
 
-def _shown(tools: list[Any], prompts: list[Any], resources: list[Any], instructions: str
-           ) -> dict[str, str]:
+def _shown(
+    tools: list[Any], prompts: list[Any], resources: list[Any], instructions: str
+) -> dict[str, str]:
     """Every text a client may show a person or a model, by where it is."""
     shown = {"instructions": instructions}
     for tool in tools:

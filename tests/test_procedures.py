@@ -29,14 +29,30 @@ def test_procedure_is_a_markdown_file_and_write_overwrites(memory: Memory) -> No
     assert [p.name for p in memory.procedures()] == ["deploy-staging"]
 
 
-@pytest.mark.parametrize("name", ["Bad_Name", "../x", "a" * 65, "x/y", "-lead", "trail-",
-                                  "double--hyphen", "", "UPPER", "sp ace", "/abs", "a.md"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Bad_Name",
+        "../x",
+        "a" * 65,
+        "x/y",
+        "-lead",
+        "trail-",
+        "double--hyphen",
+        "",
+        "UPPER",
+        "sp ace",
+        "/abs",
+        "a.md",
+    ],
+)
 def test_bad_names_are_refused_and_nothing_is_written(memory: Memory, name: str) -> None:
     # P1, X1
     with pytest.raises(ValidationError, match="kebab-case"):
         memory.write_procedure(name, "# steps\n")
     assert not os.path.exists(memory.layout.procedures_dir) or not os.listdir(
-        memory.layout.procedures_dir)
+        memory.layout.procedures_dir
+    )
 
 
 def test_name_of_64_chars_is_accepted(memory: Memory) -> None:  # P1

@@ -16,8 +16,9 @@ DB.execute("CREATE VIRTUAL TABLE t USING fts5(c, tokenize='porter unicode61 remo
 DB.execute("INSERT INTO t VALUES ('the quick brown fox jumps over the lazy dog')")
 
 FTS_ALPHABET = st.sampled_from(
-    list("abc xyz\"()*-:^+.,'") + ["AND", "OR", "NOT", "NEAR", " AND ", " OR ", " NOT ", "é",
-                                   "東", "🎉", "\t", "\n", "\0"])
+    list("abc xyz\"()*-:^+.,'")
+    + ["AND", "OR", "NOT", "NEAR", " AND ", " OR ", " NOT ", "é", "東", "🎉", "\t", "\n", "\0"]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -31,17 +32,20 @@ def test_any_text_is_a_valid_query_or_a_query_error(text: str) -> None:  # F4
     DB.execute("SELECT count(*) FROM t WHERE t MATCH ?", (to_fts5(node),)).fetchone()
 
 
-@pytest.mark.parametrize(("query", "fts"), [
-    ("deploy staging", '("deploy" AND "staging")'),
-    ("a OR b c", '("a" OR ("b" AND "c"))'),
-    ('"exact phrase" NOT x', '("exact phrase" NOT "x")'),
-    ("pre*", '"pre"*'),
-    ('"multi word"*', '"multi word"*'),
-    ("foo-bar (x OR y)", '("foo-bar" AND ("x" OR "y"))'),
-    ('say ""hi""', '("say" AND "hi")'),
-    ('"she said ""hi"""', '"she said ""hi"""'),
-    ("and or not", '(("and" AND "or") AND "not")'),
-])
+@pytest.mark.parametrize(
+    ("query", "fts"),
+    [
+        ("deploy staging", '("deploy" AND "staging")'),
+        ("a OR b c", '("a" OR ("b" AND "c"))'),
+        ('"exact phrase" NOT x', '("exact phrase" NOT "x")'),
+        ("pre*", '"pre"*'),
+        ('"multi word"*', '"multi word"*'),
+        ("foo-bar (x OR y)", '("foo-bar" AND ("x" OR "y"))'),
+        ('say ""hi""', '("say" AND "hi")'),
+        ('"she said ""hi"""', '"she said ""hi"""'),
+        ("and or not", '(("and" AND "or") AND "not")'),
+    ],
+)
 def test_fts5_meaning_is_kept_and_words_are_quoted(query: str, fts: str) -> None:  # F4
     assert to_fts5(parse(query)) == fts
 

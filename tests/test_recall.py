@@ -19,16 +19,27 @@ LEFT_OUT_RE = re.compile(r"^\(… (\d+) older notes left out\)$", re.MULTILINE)
 
 def _entries(n: int, width: int = 30) -> list[tuple[str, str, str | None]]:
     """(name, description, updated) rows, as entries.index gives them."""
-    return [(f"entry-{i:04d}", f"about {i} " + "d" * width,
-             f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z") for i in range(n)]
+    return [
+        (
+            f"entry-{i:04d}",
+            f"about {i} " + "d" * width,
+            f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+        )
+        for i in range(n)
+    ]
 
 
 def _lineage(levels: int, per_level: int, width: int = 40) -> list[tuple[str, list[Note]]]:
     lineage = []
     for level in range(levels):
-        notes = [Note(f"task-{level}", f"2026-02-{1 + (i * levels + level) % 28:02d}T00:00:"
-                      f"{i % 60:02d}Z", f"note {level}.{i} " + "n" * width)
-                 for i in range(per_level)]
+        notes = [
+            Note(
+                f"task-{level}",
+                f"2026-02-{1 + (i * levels + level) % 28:02d}T00:00:{i % 60:02d}Z",
+                f"note {level}.{i} " + "n" * width,
+            )
+            for i in range(per_level)
+        ]
         lineage.append((f"task-{level}", notes))
     return lineage
 
@@ -47,8 +58,9 @@ def test_order_hot_then_index_then_own_then_ancestor_notes(memory: Memory) -> No
     assert memory.path in preamble and "`memory.entry('<name>')`" in preamble
     assert "\n- ci-duration — CI takes ~12 min\n" in text
     assert "details" not in text  # the index, not the full entries
-    positions = [text.index(s) for s in ("[Long-term Memory]", "[Task Memory]", "child note",
-                                         "parent note")]
+    positions = [
+        text.index(s) for s in ("[Long-term Memory]", "[Task Memory]", "child note", "parent note")
+    ]
     assert positions == sorted(positions)
 
 
@@ -69,8 +81,9 @@ def test_hot_memory_is_verbatim_and_outside_the_budget(memory: Memory) -> None: 
     per_level=st.integers(min_value=0, max_value=15),
     width=st.integers(min_value=0, max_value=120),
 )
-def test_both_sections_fit_the_budget(budget: int, n_entries: int, levels: int,
-                                      per_level: int, width: int) -> None:  # R2
+def test_both_sections_fit_the_budget(
+    budget: int, n_entries: int, levels: int, per_level: int, width: int
+) -> None:  # R2
     entries = _entries(n_entries, width)
     lineage = _lineage(levels, per_level, width)
     result = build("", "/mem", entries, lineage, budget, Policy())
@@ -85,7 +98,8 @@ def test_both_sections_fit_the_budget(budget: int, n_entries: int, levels: int,
     # the index keeps the newest entries
     newest = sorted(entries, key=lambda e: e[2] or "", reverse=True)
     assert [line.split(" ")[1] for line in shown_lines] == [
-        e[0] for e in newest[:result.entries_shown]]
+        e[0] for e in newest[: result.entries_shown]
+    ]
     # task notes: the kept ones are the newest, and the dropped ones are counted
     all_notes = [n for _, notes in lineage for n in notes]
     kept = [n for n in all_notes if f"{n.content}" in sections]
@@ -116,10 +130,20 @@ def test_exact_budget_split_and_counts() -> None:  # R2
 
 
 def test_notes_drop_oldest_first_across_the_lineage() -> None:  # R2
-    own = ("child", [Note("child", "2026-03-01T00:00:00Z", "own old"),
-                     Note("child", "2026-03-05T00:00:00Z", "own new")])
-    parent = ("parent", [Note("parent", "2026-03-02T00:00:00Z", "parent mid"),
-                         Note("parent", "2026-02-01T00:00:00Z", "parent oldest")])
+    own = (
+        "child",
+        [
+            Note("child", "2026-03-01T00:00:00Z", "own old"),
+            Note("child", "2026-03-05T00:00:00Z", "own new"),
+        ],
+    )
+    parent = (
+        "parent",
+        [
+            Note("parent", "2026-03-02T00:00:00Z", "parent mid"),
+            Note("parent", "2026-02-01T00:00:00Z", "parent oldest"),
+        ],
+    )
     full = build("", "/mem", [], [own, parent], 10_000, Policy()).text
     gone_in_order = []
     for budget in range(len(full), 0, -1):

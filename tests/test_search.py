@@ -132,8 +132,12 @@ def test_one_question_finds_every_tier(tiers: Memory) -> None:  # Q1
     assert fact.category in ("convention", "decision")
     assert tiers.get_fact(fact.id).content == fact.content
 
-    for kind, folder in (("procedure", "procedures"), ("global", "global"),
-                         ("task", "tasks"), ("daily", "daily")):
+    for kind, folder in (
+        ("procedure", "procedures"),
+        ("global", "global"),
+        ("task", "tasks"),
+        ("daily", "daily"),
+    ):
         hit = found[kind]
         assert hit.id is None and hit.path is not None and hit.path.startswith(folder + "/")
         assert_lines_hold(tiers, hit, "blue-green switch")
@@ -165,9 +169,7 @@ def test_category_restricts_to_facts_of_it(tiers: Memory) -> None:  # Q1 F4
         tiers.search("switch", category="gossip", mode="lexical")
 
 
-def test_since_filters_every_tier_by_date(
-    tiers: Memory, clock: FixedClock
-) -> None:  # Q1 F4
+def test_since_filters_every_tier_by_date(tiers: Memory, clock: FixedClock) -> None:  # Q1 F4
     old_entry = Path(tiers.path, "global", "release-process.md")
     old = time.time() - 9 * DAY
     os.utime(old_entry, (old, old))  # written nine days ago, as far as the files say
@@ -207,10 +209,18 @@ def test_limit(tiers: Memory) -> None:  # Q1 F4
 @pytest.mark.parametrize(
     ("rel", "text", "kind", "lines"),
     [
-        ("global/hand-made.md", "# Tyres\n\nThe van needs winter tyres in November.\n",
-         "global", (1, 3)),
-        ("daily/2026-01-15.md", "# 2026-01-15\n\n## 09:30\nBought winter tyres for the van\n",
-         "daily", (3, 4)),
+        (
+            "global/hand-made.md",
+            "# Tyres\n\nThe van needs winter tyres in November.\n",
+            "global",
+            (1, 3),
+        ),
+        (
+            "daily/2026-01-15.md",
+            "# 2026-01-15\n\n## 09:30\nBought winter tyres for the van\n",
+            "daily",
+            (3, 4),
+        ),
     ],
 )
 def test_a_hand_written_file_is_found_at_the_next_search(
@@ -274,13 +284,18 @@ def test_a_deleted_file_leaves_the_index(tiers: Memory) -> None:  # G4 Q3
 
 def test_sections_are_chunks_with_their_own_lines(memory: Memory) -> None:  # Q3
     memory.write_entry(
-        "house", "the house",
+        "house",
+        "the house",
         "Intro about the house.\n\n## Kitchen\n\nThe oven is gas.\n\n"
         "## Garden\n\nThe apple tree needs pruning.\nIn March.\n\n## Garage\n\nBikes.\n",
     )
     ranges: dict[str, tuple[int, int]] = {}
-    for word, text in (("oven", "oven"), ("apple", "apple"), ("bikes", "Bikes"),
-                       ("intro", "Intro")):
+    for word, text in (
+        ("oven", "oven"),
+        ("apple", "apple"),
+        ("bikes", "Bikes"),
+        ("intro", "Intro"),
+    ):
         [hit] = memory.search(word, mode="lexical")
         assert hit.kind == "global" and hit.name == "house"
         assert_lines_hold(memory, hit, text)
@@ -334,10 +349,13 @@ def test_a_plain_question_works(facts_store: Memory) -> None:  # Q2
     assert contents(ask("What is in the cache?", mode="lexical")) == ["The cache uses redis"]
     # the words are OR-ed: neither fact holds both
     assert set(contents(ask("redis lisbon", mode="lexical"))) == {
-        "The cache uses redis", "Our office is in Lisbon"}
+        "The cache uses redis",
+        "Our office is in Lisbon",
+    }
     # stemming: deploying finds deployed
     assert contents(ask("deploying", mode="lexical")) == [
-        "We deployed the billing service on Friday"]
+        "We deployed the billing service on Friday"
+    ]
     assert len(ask("привет", mode="lexical")) == 1  # case folding beyond ASCII
     assert len(ask("cafe noel", mode="lexical")) == 1  # diacritics folded
     assert len(ask("東京", mode="lexical")) == 1
@@ -359,12 +377,38 @@ def test_fts5_operators_keep_their_meaning(facts_store: Memory) -> None:  # F4 Q
         assert "\n" not in str(exc.value) and "sqlite" not in str(exc.value).lower()
 
 
-@pytest.mark.parametrize("query", [
-    "deploy-staging", "what's the user's name?", "don't", 'the "billing" service', "key:value",
-    "billing: when?", "🎉 billing 🎉", "🎉", "東京の天気", "Привет, мир!", "naïve café",
-    "C++ / C#", "50% off!", "a -- b", "'", "?!", "-", ":", "*", "^billing", "billing NEAR cache",
-    "col:billing", "", "   ", "\t\n", "\0", "a\0b",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "deploy-staging",
+        "what's the user's name?",
+        "don't",
+        'the "billing" service',
+        "key:value",
+        "billing: when?",
+        "🎉 billing 🎉",
+        "🎉",
+        "東京の天気",
+        "Привет, мир!",
+        "naïve café",
+        "C++ / C#",
+        "50% off!",
+        "a -- b",
+        "'",
+        "?!",
+        "-",
+        ":",
+        "*",
+        "^billing",
+        "billing NEAR cache",
+        "col:billing",
+        "",
+        "   ",
+        "\t\n",
+        "\0",
+        "a\0b",
+    ],
+)
 def test_punctuation_and_scripts_never_raise(facts_store: Memory, query: str) -> None:  # Q2
     hits = facts_store.search(query, mode="lexical")
     assert isinstance(hits, list)
@@ -374,8 +418,9 @@ def test_punctuation_and_scripts_never_raise(facts_store: Memory, query: str) ->
         assert "We deployed the billing service on Friday" in contents(hits)
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=st.text(max_size=40))
 def test_any_text_searches_or_is_a_clear_query_error(
     facts_store: Memory, text: str
@@ -433,8 +478,7 @@ def test_semantic_search_covers_the_files_and_their_filters(sem: Memory) -> None
     hits = sem.search(QUESTION, mode="semantic", kinds=["task"])
     assert [h.kind for h in hits] == ["task"]
     assert_lines_hold(sem, hits[0], ONLY_SIMILAR)
-    assert [h.kind for h in sem.search(QUESTION, mode="semantic", category="learning")] == [
-        "fact"]
+    assert [h.kind for h in sem.search(QUESTION, mode="semantic", category="learning")] == ["fact"]
     assert sem.search(QUESTION, mode="semantic", since="2999-01-01") == []
 
 
@@ -485,7 +529,9 @@ def test_unchanged_text_is_not_embedded_again(
     written = embedder.take()
     assert written.count("alpha beta gamma") == 1
     assert [t for t in written if t.startswith(("greek", "## Two"))] == [
-        "greek — letters\n## One\n\nalpha one", "## Two\n\nbeta two"]
+        "greek — letters\n## One\n\nalpha one",
+        "## Two\n\nbeta two",
+    ]
     sem.search("alpha", mode="semantic")
     sem.search("alpha", mode="hybrid")
     assert embedder.take("alpha") == []  # a search embeds its question only (issue 11)
@@ -546,8 +592,9 @@ def test_hybrid_is_the_union_ranked_by_fusion(sem: Memory) -> None:  # Q3
     bm25 = {h.content: h.score for h in lexical_hits}
     for hit in hits:
         cosine = float(HashEmbedder().embed([hit.content])[0] @ HashEmbedder().embed([QUESTION])[0])
-        fused = (conf.search_lexical_weight * bm25.get(hit.content, 0.0) / max(bm25.values())
-                 + conf.search_semantic_weight * max(cosine, 0.0))
+        fused = conf.search_lexical_weight * bm25.get(hit.content, 0.0) / max(
+            bm25.values()
+        ) + conf.search_semantic_weight * max(cosine, 0.0)
         assert hit.score == pytest.approx(fused, abs=1e-5)
     assert sem.search_mode() == "hybrid"  # the default with an embedder
     assert contents(sem.search(QUESTION)) == contents(hits)
@@ -623,8 +670,9 @@ def test_cli_semantic_search(pets: Memory, run: Callable[..., Any]) -> None:  # 
 @needs_model
 def test_cli_reindex_reports_counts(pets: Memory, run: Callable[..., Any]) -> None:  # Q3 C
     with Memory() as cli_like, cli_like.bulk():  # as an import writes: vectors wait
-        cli_like.write_entry("dog", "the dog",
-                             "## Walks\n\nMax walks at seven.\n\n## Food\n\nKibble.\n")
+        cli_like.write_entry(
+            "dog", "the dog", "## Walks\n\nMax walks at seven.\n\n## Food\n\nKibble.\n"
+        )
     result = run("reindex", "--json")
     assert result.code == 0, result.err
     assert result.json() == {"entries": 1, "files": 1, "embedded": 2, "broken": []}
@@ -678,8 +726,13 @@ def test_the_lexical_only_notice_is_shown_once_across_cli_calls(
         mem.add_fact("kiwi harvest is in March", "learning")
     errs = []
     for _ in range(3):
-        proc = subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, "search", "kiwi"],
-                              capture_output=True, text=True, env=env, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", WITHOUT_EXTRA, "search", "kiwi"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "kiwi harvest is in March" in proc.stdout
         errs.append(proc.stderr)
@@ -693,8 +746,12 @@ def test_the_install_command_follows_where_memdir_was_installed(tmp_path: Path) 
     py = "/opt/env/bin/python"
     editable = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {"editable": True}})
     plain_dir = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {}})
-    git = json.dumps({"url": "https://github.com/ada/memdir.git",
-                      "vcs_info": {"vcs": "git", "commit_id": "abc123"}})
+    git = json.dumps(
+        {
+            "url": "https://github.com/ada/memdir.git",
+            "vcs_info": {"vcs": "git", "commit_id": "abc123"},
+        }
+    )
 
     def prefix(*marks: str, cfg: str = "home = /usr/bin\n") -> str:
         folder = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
@@ -706,27 +763,36 @@ def test_the_install_command_follows_where_memdir_was_installed(tmp_path: Path) 
 
     venv = prefix()
     assert command_for("embeddings", venv, py, None, True) == (
-        "/opt/env/bin/python -m pip install 'memdir[embeddings]'")
+        "/opt/env/bin/python -m pip install 'memdir[embeddings]'"
+    )
     assert command_for("embeddings", venv, py, editable, True) == (
-        "cd /home/ada/src/memdir && /opt/env/bin/python -m pip install -e '.[embeddings]'")
+        "cd /home/ada/src/memdir && /opt/env/bin/python -m pip install -e '.[embeddings]'"
+    )
     assert command_for("embeddings", venv, py, plain_dir, True) == (
-        "/opt/env/bin/python -m pip install 'memdir[embeddings] @ file:///home/ada/src/memdir'")
+        "/opt/env/bin/python -m pip install 'memdir[embeddings] @ file:///home/ada/src/memdir'"
+    )
     assert command_for("embeddings", venv, py, git, True) == (
         "/opt/env/bin/python -m pip install "
-        "'memdir[embeddings] @ git+https://github.com/ada/memdir.git@abc123'")
+        "'memdir[embeddings] @ git+https://github.com/ada/memdir.git@abc123'"
+    )
     uv_venv = prefix(cfg="home = /usr/bin\nuv = 0.5.1\n")
     assert command_for("embeddings", uv_venv, py, None, False) == (
-        "uv pip install --python /opt/env/bin/python 'memdir[embeddings]'")
+        "uv pip install --python /opt/env/bin/python 'memdir[embeddings]'"
+    )
     assert command_for("embeddings", uv_venv, py, None, True) == (
-        "/opt/env/bin/python -m pip install 'memdir[embeddings]'")
+        "/opt/env/bin/python -m pip install 'memdir[embeddings]'"
+    )
     pipx = prefix("pipx_metadata.json")
     assert command_for("embeddings", pipx, py, None, True) == (
-        "pipx install --force 'memdir[embeddings]'")
+        "pipx install --force 'memdir[embeddings]'"
+    )
     assert command_for("embeddings", pipx, py, editable, True) == (
-        "pipx install --force -e '/home/ada/src/memdir[embeddings]'")
+        "pipx install --force -e '/home/ada/src/memdir[embeddings]'"
+    )
     uv_tool = prefix("uv-receipt.toml")
     assert command_for("embeddings", uv_tool, py, None, False) == (
-        "uv tool install --force 'memdir[embeddings]'")
+        "uv tool install --force 'memdir[embeddings]'"
+    )
     # this very install: an editable checkout in a venv with pip
     here = install_command("embeddings")
     assert "-m pip install -e '.[embeddings]'" in here
@@ -741,11 +807,14 @@ def test_lexical_scores_are_readable_in_a_small_store(
 ) -> None:  # Q1 F4, issue 11.7
     """bm25 in a store of one to three items is ~1e-6 (FTS5 floors a word's idf there):
     a score is the hit's share of the best match of its kind, 1.0 for the best."""
+
     def readable(hits: list[Hit]) -> bool:
         scores = [h.score for h in hits]
-        return (scores[0] == 1.0 and all(0.0001 <= s <= 1.0 and round(s, 4) == s
-                                          for s in scores)
-                and scores == sorted(scores, reverse=True))
+        return (
+            scores[0] == 1.0
+            and all(0.0001 <= s <= 1.0 and round(s, 4) == s for s in scores)
+            and scores == sorted(scores, reverse=True)
+        )
 
     first = memory.add_fact("kiwi vines need a male plant", "learning")
     for n in (1, 2, 3):
@@ -777,8 +846,11 @@ def test_memory_search_tool(tiers: Memory) -> None:  # Q1 A1 A3
     [hit] = result["hits"]
     assert hit["kind"] == "task" and hit["path"] == "tasks/fix-42.md" and hit["lines"] == [1, 1]
     assert "blue-green switch" in hit["content"] and hit["score"] > 0 and ISO.match(hit["date"])
-    result = call_tool(tiers, "memory_search", {"query": "switch", "category": "decision",
-                                                "limit": 5, "mode": "lexical"})
+    result = call_tool(
+        tiers,
+        "memory_search",
+        {"query": "switch", "category": "decision", "limit": 5, "mode": "lexical"},
+    )
     assert [h["kind"] for h in result["hits"]] == ["fact"]
     with pytest.raises(ValidationError):
         call_tool(tiers, "memory_search", {"query": "switch", "kinds": ["gossip"]})
@@ -787,8 +859,17 @@ def test_memory_search_tool(tiers: Memory) -> None:  # Q1 A1 A3
 
 
 def test_cli_search_json(tiers: Memory, run: Callable[..., Any]) -> None:  # Q1 C
-    result = run("search", "blue-green switch", "--kind", "task", "--kind", "daily",
-                 "--mode", "lexical", "--json")
+    result = run(
+        "search",
+        "blue-green switch",
+        "--kind",
+        "task",
+        "--kind",
+        "daily",
+        "--mode",
+        "lexical",
+        "--json",
+    )
     assert result.code == 0, result.err
     hits = result.json()
     assert {h["kind"] for h in hits} == {"task", "daily"}
@@ -820,7 +901,9 @@ def test_search_answers_while_the_database_is_locked(
             writer.add_fact("kiwi vines like shade", "learning")
         holder = subprocess.Popen(
             [sys.executable, "-c", HOLD_LOCK, mem.layout.db],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             assert holder.stdout is not None and holder.stdout.readline() == "locked\n"

@@ -35,7 +35,7 @@ CLEAN = [
     "client_secret: settings.CLIENT_SECRET",
     "set TOKEN=${GITHUB_TOKEN} in CI",
     "sk-learn and scikit-learn are the same library",
-    "The JWT header starts with eyJ, which is base64 for {\"",
+    'The JWT header starts with eyJ, which is base64 for {"',
     "ssh-keygen -t ed25519 makes a key pair; the public key goes to GitHub",
     "def login(user, password): return check(user, password)",
     "Commit 3f2a9c1d4b5e6f708192a3b4c5d6e7f8a9b0c1d2 fixed the bug",

@@ -36,9 +36,13 @@ def test_subagent_session_is_read_only_in_the_api(memory: Memory) -> None:  # U2
     sub = Memory(session=child.id)
     assert sub.read_only
     assert sub.search("visible")  # reads work
-    writes = [lambda: sub.add_fact("x", "learning"), lambda: sub.hot_set("x"),
-              lambda: sub.write_procedure("p", "x"), lambda: sub.remove_fact(1),
-              lambda: sub.supersede_fact(1, "x")]
+    writes = [
+        lambda: sub.add_fact("x", "learning"),
+        lambda: sub.hot_set("x"),
+        lambda: sub.write_procedure("p", "x"),
+        lambda: sub.remove_fact(1),
+        lambda: sub.supersede_fact(1, "x"),
+    ]
     for write in writes:
         with pytest.raises(ReadOnlyError, match="read-only"):
             write()
@@ -101,11 +105,13 @@ def test_sessions_command_lists_them(run) -> None:  # U3
 
 def test_session_from_option_or_env_and_cli_default(run, state_dir: Path) -> None:  # U4
     sid = run("session", "start", "--surface", "repl").out.strip()
-    by_env = run("fact", "add", "via env", "-c", "learning", "--json",
-                 env={"MEMDIR_SESSION_ID": sid}).json()
+    by_env = run(
+        "fact", "add", "via env", "-c", "learning", "--json", env={"MEMDIR_SESSION_ID": sid}
+    ).json()
     assert by_env["session_id"] == sid and by_env["surface"] == "repl"
-    by_option = run("fact", "add", "via option", "-c", "learning", "--session", sid,
-                    "--json").json()
+    by_option = run(
+        "fact", "add", "via option", "-c", "learning", "--session", sid, "--json"
+    ).json()
     assert by_option["session_id"] == sid
     plain = run("fact", "add", "no session", "-c", "learning", "--json").json()
     assert plain["session_id"] is None and plain["surface"] == "cli"

@@ -100,26 +100,35 @@ def test_memory_path_setting_relocates_memory(state_dir: Path, tmp_path: Path) -
 
 def test_config_values_are_read(state_dir: Path) -> None:  # S
     (state_dir / "config.toml").write_text(
-        "[memory]\nmax_inject_chars = 2000\nmax_entry_bytes = 100\ntask_retention = \"2d\"\n"
-        "hot_cap_chars = 1200\nmarker_prefix = \"APIARY\"\nbusy_timeout_ms = 50\n"
+        '[memory]\nmax_inject_chars = 2000\nmax_entry_bytes = 100\ntask_retention = "2d"\n'
+        'hot_cap_chars = 1200\nmarker_prefix = "APIARY"\nbusy_timeout_ms = 50\n'
     )
     s = Memory().settings
-    assert (s.max_inject_chars, s.max_entry_bytes, s.task_retention, s.hot_cap_chars,
-            s.marker_prefix, s.busy_timeout_ms) == (2000, 100, 172800.0, 1200, "APIARY", 50)
+    assert (
+        s.max_inject_chars,
+        s.max_entry_bytes,
+        s.task_retention,
+        s.hot_cap_chars,
+        s.marker_prefix,
+        s.busy_timeout_ms,
+    ) == (2000, 100, 172800.0, 1200, "APIARY", 50)
 
 
-@pytest.mark.parametrize(("text", "line", "key"), [
-    ("[memory]\nenabled = maybe\n", 2, None),
-    ("[memory]\nmax_inject_chars = \"lots\"\n", 2, "memory.max_inject_chars"),
-    ("[memory]\n\nhot_cap_chars = 10\n", 3, "memory.hot_cap_chars"),
-    ("[memory]\ntask_retention = \"forever\"\n", 2, "memory.task_retention"),
-    ("[memory]\nmarker_prefix = \"lower\"\n", 2, "memory.marker_prefix"),
-    ("[memory]\nenable = true\n", 2, "memory.enable"),
-    ("memory = 3\n", 1, "memory"),
-    ("[boot]\nfiles = \"HOT.md\"\n", 2, "boot.files"),
-    ("[heartbeat]\nemail = -1\n", 2, "heartbeat.email"),
-    ("[other]\nx = 1\n", 1, "other"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ("[memory]\nenabled = maybe\n", 2, None),
+        ('[memory]\nmax_inject_chars = "lots"\n', 2, "memory.max_inject_chars"),
+        ("[memory]\n\nhot_cap_chars = 10\n", 3, "memory.hot_cap_chars"),
+        ('[memory]\ntask_retention = "forever"\n', 2, "memory.task_retention"),
+        ('[memory]\nmarker_prefix = "lower"\n', 2, "memory.marker_prefix"),
+        ("[memory]\nenable = true\n", 2, "memory.enable"),
+        ("memory = 3\n", 1, "memory"),
+        ('[boot]\nfiles = "HOT.md"\n', 2, "boot.files"),
+        ("[heartbeat]\nemail = -1\n", 2, "heartbeat.email"),
+        ("[other]\nx = 1\n", 1, "other"),
+    ],
+)
 def test_malformed_config_is_a_clear_error(
     state_dir: Path, text: str, line: int | None, key: str | None
 ) -> None:  # S
@@ -144,8 +153,12 @@ def test_broken_config_from_the_cli_is_one_line(run, state_dir: Path) -> None:  
 def test_disabled_memory_persists_nothing(state_dir: Path) -> None:  # S
     (state_dir / "config.toml").write_text("[memory]\nenabled = false\n")
     mem = Memory()
-    for write in (lambda: mem.add_fact("x", "learning"), lambda: mem.hot_append("x"),
-                  lambda: mem.write_procedure("p", "x"), lambda: mem.start_session()):
+    for write in (
+        lambda: mem.add_fact("x", "learning"),
+        lambda: mem.hot_append("x"),
+        lambda: mem.write_procedure("p", "x"),
+        lambda: mem.start_session(),
+    ):
         with pytest.raises(DisabledError, match="memory.enabled = false"):
             write()
     assert mem.search("x") == [] and mem.hot() == "" and mem.sessions() == []
@@ -158,6 +171,7 @@ def test_safe_path_refuses_escapes(tmp_path: Path) -> None:  # X1
     (root / "global" / "link").symlink_to(tmp_path)
     assert safe_path(str(root), "global/a.md") == str(root / "global" / "a.md")
     from memdir import ValidationError
+
     for bad in ("../x", "/etc/passwd", "global/../../x", "global/link/secret", ""):
         with pytest.raises(ValidationError):
             safe_path(str(root), bad)

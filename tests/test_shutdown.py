@@ -54,8 +54,9 @@ async def short_session(folder: Path, call: bool) -> tuple[str, str]:
     (folder / "state").mkdir()  # L1: a named state dir must exist
     code, err = folder / "code", folder / "err"
     script = f'trap true TERM; "{sys.executable}" -m memdir serve 2>"{err}"; echo $? >"{code}"'
-    params = StdioServerParameters(command="sh", args=["-c", script],
-                                   env=cli_env(str(folder / "state")))
+    params = StdioServerParameters(
+        command="sh", args=["-c", script], env=cli_env(str(folder / "state"))
+    )
     async with Client(params, read_timeout_seconds=60) as client:
         if call:
             await client.call_tool("memory_search", {"query": "anything"})
@@ -114,9 +115,13 @@ def test_an_http_server_stopped_right_after_start_exits_cleanly(
         state = tmp_path / f"h{run}"
         state.mkdir()
         port = free_port()
-        proc = subprocess.Popen(cli_command("serve", "--http", f"127.0.0.1:{port}"),
-                                env=cli_env(str(state)), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cli_command("serve", "--http", f"127.0.0.1:{port}"),
+            env=cli_env(str(state)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             wait_for_port(port, proc)
             proc.send_signal(stop)
@@ -126,15 +131,25 @@ def test_an_http_server_stopped_right_after_start_exits_cleanly(
                 proc.kill()
                 proc.communicate()
         text = err.decode()
-        assert (proc.returncode, ABORT in text, "Traceback" in text) == (128 + stop, False,
-                                                                          False), text
+        assert (proc.returncode, ABORT in text, "Traceback" in text) == (
+            128 + stop,
+            False,
+            False,
+        ), text
         [(ended, surface)] = sessions_of(state)
         assert ended is not None and surface == "mcp"
 
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "test", "version": "0"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -144,9 +159,13 @@ def test_a_stdio_server_stopped_while_warming_exits_cleanly(
     for run in range(3):
         state = tmp_path / f"i{run}"
         state.mkdir()
-        proc = subprocess.Popen(cli_command("serve"), env=cli_env(str(state)),
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cli_command("serve"),
+            env=cli_env(str(state)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
@@ -160,7 +179,10 @@ def test_a_stdio_server_stopped_while_warming_exits_cleanly(
                 proc.kill()
                 proc.communicate()
         text = err.decode()
-        assert (proc.returncode, ABORT in text, "Traceback" in text) == (128 + stop, False,
-                                                                          False), text
+        assert (proc.returncode, ABORT in text, "Traceback" in text) == (
+            128 + stop,
+            False,
+            False,
+        ), text
         [(ended, _)] = sessions_of(state)
         assert ended is not None

@@ -18,26 +18,70 @@ from memdir.testing import cli_command, cli_env
 
 # every command that opens a store, with the arguments it needs to get that far
 STORE_COMMANDS = [
-    ["path"], ["hot", "show"], ["hot", "set", "x"], ["hot", "append", "x"], ["hot", "rm", "x"],
-    ["fact", "add", "x", "-c", "learning"], ["fact", "supersede", "1", "x"], ["fact", "rm", "1"],
-    ["fact", "show", "1"], ["fact", "history", "1"], ["search", "x"],
-    ["procedure", "write", "p", "PROC"], ["procedure", "show", "p"], ["procedure", "list"],
-    ["session", "start"], ["session", "end", "s"], ["sessions"], ["serve"],
-    ["serve", "--http", "127.0.0.1:1"], ["list"], ["show", "n"], ["rm", "n"], ["reindex"],
-    ["prune"], ["recall"], ["task", "start", "t"], ["task", "end", "t"], ["task", "show", "t"],
-    ["daily", "append", "x"], ["daily", "show"], ["boot"], ["get", "HOT.md"],
-    ["heartbeat", "due"], ["heartbeat", "status"], ["heartbeat", "mark", "email"],
-    ["distill"], ["stats"], ["doctor"], ["export"], ["import", "backup.jsonl"],
+    ["path"],
+    ["hot", "show"],
+    ["hot", "set", "x"],
+    ["hot", "append", "x"],
+    ["hot", "rm", "x"],
+    ["fact", "add", "x", "-c", "learning"],
+    ["fact", "supersede", "1", "x"],
+    ["fact", "rm", "1"],
+    ["fact", "show", "1"],
+    ["fact", "history", "1"],
+    ["search", "x"],
+    ["procedure", "write", "p", "PROC"],
+    ["procedure", "show", "p"],
+    ["procedure", "list"],
+    ["session", "start"],
+    ["session", "end", "s"],
+    ["sessions"],
+    ["serve"],
+    ["serve", "--http", "127.0.0.1:1"],
+    ["list"],
+    ["show", "n"],
+    ["rm", "n"],
+    ["reindex"],
+    ["prune"],
+    ["recall"],
+    ["task", "start", "t"],
+    ["task", "end", "t"],
+    ["task", "show", "t"],
+    ["daily", "append", "x"],
+    ["daily", "show"],
+    ["boot"],
+    ["get", "HOT.md"],
+    ["heartbeat", "due"],
+    ["heartbeat", "status"],
+    ["heartbeat", "mark", "email"],
+    ["distill"],
+    ["stats"],
+    ["doctor"],
+    ["export"],
+    ["import", "backup.jsonl"],
 ]
-BLOCK = ('MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "n", "description": "d", '
-         '"content": "c"}\nMEMDIR_MEMORIZE_END\n')
+BLOCK = (
+    'MEMDIR_MEMORIZE_BEGIN\n{"scope": "global", "name": "n", "description": "d", '
+    '"content": "c"}\nMEMDIR_MEMORIZE_END\n'
+)
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-        input: str = "", state: str = "") -> tuple[int, str, str]:
+def cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    input: str = "",
+    state: str = "",
+) -> tuple[int, str, str]:
     """The real CLI in a child process; `state` is its MEMDIR_STATE_DIR ("" = unset)."""
-    proc = subprocess.run(cli_command(*args), input=input, capture_output=True, text=True,
-                          timeout=60, env=cli_env(state, env), cwd=cwd)
+    proc = subprocess.run(
+        cli_command(*args),
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cli_env(state, env),
+        cwd=cwd,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -77,8 +121,9 @@ def test_memorize_with_a_missing_state_dir_stores_nothing_and_says_why(
 ) -> None:  # L1 M4: memorize never fails its caller, and makes no store either
     missing = str(tmp_path / "typo" / "state")
     args = ["memorize", "--state-dir", missing] if how == "flag" else ["memorize"]
-    code, out, err = cli(*args, input=f"before\n{BLOCK}after\n",
-                         state="" if how == "flag" else missing)
+    code, out, err = cli(
+        *args, input=f"before\n{BLOCK}after\n", state="" if how == "flag" else missing
+    )
     assert code == 0 and out == "before\nafter\n"
     assert "1 memorize request(s) dropped" in err and f"memdir init --state-dir {missing}" in err
     assert made_nothing(tmp_path)
@@ -95,20 +140,25 @@ def test_the_hinted_init_makes_the_store_and_the_command_then_works(tmp_path: Pa
         assert code == 0 and out.startswith(f"Created {missing}\n")
         assert (Path(missing) / "config.toml").exists() and (Path(missing) / "memory").is_dir()
         assert not (tmp_path / ".memdir").exists()  # init went where it was told
-        code, out, err = cli("fact", "add", "ships on Tuesdays", "-c", "convention", *flag,
-                             state=state)
+        code, out, err = cli(
+            "fact", "add", "ships on Tuesdays", "-c", "convention", *flag, state=state
+        )
         assert code == 0, err
         assert (Path(missing) / "memory" / "memory.db").exists()
         again = cli("init", *flag, "--json", state=state, cwd=tmp_path)
         assert again[0] == 0 and json.loads(again[1])["created"] is False
 
 
-def test_init_in_python_honours_the_state_dir(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:  # L1
+def test_init_in_python_honours_the_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # L1
     there = tmp_path / "a" / "b"
     result = init_project(str(tmp_path), state_dir=str(there))
     assert (result.state_dir, result.created, result.memory_dir) == (
-        str(there), True, str(there / "memory"))
+        str(there),
+        True,
+        str(there / "memory"),
+    )
     config = there / "config.toml"
     config.write_text("[memory]\nmax_inject_chars = 2000\n")  # a hand edit
     assert not init_project(str(tmp_path), state_dir=str(there)).created
@@ -187,8 +237,9 @@ def test_default_places_are_made_on_first_use(tmp_path: Path) -> None:  # L1 L2
     home = tmp_path / "home"  # does not exist yet
     work = tmp_path / "work"
     work.mkdir()
-    code, out, err = cli("fact", "add", "first ever", "-c", "learning", cwd=work,
-                         env={"HOME": str(home)})
+    code, out, err = cli(
+        "fact", "add", "first ever", "-c", "learning", cwd=work, env={"HOME": str(home)}
+    )
     assert code == 0, err
     assert (home / ".memdir" / "state" / "memory" / "memory.db").exists()
     project = tmp_path / "repo"

@@ -17,9 +17,21 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 @pytest.mark.slow
 def test_small_stress_run_loses_nothing(tmp_path: Path) -> None:  # L3, H4, F1, G3, T1, E1
     result = subprocess.run(
-        [sys.executable, str(BENCH / "stress.py"), "--procs", "3", "--seconds", "3",
-         "--readers", "1", "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            str(BENCH / "stress.py"),
+            "--procs",
+            "3",
+            "--seconds",
+            "3",
+            "--readers",
+            "1",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     summary = json.loads((tmp_path / "stress.json").read_text())["summary"]

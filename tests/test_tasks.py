@@ -26,7 +26,9 @@ def test_notes_are_timestamped_and_provenance_stamped(state_dir: Path) -> None: 
     )
     notes = mem.notes("bug-12")
     assert [(n.workflow, n.step, n.agent) for n in notes] == [
-        ("triage", "analyze", "triage"), (None, None, "triage")]
+        ("triage", "analyze", "triage"),
+        (None, None, "triage"),
+    ]
     assert notes[1].content == "Fix needs\ntwo lines"
 
 
@@ -74,7 +76,10 @@ def test_lineage_three_levels_deep(memory: Memory) -> None:  # T3
     memory.add_note("subtask", "own note")
     chain = memory.notes("subtask", lineage=True)
     assert [(n.task, n.content) for n in chain] == [
-        ("subtask", "own note"), ("story", "story note"), ("epic", "epic note")]
+        ("subtask", "own note"),
+        ("story", "story note"),
+        ("epic", "epic note"),
+    ]
     recalled = memory.recall(task="subtask").text
     assert recalled.index("own note") < recalled.index("story note") < recalled.index("epic")
 

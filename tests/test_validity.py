@@ -49,16 +49,19 @@ def test_a_removed_fact_ends_when_it_was_removed(state_dir: Path) -> None:  # 7.
         assert gone.valid_to == gone.updated and gone.valid_to > fact.valid_from
 
 
-@pytest.mark.parametrize(("as_of", "city"), [
-    ("2019-12-31", None),  # before anything was known
-    ("2020-01-01", "Berlin"),  # a date alone means its end
-    ("2023-07-15", "Berlin"),
-    ("2024-05-31T23:59:59Z", "Berlin"),
-    ("2024-06-01", "Paris"),
-    ("2025-03-10T08:29:59Z", "Paris"),
-    ("2025-03-10T08:30:00Z", "Lisbon"),
-    ("2026-01-01", "Lisbon"),
-])
+@pytest.mark.parametrize(
+    ("as_of", "city"),
+    [
+        ("2019-12-31", None),  # before anything was known
+        ("2020-01-01", "Berlin"),  # a date alone means its end
+        ("2023-07-15", "Berlin"),
+        ("2024-05-31T23:59:59Z", "Berlin"),
+        ("2024-06-01", "Paris"),
+        ("2025-03-10T08:29:59Z", "Paris"),
+        ("2025-03-10T08:30:00Z", "Lisbon"),
+        ("2026-01-01", "Lisbon"),
+    ],
+)
 def test_search_as_of_answers_what_held_then(memory: Memory, as_of: str, city: str | None) -> None:
     moved(memory)  # 7.2
     hits = memory.search("where does the user live", as_of=as_of)
@@ -81,8 +84,9 @@ def test_as_of_honours_category_and_since(memory: Memory) -> None:  # 7.2 F4
     moved(memory)
     memory.add_fact("The user lives far from Paris", "learning", valid_from="2021-01-01")
     assert len(memory.search("Paris", as_of="2024-07-01")) == 2
-    assert [h.category for h in memory.search("Paris", as_of="2024-07-01",
-                                              category="learning")] == ["learning"]
+    assert [
+        h.category for h in memory.search("Paris", as_of="2024-07-01", category="learning")
+    ] == ["learning"]
 
 
 def test_a_removed_fact_is_never_true_as_of_any_date(memory: Memory) -> None:  # 7.2
@@ -99,11 +103,21 @@ def test_bad_dates_are_clear_errors(memory: Memory) -> None:  # 7.2 Z
 
 
 def test_the_tool_takes_as_of_and_valid_from(memory: Memory) -> None:  # 7.2 A1
-    first = call_tool(memory, "memory_update", {
-        "content": "Team lead is Ana", "category": "decision", "valid_from": "2023-01-01"})
-    call_tool(memory, "memory_update", {
-        "action": "supersede", "supersedes": first["fact"]["id"],
-        "content": "Team lead is Bo", "valid_from": "2025-01-01"})
+    first = call_tool(
+        memory,
+        "memory_update",
+        {"content": "Team lead is Ana", "category": "decision", "valid_from": "2023-01-01"},
+    )
+    call_tool(
+        memory,
+        "memory_update",
+        {
+            "action": "supersede",
+            "supersedes": first["fact"]["id"],
+            "content": "Team lead is Bo",
+            "valid_from": "2025-01-01",
+        },
+    )
     then = call_tool(memory, "memory_search", {"query": "team lead", "as_of": "2024-01-01"})
     assert [h["content"] for h in then["hits"]] == ["Team lead is Ana"]
     assert then["hits"][0]["valid_to"] == "2025-01-01T00:00:00Z"
@@ -113,8 +127,10 @@ def test_the_cli_timeline_and_as_of(run: Any) -> None:  # 7.2 C
     run("fact", "add", "Lead is Ana", "-c", "decision", "--valid-from", "2023-01-01")
     run("fact", "supersede", "1", "Lead is Bo", "--valid-from", "2025-01-01")
     timeline = run("fact", "history", "2").out.splitlines()
-    assert timeline[0] == "#1 [decision] 2023-01-01T00:00:00Z -> 2025-01-01T00:00:00Z, " \
+    assert (
+        timeline[0] == "#1 [decision] 2023-01-01T00:00:00Z -> 2025-01-01T00:00:00Z, "
         "superseded by #2"
+    )
     assert timeline[2] == "#2 [decision] 2025-01-01T00:00:00Z -> now"
     hits = run("search", "lead", "--as-of", "2024-02-02", "--json").json()
     assert [(h["id"], h["valid_to"]) for h in hits] == [(1, "2025-01-01T00:00:00Z")]
@@ -165,11 +181,24 @@ def test_a_fact_cannot_begin_in_the_future_or_before_what_it_replaces(
 def test_imported_superseded_facts_held_until_their_successor(memory: Memory) -> None:
     """7.2 on import: a superseded fact that brings no end held until the next version
     began, so --as-of finds it in between."""
-    memory.import_facts([
-        {"id": 1, "category": "preference", "content": "User lives in Berlin",
-         "status": "superseded", "created": "2024-01-01T10:00:00Z", "superseded_by": 2},
-        {"id": 2, "category": "preference", "content": "User lives in Paris",
-         "created": "2024-06-01T10:00:00Z", "supersedes": 1},
-    ])
+    memory.import_facts(
+        [
+            {
+                "id": 1,
+                "category": "preference",
+                "content": "User lives in Berlin",
+                "status": "superseded",
+                "created": "2024-01-01T10:00:00Z",
+                "superseded_by": 2,
+            },
+            {
+                "id": 2,
+                "category": "preference",
+                "content": "User lives in Paris",
+                "created": "2024-06-01T10:00:00Z",
+                "supersedes": 1,
+            },
+        ]
+    )
     [hit] = memory.search("where does the user live", as_of="2024-03-01")
     assert hit.content == "User lives in Berlin" and hit.valid_to == "2024-06-01T10:00:00Z"

@@ -131,8 +131,9 @@ def similar_facts(
             if other_id not in found:
                 other = store.get_fact(other_id)
                 if other is not None and other.status == "active":
-                    found[other_id] = Similar("fact", other_id, round(score, 3), "semantic",
-                                              other.content)
+                    found[other_id] = Similar(
+                        "fact", other_id, round(score, 3), "semantic", other.content
+                    )
     ranked = sorted(found.values(), key=lambda s: (-s.score, str(s.ref)))
     return tuple(ranked[:MAX_REPORTED])
 
@@ -199,9 +200,7 @@ def _nearest(
     if not keys:
         return []
     scores = matrix @ vector
-    return [
-        (keys[i], float(scores[i])) for i in np.argsort(-scores)[:top] if scores[i] >= minimum
-    ]
+    return [(keys[i], float(scores[i])) for i in np.argsort(-scores)[:top] if scores[i] >= minimum]
 
 
 def merged(first: tuple[Similar, ...], more: tuple[Similar, ...]) -> tuple[Similar, ...]:
@@ -382,9 +381,7 @@ def _named_groups(
     return groups + _join(kind, scored, "lexical")
 
 
-def _join(
-    kind: str, pairs: list[tuple[Any, Any, float]], how: str
-) -> list[DuplicateGroup]:
+def _join(kind: str, pairs: list[tuple[Any, Any, float]], how: str) -> list[DuplicateGroup]:
     """Connected components of the similar pairs (union-find), each with its best score."""
     parent: dict[Any, Any] = {}
 
@@ -408,4 +405,3 @@ def _join(
         for top, group in sorted(members.items(), key=lambda item: sorted(item[1])[0])
         if len(group) > 1
     ]
-

@@ -182,9 +182,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
     what the duplicate guard compares a new body with before reading any file."""
     rows = _refresh(layout, store, with_meta=False)
     return {
-        name: (row[6], similarity.bands_of(row[7]))
-        for name, row in rows.items()
-        if row[4] is None
+        name: (row[6], similarity.bands_of(row[7])) for name, row in rows.items() if row[4] is None
     }
 
 

@@ -130,7 +130,8 @@ class FactMemory(MemoryBase):
             fact = dict(row)
             facts.check_category(fact.get("category"))  # type: ignore[arg-type]
             fact["content"] = facts.check_content(
-                fact.get("content"), self.settings.max_entry_bytes  # type: ignore[arg-type]
+                fact.get("content"),  # type: ignore[arg-type]
+                self.settings.max_entry_bytes,
             )
             fact["status"] = facts.check_status(fact.get("status"))
             for field in ("created", "updated", "valid_from"):

@@ -116,8 +116,7 @@ def build_server(memory: Memory) -> Server[Any]:
                     name="recall",
                     uri=RECALL_URI,
                     mime_type="text/markdown",
-                    description="Hot memory and the long-term index, within the "
-                    "recall budget.",
+                    description="Hot memory and the long-term index, within the recall budget.",
                 ),
             ]
         )
@@ -303,8 +302,9 @@ def _signals_held() -> contextlib.AbstractContextManager[None]:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
-                                                                          signal.SIGTERM)}
+        previous = {
+            sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
         try:
             yield
         finally:

@@ -132,8 +132,7 @@ class MemoryBase:
             found = self.store.get_session(self.session_id)
             if found is None:
                 raise NotFoundError(
-                    f"unknown session {self.session_id!r}: start one with "
-                    f"{advice.session_start()}"
+                    f"unknown session {self.session_id!r}: start one with {advice.session_start()}"
                 )
             self._session = found
         return self._session

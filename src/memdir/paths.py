@@ -142,8 +142,7 @@ def require_state_dir(state: StateDir, create: bool = False) -> None:
     if state.source == "argument":
         raise NotFoundError(f"state dir {state.path} does not exist: {hint}, or fix the path")
     raise NotFoundError(
-        f"{STATE_ENV} points at {state.path}, which does not exist: {hint}, "
-        "or fix the variable"
+        f"{STATE_ENV} points at {state.path}, which does not exist: {hint}, or fix the variable"
     )
 
 

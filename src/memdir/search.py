@@ -130,8 +130,10 @@ def search(
     if as_of is not None:
         match = query.to_fts5(node)
         found = _relative(
-            [(("fact", f.id), _fact_hit(f, score))
-             for f, score in store.search_facts(match, category, since, limit, as_of)]
+            [
+                (("fact", f.id), _fact_hit(f, score))
+                for f, score in store.search_facts(match, category, since, limit, as_of)
+            ]
         )
         return [hit for _, hit in found]
     lexical: list[list[tuple[Key, Hit]]] = []

@@ -132,9 +132,12 @@ class EmbedWorker:
         wait for); False on timeout, or when the worker has ended without it."""
         with self._turns:
             target = self._asked
-            return self._turns.wait_for(
-                lambda: self._answered >= target or not self._thread.is_alive(), timeout
-            ) and self._answered >= target
+            return (
+                self._turns.wait_for(
+                    lambda: self._answered >= target or not self._thread.is_alive(), timeout
+                )
+                and self._answered >= target
+            )
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop at the next boundary and wait for the thread; False if it is still running

@@ -76,9 +76,7 @@ class WorkflowMemory(MemoryBase):
             with contextlib.suppress(MemdirError):  # a symlink out of the root (X1)
                 text = entries.text_of(self.layout, other) or ""
                 others.append((other, duplicates.body_of(text)))
-        return duplicates.among(
-            "entry", name, content, others, self.settings.duplicate_lexical
-        )
+        return duplicates.among("entry", name, content, others, self.settings.duplicate_lexical)
 
     def _write_entry(
         self,

@@ -50,9 +50,7 @@ def add_fact(b: Builder) -> None:
     add = b.command(fact, "add", _fact_add, "store a new fact")
     add.add_argument("text", help="the fact, or - for stdin")
     add.add_argument("-c", "--category", required=True, choices=CATEGORIES)
-    add.add_argument(
-        "--valid-from", metavar="DATE", help="when it began to hold (default: now)"
-    )
+    add.add_argument("--valid-from", metavar="DATE", help="when it began to hold (default: now)")
     sup = b.command(
         fact, "supersede", _fact_supersede, "replace a fact, keeping the old in history"
     )
@@ -182,9 +180,7 @@ def _hot_result(args: argparse.Namespace, result: HotWrite) -> Any:
 
 
 def _fact_add(args: argparse.Namespace) -> Any:
-    fact = memory_for(args).add_fact(
-        text_arg(args.text), args.category, valid_from=args.valid_from
-    )
+    fact = memory_for(args).add_fact(text_arg(args.text), args.category, valid_from=args.valid_from)
     return _written(args, fact, "not stored", f"fact {fact.id} stored ({fact.category})")
 
 

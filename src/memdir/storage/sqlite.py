@@ -208,8 +208,20 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
                     if wanted:
                         known[(key, wanted)] = fact_id
                     next_id += 1
-                    new_rows.append((fact_id, category, text, now, now, by.session_id,
-                                     by.surface, by.agent, now, key))
+                    new_rows.append(
+                        (
+                            fact_id,
+                            category,
+                            text,
+                            now,
+                            now,
+                            by.session_id,
+                            by.surface,
+                            by.agent,
+                            now,
+                            key,
+                        )
+                    )
                     sketch_rows += [(k, fact_id) for k in sketch]
                 ids.append(fact_id)
             db.executemany(

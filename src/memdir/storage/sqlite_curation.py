@@ -105,14 +105,22 @@ class CurationRows(Rows):
                 f"INSERT INTO facts (id, {', '.join(fields)}, {', '.join(links)}, norm) "
                 f"VALUES ({', '.join('?' * (len(fields) + 4))})",
                 [
-                    (new, *(row.get(f) for f in fields), *(linked(row, f) for f in links),
-                     similarity.key_of_normal(normal))
+                    (
+                        new,
+                        *(row.get(f) for f in fields),
+                        *(linked(row, f) for f in links),
+                        similarity.key_of_normal(normal),
+                    )
                     for row, new, normal in zip(rows, new_ids, normals, strict=True)
                 ],
             )
             self._sketch_many(
-                db, [(key, new_ids[i]) for i, keys in zip(active, sketches, strict=True)
-                     for key in keys]
+                db,
+                [
+                    (key, new_ids[i])
+                    for i, keys in zip(active, sketches, strict=True)
+                    for key in keys
+                ],
             )
             if seen is not None:
                 db.executemany(
@@ -169,9 +177,12 @@ class CurationRows(Rows):
                 "SELECT key FROM fact_sketch GROUP BY key HAVING count(*) > ?", (BUCKET,)
             ).fetchall()
             for (key,) in big:
-                bucket = [i for (i,) in db.execute(
-                    "SELECT fact_id FROM fact_sketch WHERE key = ? ORDER BY fact_id", (key,)
-                )]
+                bucket = [
+                    i
+                    for (i,) in db.execute(
+                        "SELECT fact_id FROM fact_sketch WHERE key = ? ORDER BY fact_id", (key,)
+                    )
+                ]
                 _pair_up(bucket, pairs)
             found = self._facts_in(db, sorted({i for pair in pairs for i in pair}))
         found = {i: f for i, f in found.items() if f.status == "active"}
