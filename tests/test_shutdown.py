@@ -8,7 +8,6 @@ interpreter finalised. Real server processes, the mcp SDK's client."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -124,20 +123,22 @@ def test_an_http_server_stopped_right_after_start_exits_cleanly(
         )
         try:
             wait_for_port(port, proc)
-            proc.send_signal(stop)
-            _, err = proc.communicate(timeout=60)
+            stopped_cleanly(proc, stop)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        text = err.decode()
-        assert (proc.returncode, ABORT in text, "Traceback" in text) == (
-            128 + stop,
-            False,
-            False,
-        ), text
         [(ended, surface)] = sessions_of(state)
         assert ended is not None and surface == "mcp"
+
+
+def stopped_cleanly(proc: subprocess.Popen[bytes], stop: signal.Signals) -> None:
+    """Send `stop`: the server exits with the signal's conventional code (128 + it), with
+    neither an abort nor a traceback on stderr."""
+    proc.send_signal(stop)
+    _, err = proc.communicate(timeout=60)
+    text = err.decode()
+    assert (proc.returncode, ABORT in text, "Traceback" in text) == (128 + stop, False, False), text
 
 
 INITIALIZE = {
@@ -172,17 +173,10 @@ def test_a_stdio_server_stopped_while_warming_exits_cleanly(
             proc.stdin.flush()
             answer = json.loads(proc.stdout.readline())  # it serves: the model still loads
             assert answer["id"] == 1 and "result" in answer, answer
-            os.kill(proc.pid, stop)
-            _, err = proc.communicate(timeout=60)
+            stopped_cleanly(proc, stop)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        text = err.decode()
-        assert (proc.returncode, ABORT in text, "Traceback" in text) == (
-            128 + stop,
-            False,
-            False,
-        ), text
         [(ended, _)] = sessions_of(state)
         assert ended is not None
