@@ -147,15 +147,23 @@ def test_symlinks_pointing_out_are_refused(
 ) -> None:  # X1 E4
     (root / "global" / "evil.md").symlink_to(outside / "secret.md")
     (root / "linked").symlink_to(outside, target_is_directory=True)
-    for path in ("global/evil.md", "linked/secret.md", "linked", str(root / "global/evil.md")):
-        with pytest.raises(ValidationError, match="outside the memory root"):
+    (root / "procedures").symlink_to(outside, target_is_directory=True)
+    refused = "outside the memory root|not a memory file"
+    for path in (
+        "global/evil.md",
+        "linked/secret.md",
+        "linked",
+        str(root / "global/evil.md"),
+        "procedures/secret.md",
+    ):
+        with pytest.raises(ValidationError, match=refused):
             memory.get(path)
         res = run("get", path)
         assert res.code == 1 and res.out == "" and "TOP SECRET" not in res.err
         assert res.err.count("\n") == 1
     # a symlink that stays inside the root is just another name for the file
-    (root / "alias.md").symlink_to(root / "global" / "seven.md")
-    assert memory.get("alias.md", from_line=1, lines=1).lines == [(1, "line 1")]
+    (root / "global" / "alias.md").symlink_to(root / "global" / "seven.md")
+    assert memory.get("global/alias.md", from_line=1, lines=1).lines == [(1, "line 1")]
 
 
 def test_binary_files_and_folders_are_refused(
@@ -163,16 +171,22 @@ def test_binary_files_and_folders_are_refused(
 ) -> None:  # E4 X1
     memory.add_fact("The build uses make", "convention")
     assert (root / "memory.db").exists()
-    with pytest.raises(ValidationError, match="memory.db is not a text file"):
-        memory.get("memory.db")
+    (root / "global" / "binary.md").write_bytes(b"\x00\x01junk")
+    with pytest.raises(ValidationError, match="binary.md is not a text file"):
+        memory.get("global/binary.md")
+    with pytest.raises(ValidationError, match="memory.db' is not a memory file"):
+        memory.get("memory.db")  # X1: get reads the layout's markdown files only
     for folder in ("global", "global/", "."):
-        with pytest.raises(ValidationError, match="is a folder"):
+        with pytest.raises(ValidationError, match="not a memory file"):
             memory.get(folder)
+    (root / "global" / "folder.md").mkdir()
+    with pytest.raises(ValidationError, match="is a folder"):
+        memory.get("global/folder.md")
     with pytest.raises(NotFoundError):
         memory.get("global/missing.md")
-    res = run("get", "memory.db")
+    res = run("get", "global/binary.md")
     assert res.code == 1 and res.err.count("\n") == 1 and "not a text file" in res.err
-    res = run("get", "global")
+    res = run("get", "global/folder.md")
     assert res.code == 1 and res.err.count("\n") == 1 and "is a folder" in res.err
 
 

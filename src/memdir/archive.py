@@ -128,7 +128,7 @@ def export(memory: Memory, out: IO[bytes]) -> Exported:
 
 def export_to(memory: Memory, path: str) -> Exported:
     """export() into the file `path`, atomically: a failed export leaves no half archive."""
-    with files.atomic_output(path) as out:
+    with files.atomic_output(path, root=os.path.dirname(os.path.abspath(path))) as out:
         done = export(memory, out)
     return done._replace(path=path)
 
@@ -193,7 +193,9 @@ def _file_record(item: StoredFile) -> dict[str, Any]:
     import base64
 
     try:
-        with open(item.path, "rb") as handle:
+        # O_NOFOLLOW: a link swapped in since the listing is refused, never followed (X1)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(item.path, flags), "rb") as handle:
             data = handle.read()
             mtime_ns = os.fstat(handle.fileno()).st_mtime_ns
     except FileNotFoundError:
@@ -407,31 +409,32 @@ def _write_files(
         report.imported.append(item)
         if dry_run:
             continue
+        base = root_dir(layout, root)
         lock = lock_of(rel) if root == "memory" else None
         with files.locked(layout.locks_dir, lock) if lock else contextlib.nullcontext():
             if lock:
-                files.sweep_temps(target)
+                files.sweep_temps(target, root=base)
             if replaces and root == "memory" and rel == "HOT.md":
-                previous = files.read_text(target)  # H4: the previous content is kept
+                previous = files.read_text(target, root=base)  # H4: the previous content is kept
                 if previous is not None:
-                    files.atomic_write(os.path.join(layout.memory_dir, "HOT.md.bak"), previous)
+                    files.atomic_write(os.path.join(base, "HOT.md.bak"), previous, root=base)
             if isinstance(data, str):
-                files.atomic_write(target, data)
+                files.atomic_write(target, data, root=base)
             else:
-                files.ensure_dir(os.path.dirname(target))
-                with files.atomic_output(target) as out:
+                files.ensure_dir(os.path.dirname(files.confined(base, target)))
+                with files.atomic_output(target, root=base) as out:
                     out.write(data)
             mtime = record.get("mtime_ns")
             if mtime is not None:
                 try:
-                    os.utime(target, ns=(mtime, mtime))
+                    os.utime(target, ns=(mtime, mtime), follow_symlinks=False)
                 except OSError as exc:
                     raise StorageError(f"cannot set the time of {target}: {exc.strerror}") from exc
 
 
 def _holds_already(target: str, data: str | bytes) -> bool:
     try:
-        with open(target, "rb") as handle:
+        with os.fdopen(os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
             held = handle.read()
     except OSError:
         return False

@@ -233,7 +233,7 @@ def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None
     if (
         rel.startswith("/")
         or "\\" in rel
-        or "\0" in rel
+        or any(ch < " " or ch == "\x7f" for ch in rel)  # a line break forges lines (X1)
         or any(part in ("", ".", "..") for part in parts)
     ):
         raise plan.error(number, f"unsafe path {rel!r}: a relative path inside its root")

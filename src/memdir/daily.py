@@ -20,16 +20,14 @@ day's file atomically under the day's lock, so concurrent appends never lose eac
 from __future__ import annotations
 
 import os
-import re
 import time
 
 from .errors import NotFoundError, ValidationError
-from .paths import Layout
+from .paths import Layout, is_date_name
 from .records import Record
 from .storage import files
 
 EVOLUTION = "Evolution Log"
-DATE_RE = re.compile(r"^\d{4}-\d\d-\d\d$")
 SECTION_MAX = 80
 
 
@@ -68,7 +66,7 @@ def _yesterday(now: float) -> str:
 
 
 def path_of(layout: Layout, date: str) -> str:
-    if not DATE_RE.match(date) or not _is_calendar_date(date):
+    if not is_date_name(date) or not _is_calendar_date(date):
         raise ValidationError(f"bad date {date!r}: use YYYY-MM-DD")
     return os.path.join(layout.memory_dir, "daily", f"{date}.md")
 
@@ -81,15 +79,17 @@ def append(layout: Layout, text: str, now: float, section: str | None = None) ->
     clock = time.strftime("%H:%M", time.localtime(now))
     path = path_of(layout, date)
     with files.locked(layout.locks_dir, f"daily-{date}"):
-        title, sections = _parse(files.read_for_rewrite(path) or "")
+        title, sections = _parse(files.read_for_rewrite(path, root=layout.memory_dir) or "")
         if section is None:
             heading = clock
             _add(sections, heading, text.strip("\n").split("\n"), join_last=True)
         else:
             heading = section
             _add(sections, heading, _stamped(clock, text), join_last=False)
-        files.sweep_temps(path)
-        files.atomic_write(path, _render(title or [f"# {date}", ""], sections))
+        files.sweep_temps(path, root=layout.memory_dir)
+        files.atomic_write(
+            path, _render(title or [f"# {date}", ""], sections), root=layout.memory_dir
+        )
     return DailyWrite(date, os.path.relpath(path, layout.memory_dir), heading)
 
 
@@ -101,11 +101,8 @@ def read(layout: Layout, date: str) -> str:
 
 
 def dates(layout: Layout) -> list[str]:
-    try:
-        names = os.listdir(os.path.join(layout.memory_dir, "daily"))
-    except FileNotFoundError:
-        return []
-    return sorted(n[:-3] for n in names if n.endswith(".md") and DATE_RE.match(n[:-3]))
+    names = files.listdir(os.path.join(layout.memory_dir, "daily"), root=layout.memory_dir)
+    return sorted(n[:-3] for n in names if n.endswith(".md") and is_date_name(n[:-3]))
 
 
 Section = tuple[str, list[str]]  # (heading text, body lines)

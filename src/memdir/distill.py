@@ -133,7 +133,9 @@ def _daily_items(layout: Layout, watermark: tuple[float, str] | None) -> list[It
             continue
         rel = _rel(path, layout)
         if watermark is None or (mtime, rel) > watermark:
-            found.append(Item("daily", rel, mtime, files.read_text(path) or ""))
+            found.append(
+                Item("daily", rel, mtime, files.read_text(path, root=layout.memory_dir) or "")
+            )
     return found
 
 
@@ -146,7 +148,7 @@ def _task_items(layout: Layout, store: Store, watermark: tuple[float, str] | Non
         path = layout.task_notes(task.id)
         if watermark is not None and (ended, _rel(path, layout)) <= watermark:
             continue
-        text = files.read_text(path)
+        text = files.read_text(path, root=layout.memory_dir)
         if text:
             found.append(Item("task", _rel(path, layout), ended, text))
     return found

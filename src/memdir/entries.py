@@ -64,7 +64,7 @@ def write(
     body = content.strip("\n") + "\n"
     similar: tuple[Similar, ...] = ()
     with files.locked(layout.locks_dir, LOCK):
-        text = files.read_text(path)
+        text = files.read_text(path, root=layout.memory_dir)
         previous = _meta_of(text, path, layout)
         if previous and _holds(text, previous, name, description, body):
             return read(layout, name)._replace(duplicate=True), False
@@ -74,8 +74,8 @@ def write(
         meta: dict[str, object] = {"name": name, "description": description}
         meta.update(_provenance(previous, provenance))
         meta.update({"created": created, "updated": now})
-        files.sweep_temps(path)
-        files.atomic_write(path, frontmatter.dump(meta, body))
+        files.sweep_temps(path, root=layout.memory_dir)
+        files.atomic_write(path, frontmatter.dump(meta, body), root=layout.memory_dir)
         _write_index(layout, store)
     entry = Entry(
         name,
@@ -153,7 +153,7 @@ def remove(layout: Layout, store: Store, name: str) -> Entry:
     entry = read(layout, name)
     with files.locked(layout.locks_dir, LOCK):
         try:
-            os.unlink(layout.entry(name))
+            files.unlink(layout.entry(name), root=layout.memory_dir)
         except FileNotFoundError:
             raise NotFoundError(
                 f"no global entry named {name!r}: the entries are in {advice.entry_list()}"
@@ -202,9 +202,9 @@ def _write_index(layout: Layout, store: Store) -> None:
     text = "".join(
         index_line(name, description) + "\n" for name, description, _ in index(layout, store)
     )
-    if files.read_text(layout.index_file) != text:
-        files.sweep_temps(layout.index_file)
-        files.atomic_write(layout.index_file, text)
+    if files.read_text(layout.index_file, root=layout.memory_dir) != text:
+        files.sweep_temps(layout.index_file, root=layout.memory_dir)
+        files.atomic_write(layout.index_file, text, root=layout.memory_dir)
 
 
 def _refresh(
@@ -259,19 +259,17 @@ def _refresh(
 def files_of(layout: Layout) -> list[tuple[str, str, int, int]]:
     """(name, path, mtime_ns, size) of each entry file."""
     found = []
-    try:
-        with os.scandir(layout.global_dir) as listing:
-            for item in listing:
-                stem = item.name[:-3]
-                if not (item.name.endswith(".md") and is_name(stem)):
-                    continue
-                try:
-                    info = item.stat()
-                except OSError:
-                    continue  # a dangling symlink, or deleted while we looked
-                found.append((stem, item.path, info.st_mtime_ns, info.st_size))
-    except FileNotFoundError:
-        pass
+    for item in files.scandir(layout.global_dir, root=layout.memory_dir):  # X1
+        stem = item.name[:-3]
+        if not (item.name.endswith(".md") and is_name(stem)):
+            continue  # not an entry's name: never listed or indexed raw (X1), doctor names it
+        try:
+            info = item.stat()
+        except OSError:
+            continue  # a dangling symlink, or deleted while we looked
+        found.append(
+            (stem, os.path.join(layout.global_dir, item.name), info.st_mtime_ns, info.st_size)
+        )
     return found
 
 

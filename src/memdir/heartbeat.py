@@ -12,7 +12,7 @@ import os
 import re
 
 from .errors import StorageError, ValidationError
-from .paths import Layout
+from .paths import Layout, full_match
 from .records import Record
 from .storage import files
 
@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-CHECK_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+CHECK_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
 class Check(Record):
@@ -40,24 +40,26 @@ def state_path(layout: Layout) -> str:
 
 def checks(layout: Layout, hours: dict[str, float], now: float) -> list[Check]:
     """Every known check (configured or in the state file), due ones first."""
-    last = _read(state_path(layout))
+    last = _read(layout)
     names = sorted((set(hours) - {"default"}) | set(last))
     found = [_check(name, last.get(name), hours, now) for name in names]
     return sorted(found, key=lambda c: (not c.due, c.next_due or 0, c.name))
 
 
 def mark(layout: Layout, name: str, hours: dict[str, float], now: float) -> Check:
-    if not isinstance(name, str) or not CHECK_RE.match(name):
+    if not full_match(CHECK_RE, name):
         raise ValidationError(f"bad check name {name!r}: a lowercase word such as email")
     import json
 
     path = state_path(layout)
     with files.locked(layout.locks_dir, "heartbeat"):
-        raw = files.read_text(path)
+        raw = files.read_text(path, root=layout.memory_dir)
         data = _parse(raw, path) if raw is not None else {"lastChecks": {}}
         data.setdefault("lastChecks", {})[name] = int(now)
-        files.sweep_temps(path)
-        files.atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        files.sweep_temps(path, root=layout.memory_dir)
+        files.atomic_write(
+            path, json.dumps(data, indent=2, sort_keys=True) + "\n", root=layout.memory_dir
+        )
     return _check(name, int(now), hours, now)
 
 
@@ -69,8 +71,9 @@ def _check(name: str, last: float | None, hours: dict[str, float], now: float) -
     return Check(name, last, limit, now >= next_due, next_due)
 
 
-def _read(path: str) -> dict[str, float | None]:
-    raw = files.read_text(path)
+def _read(layout: Layout) -> dict[str, float | None]:
+    path = state_path(layout)
+    raw = files.read_text(path, root=layout.memory_dir)
     if raw is None:
         return {}
     last: dict[str, float | None] = _parse(raw, path)["lastChecks"]

@@ -7,7 +7,6 @@ never lost; the previous content goes to HOT.md.bak and the new one lands atomic
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Callable
 
@@ -27,7 +26,7 @@ HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
 def read(layout: Layout) -> str:
-    return files.read_text(layout.hot) or ""
+    return files.read_text(layout.hot, root=layout.memory_dir) or ""
 
 
 def update(
@@ -39,24 +38,28 @@ def update(
     on), so a later append cannot slip into the marker's room and hide that text was lost.
     """
     with files.locked(layout.locks_dir, "HOT.md"):
-        current = files.read_for_rewrite(layout.hot)
+        current = files.read_for_rewrite(layout.hot, root=layout.memory_dir)
         carried = 0 if replace else cut_so_far(current or "")
         text, cut = truncate(change(current or ""), cap, carried)
-        files.sweep_temps(layout.hot)
-        files.sweep_temps(layout.hot + ".bak")
-        backup = files.read_text(layout.hot + ".bak") if current is not None else None
+        files.sweep_temps(layout.hot, root=layout.memory_dir)
+        files.sweep_temps(layout.hot + ".bak", root=layout.memory_dir)
+        backup = (
+            files.read_text(layout.hot + ".bak", root=layout.memory_dir)
+            if current is not None
+            else None
+        )
         if current is not None:
-            files.atomic_write(layout.hot + ".bak", current)
+            files.atomic_write(layout.hot + ".bak", current, root=layout.memory_dir)
         try:
-            files.atomic_write(layout.hot, text)
+            files.atomic_write(layout.hot, text, root=layout.memory_dir)
         except StorageError:
             # HOT.md is unchanged (a full disk, say), so its previous backup stays too:
             # "nothing was changed" must hold for HOT.md.bak as well
             with contextlib.suppress(OSError, StorageError):
                 if current is not None and backup is None:
-                    os.unlink(layout.hot + ".bak")
+                    files.unlink(layout.hot + ".bak", root=layout.memory_dir)
                 elif backup is not None and backup != current:
-                    files.atomic_write(layout.hot + ".bak", backup)
+                    files.atomic_write(layout.hot + ".bak", backup, root=layout.memory_dir)
             raise
     return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
 

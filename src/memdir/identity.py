@@ -96,13 +96,13 @@ def boot(
 
 def _part(layout: Layout, name: str, now: float, index_text: str) -> tuple[str, str]:
     if name == "HOT.md":
-        return layout.hot, files.read_text(layout.hot) or ""
+        return layout.hot, files.read_text(layout.hot, root=layout.memory_dir) or ""
     if name == "MEMORY.md":
         return layout.index_file, index_text  # fresh from the entry files (G3, G4)
     if name in ("daily:today", "daily:yesterday"):
         date = daily.resolve_date(name.split(":")[1], now)
         path = daily.path_of(layout, date)
-        return path, files.read_text(path) or ""
+        return path, files.read_text(path, root=layout.memory_dir) or ""
     try:
         path = safe_path(layout.state_dir, name)
     except ValidationError:
@@ -110,7 +110,8 @@ def _part(layout: Layout, name: str, now: float, index_text: str) -> tuple[str, 
             f"[boot] files: {name!r} is not a file under the state dir {layout.state_dir}: "
             "give a path relative to it"
         ) from None
-    return path, files.read_text(path) or ""
+    # identity files: X1 holds relative to the state dir (a link out of it is refused)
+    return path, files.read_text(path, root=layout.state_dir) or ""
 
 
 def _label(name: str, path: str, layout: Layout) -> str:

@@ -11,7 +11,7 @@ import os
 import time
 
 from .clock import iso
-from .paths import Layout, is_inside
+from .paths import STEM_CHECKS, Layout
 from .storage import files
 from .storage.hashing import text_hash
 
@@ -69,34 +69,26 @@ def scan(layout: Layout) -> dict[str, tuple[str, str, int, int]]:
     """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers."""
     found = {}
     for kind, folder in TIERS:
-        try:
-            with os.scandir(os.path.join(layout.memory_dir, folder)) as listing:
-                for item in listing:
-                    if not item.name.endswith(".md") or item.name.startswith("."):
-                        continue
-                    try:
-                        info = item.stat()
-                    except OSError:
-                        continue
-                    if info.st_size > 4 * 1024 * 1024:
-                        continue  # not memory someone wrote: leave huge files out
-                    found[f"{folder}/{item.name}"] = (
-                        kind,
-                        item.path,
-                        info.st_mtime_ns,
-                        info.st_size,
-                    )
-        except FileNotFoundError:
-            continue
+        valid = STEM_CHECKS[folder]
+        listing = files.scandir(os.path.join(layout.memory_dir, folder), root=layout.memory_dir)
+        for item in listing:
+            if not item.name.endswith(".md") or not valid(item.name[:-3]):
+                continue  # not a memory file's name (X1): doctor reports it
+            try:
+                info = item.stat()
+            except OSError:
+                continue
+            if info.st_size > 4 * 1024 * 1024:
+                continue  # not memory someone wrote: leave huge files out
+            path = os.path.join(layout.memory_dir, folder, item.name)
+            found[f"{folder}/{item.name}"] = (kind, path, info.st_mtime_ns, info.st_size)
     return found
 
 
 def _read_inside(layout: Layout, path: str) -> str | None:
     """The file's text; None for a symlink that leads out of the memory root (X1)."""
-    if not is_inside(layout.memory_dir, path):
-        return None
     try:
-        text = files.read_text(path)
+        text = files.read_text(path, root=layout.memory_dir)
     except Exception:  # unreadable now: try again at the next search
         return None
     return None if text is None or "\0" in text else text

@@ -39,6 +39,7 @@ from .models import (
 )
 from .paths import (
     PROJECT_DIR,
+    check_memory_root,
     git_work_tree,
     memory_dir_source,
     resolve_state_dir,
@@ -345,9 +346,10 @@ def init_project(
     files.ensure_dir(path)
     config = os.path.join(path, "config.toml")
     if not os.path.exists(config):
-        files.atomic_write(config, config_template())
+        files.atomic_write(config, config_template(), root=path)
     settings = load_settings(config)
     memory_dir, named_by = memory_dir_source(path, settings.path, env, cwd)
+    check_memory_root(memory_dir, named_by, path, env)
     files.ensure_dir(memory_dir)
     gitignore = _ignore_in_git(path, memory_dir) if named_by is None else None
     return InitResult(path, created, gitignore, memory_dir)
@@ -364,7 +366,7 @@ def _ignore_in_git(state_dir: str, memory_dir: str) -> str | None:
     folder = state_dir if top == os.path.abspath(state_dir) else os.path.dirname(state_dir)
     rel = os.path.relpath(memory_dir, folder).replace(os.sep, "/")
     path = os.path.join(folder, ".gitignore")
-    current = files.read_text(path) or ""
+    current = files.read_text(path, root=folder) or ""
     present = {x.strip().strip("/") for x in current.splitlines()}
     covered = {rel}
     while "/" in rel:  # an ignored parent (".memdir") covers the memory root too

@@ -25,6 +25,7 @@ from .paths import (
     SESSION_ENV,
     STATE_ENV,
     Layout,
+    check_memory_root,
     memory_dir_source,
     require_memory_dir,
     require_state_dir,
@@ -75,6 +76,7 @@ class MemoryBase:
         require_state_dir(self.state, create)
         self.settings: Settings = load_settings(os.path.join(self.state.path, "config.toml"))
         memory_dir, named_by = memory_dir_source(self.state.path, self.settings.path, env, cwd)
+        check_memory_root(memory_dir, named_by, self.state.path, env)
         require_memory_dir(memory_dir, named_by, self.state.path, create)
         self.layout = Layout(self.state.path, memory_dir)
         self.surface = sessions.check_surface(surface)

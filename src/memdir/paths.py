@@ -18,8 +18,14 @@ SESSION_ENV = "MEMDIR_SESSION_ID"
 PROJECT_DIR = ".memdir"
 USER_STATE_DIR = os.path.join("~", ".memdir", "state")
 
-NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+ALLOW_ROOT_ENV = "MEMDIR_ALLOW_ROOT"
+
+# Every pattern that validates a name is used with fullmatch, never match: `$` also matches
+# before a trailing newline, so `re.match("^x$", "x\n")` accepts a line break (X1).
+NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 NAME_MAX = 64
+TASK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # \d would take any script\'s digits
 
 
 class StateDir(Record):
@@ -171,6 +177,51 @@ def require_memory_dir(
     )
 
 
+def check_memory_root(
+    memory_dir: str, named_by: str | None, state_dir: str, env: Mapping[str, str]
+) -> None:
+    """X1: a memory root that holds the project (the state dir's work tree), the home
+    folder or `/` would let `memory.path = ".."` in a cloned repository turn memdir into a
+    reader of the project's files (.env, .git/config). Such a root is refused unless the
+    user confirms it outside any repository: MEMDIR_ALLOW_ROOT names it (several are
+    separated by os.pathsep). A sibling folder (`../team-memory`) holds none of them."""
+    real = os.path.realpath(memory_dir)
+    guarded = {os.path.realpath(os.sep): "the filesystem root /"}
+    home = os.path.expanduser("~")
+    if home != "~":
+        guarded.setdefault(os.path.realpath(home), f"your home folder {home}")
+    project = git_work_tree(state_dir)
+    if os.path.basename(os.path.normpath(state_dir)) == PROJECT_DIR:
+        guarded.setdefault(os.path.realpath(os.path.dirname(state_dir)), "")
+    if project is not None:
+        guarded.setdefault(os.path.realpath(project), "")
+    held = [
+        (folder, what or f"the project {folder}")
+        for folder, what in guarded.items()
+        if folder == real or folder.startswith(real.rstrip(os.sep) + os.sep)
+    ]
+    if not held:
+        return
+    allowed = {
+        os.path.realpath(os.path.expanduser(p))
+        for p in env.get(ALLOW_ROOT_ENV, "").split(os.pathsep)
+        if p.strip()
+    }
+    if real in allowed:
+        return
+    source = (
+        f"memory.path in {os.path.join(state_dir, 'config.toml')}"
+        if named_by == "memory.path"
+        else named_by or "the default"
+    )
+    raise ValidationError(
+        f"memory root {memory_dir} ({source}) contains {held[0][1]}: memdir would read and "
+        f"write files there, so it is refused. Point it at a folder of its own (e.g. "
+        f"../team-memory), or, if you mean it, confirm outside the repository with "
+        f"{ALLOW_ROOT_ENV}={_quoted(real)} in your environment"
+    )
+
+
 def git_work_tree(folder: str) -> str | None:
     """The top of the git work tree holding `folder`, found as git does: the nearest `.git`
     (a folder, or the file of a worktree or submodule) upwards. No git process is run."""
@@ -197,9 +248,39 @@ def _quoted(path: str) -> str:
     return shlex.quote(path)
 
 
+def full_match(pattern: re.Pattern[str], value: object) -> bool:
+    """X1: the one test every validator of a name, id, date or word uses: the whole string
+    matches `pattern`, with nothing after it (not even the newline `$` lets through)."""
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
 def is_name(name: object) -> bool:
     """X1/P1: kebab-case, at most 64 characters, so a name can never be a path."""
-    return isinstance(name, str) and len(name) <= NAME_MAX and NAME_RE.match(name) is not None
+    return isinstance(name, str) and len(name) <= NAME_MAX and full_match(NAME_RE, name)
+
+
+def is_task_id(task_id: object) -> bool:
+    """X1: letters, digits, '.', '_' and '-', at most 128, never `..`: one file name."""
+    return full_match(TASK_ID_RE, task_id) and ".." not in str(task_id)
+
+
+def is_date_name(date: object) -> bool:
+    """The shape of a daily log's name, YYYY-MM-DD (daily.path_of also checks the calendar)."""
+    return full_match(DATE_RE, date)
+
+
+# which stems each tier's folder holds: a file named otherwise is not memory (X1)
+STEM_CHECKS = {"global": is_name, "procedures": is_name, "tasks": is_task_id, "daily": is_date_name}
+
+
+def is_memory_file(rel: str) -> bool:
+    """Whether `rel` (relative to the memory root, '/'-separated) is a file of the layout
+    (L2): HOT.md, MEMORY.md, or <tier>/<valid name>.md. What `get` may read (X1)."""
+    if rel in ("HOT.md", "MEMORY.md"):
+        return True
+    folder, _, name = rel.partition("/")
+    check = STEM_CHECKS.get(folder)
+    return check is not None and name.endswith(".md") and check(name[:-3])
 
 
 def is_inside(root: str, path: str) -> bool:
@@ -210,25 +291,33 @@ def is_inside(root: str, path: str) -> bool:
 
 def validate_name(name: str, what: str) -> str:
     if not is_name(name):
-        shown = name if isinstance(name, str) and len(name) <= 80 else f"{str(name)[:77]}..."
         raise ValidationError(
-            f"bad {what} name {shown!r}: use kebab-case (lowercase letters, digits and single "
+            f"bad {what} name {_shown(name)}: use kebab-case (lowercase letters, digits and single "
             f"hyphens, e.g. 'deploy-staging'), at most {NAME_MAX} characters"
         )
     return name
 
 
-TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
 def validate_task_id(task_id: str) -> str:
     """X1: a task id names a file, so it is letters, digits, '.', '_' and '-' only."""
-    if not isinstance(task_id, str) or not TASK_ID_RE.match(task_id) or ".." in task_id:
+    if not is_task_id(task_id):
         raise ValidationError(
-            f"bad task id {task_id!r}: use letters, digits, '.', '_' or '-' (at most 128), "
+            f"bad task id {_shown(task_id)}: use letters, digits, '.', '_' or '-' (at most 128), "
             "starting with a letter or digit"
         )
     return task_id
+
+
+def shown_path(rel: str) -> str:
+    """A file name found on disk, fit for one line of output: as it is when printable,
+    else quoted with its line breaks and control characters escaped (X1)."""
+    return rel if rel.isprintable() else repr(rel)
+
+
+def _shown(value: object) -> str:
+    """A bad value quoted for an error: repr (a line break shows as \\n), cut at 80."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def safe_path(root: str, relative: str) -> str:
@@ -248,7 +337,7 @@ def _absolute(path: str, base: str) -> str:
 def lock_of(rel: str) -> str | None:
     """The lock every writer of memory-root file `rel` ("global/x.md") holds, if any: what
     another writer of it (an import, doctor's temp sweep) must hold too."""
-    from . import daily, entries, procedures  # the writers own their locks' names
+    from . import entries, procedures  # the writers own their locks' names
 
     if rel in ("HOT.md", "HOT.md.bak"):
         return "HOT.md"
@@ -262,8 +351,8 @@ def lock_of(rel: str) -> str | None:
         return entries.LOCK
     if folder == "procedures" and is_name(stem):
         return procedures.LOCK
-    if folder == "tasks" and TASK_ID_RE.match(stem) and ".." not in stem:
+    if folder == "tasks" and is_task_id(stem):
         return f"task-{stem}"
-    if folder == "daily" and daily.DATE_RE.match(stem):
+    if folder == "daily" and is_date_name(stem):
         return f"daily-{stem}"
     return None

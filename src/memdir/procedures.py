@@ -41,8 +41,8 @@ def write(
             return read(layout, name)._replace(duplicate=True)
         if twins is not None:
             similar = twins()
-        files.sweep_temps(path)
-        files.atomic_write(path, text)
+        files.sweep_temps(path, root=layout.memory_dir)
+        files.atomic_write(path, text, root=layout.memory_dir)
     return _load(layout, name, path, text)._replace(similar=similar)
 
 
@@ -145,10 +145,7 @@ def search(
 
 
 def _names(layout: Layout) -> list[str]:
-    try:
-        entries = os.listdir(layout.procedures_dir)
-    except FileNotFoundError:
-        return []
+    entries = files.listdir(layout.procedures_dir, root=layout.memory_dir)  # X1
     names = []
     for entry in sorted(entries):
         stem = entry[:-3]

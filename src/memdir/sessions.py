@@ -9,9 +9,10 @@ import time
 from . import advice
 from .errors import ReadOnlyError, ValidationError
 from .models import Session
+from .paths import full_match
 
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-SURFACE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+SURFACE_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
 def new_id(now: float) -> str:
@@ -20,7 +21,7 @@ def new_id(now: float) -> str:
 
 
 def check_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
+    if not full_match(SESSION_ID_RE, session_id):
         raise ValidationError(
             f"bad session id {session_id!r}: use letters, digits, '.', '_', ':' or '-' "
             f"(at most 128); a new session gets one from {advice.session_start()}"
@@ -29,7 +30,7 @@ def check_id(session_id: str) -> str:
 
 
 def check_surface(surface: str) -> str:
-    if not isinstance(surface, str) or not SURFACE_RE.match(surface):
+    if not full_match(SURFACE_RE, surface):
         raise ValidationError(
             f"bad surface {surface!r}: use a lowercase word such as cli, repl, telegram, daemon, "
             "scheduled or mcp"

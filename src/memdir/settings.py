@@ -5,15 +5,16 @@ from __future__ import annotations
 import re
 
 from .errors import ConfigError
+from .paths import full_match
 from .records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd])\s*")
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-PREFIX_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
+PREFIX_RE = re.compile(r"[A-Z][A-Z0-9_]{0,31}")
 
 
 class Settings(Record):
@@ -116,7 +117,7 @@ SEARCH_KEYS = {
     "rrf_k": "a whole number above 0",
     "embed_on_write": "loaded or always",
 }
-CHECK_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+CHECK_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
 def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
@@ -207,7 +208,7 @@ def _heartbeat_values(heartbeat: dict[str, Any], text: str, path: str) -> dict[s
     hours = dict(DEFAULTS.heartbeat_hours)
     for check, value in heartbeat.items():
         number_ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        if not CHECK_RE.match(check) or not number_ok:
+        if not full_match(CHECK_RE, check) or not number_ok:
             raise _bad(
                 f"heartbeat.{check}",
                 value,
@@ -262,7 +263,7 @@ def _check(key: str, value: Any, text: str, path: str) -> Any:
         ok = seconds is not None
         value = seconds
     elif ok and key == "marker_prefix":
-        ok = bool(PREFIX_RE.match(value))
+        ok = full_match(PREFIX_RE, value)
     elif ok and key == "hot_cap_chars":
         ok = value >= 1000
     elif ok and kind is int:
@@ -278,7 +279,7 @@ def _check(key: str, value: Any, text: str, path: str) -> Any:
 
 
 def parse_duration(text: str) -> float | None:
-    match = DURATION_RE.match(text)
+    match = DURATION_RE.fullmatch(text)
     if not match:
         return None
     return float(match.group(1)) * DURATION_UNITS[match.group(2)]

@@ -7,6 +7,7 @@ import os
 
 from .paths import Layout
 from .records import Record
+from .storage import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,10 +40,10 @@ class Stats(Record):
 
 
 def collect(layout: Layout, store: Store, hot_text: str, hot_cap: int) -> Stats:
-    daily_n, daily_b = _folder(os.path.join(layout.memory_dir, "daily"))
-    entries_n, entries_b = _folder(layout.global_dir)
-    procs_n, procs_b = _folder(layout.procedures_dir)
-    notes_n, notes_b = _folder(layout.tasks_dir)
+    daily_n, daily_b = _folder(layout, os.path.join(layout.memory_dir, "daily"))
+    entries_n, entries_b = _folder(layout, layout.global_dir)
+    procs_n, procs_b = _folder(layout, layout.procedures_dir)
+    notes_n, notes_b = _folder(layout, layout.tasks_dir)
     facts = store.size_of_facts()
     active_n, active_chars = facts.get("active", (0, 0))
     raw = daily_b + notes_b
@@ -66,15 +67,11 @@ def collect(layout: Layout, store: Store, hot_text: str, hot_cap: int) -> Stats:
     )
 
 
-def _folder(folder: str) -> tuple[int, int]:
-    """(number, total bytes) of the .md files in a folder."""
+def _folder(layout: Layout, folder: str) -> tuple[int, int]:
+    """(number, total bytes) of the .md files in a folder of the memory root (X1)."""
     count = size = 0
-    try:
-        with os.scandir(folder) as found:
-            for entry in found:
-                if entry.name.endswith(".md") and entry.is_file():
-                    count += 1
-                    size += entry.stat().st_size
-    except FileNotFoundError:
-        pass
+    for entry in files.scandir(folder, root=layout.memory_dir):
+        if entry.name.endswith(".md") and entry.is_file():
+            count += 1
+            size += entry.stat().st_size
     return count, size

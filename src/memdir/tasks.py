@@ -13,7 +13,7 @@ import re
 from .clock import epoch
 from .errors import ValidationError
 from .models import TASK_STATES, Note, Pruned, Task
-from .paths import TASK_ID_RE, Layout
+from .paths import Layout, is_task_id
 from .storage import files
 
 TYPE_CHECKING = False
@@ -72,13 +72,15 @@ def add_note(
     path = layout.task_notes(task)
     wanted = _same(content)
     with files.locked(layout.locks_dir, f"task-{task}"):
-        current = files.read_for_rewrite(path) or ""
+        current = files.read_for_rewrite(path, root=layout.memory_dir) or ""
         if any(_same(note.content) == wanted for note in parse_notes(task, current)):
             return False
         if current and not current.endswith("\n"):
             current += "\n"
-        files.sweep_temps(path)
-        files.atomic_write(path, current + format_note(now, content, workflow, step, agent))
+        files.sweep_temps(path, root=layout.memory_dir)
+        files.atomic_write(
+            path, current + format_note(now, content, workflow, step, agent), root=layout.memory_dir
+        )
     return True
 
 
@@ -117,7 +119,7 @@ def prune(
         if not dry_run:
             with files.locked(layout.locks_dir, f"task-{task_id}"):
                 try:
-                    os.unlink(path)
+                    files.unlink(path, root=layout.memory_dir)
                 except FileNotFoundError:
                     pass
     return pruned
@@ -162,14 +164,11 @@ def _running_descendant(
 
 
 def _note_files(layout: Layout) -> list[tuple[str, str]]:
-    try:
-        names = os.listdir(layout.tasks_dir)
-    except FileNotFoundError:
-        return []
+    names = files.listdir(layout.tasks_dir, root=layout.memory_dir)  # X1
     return [
         (n[:-3], os.path.join(layout.tasks_dir, n))
         for n in sorted(names)
-        if n.endswith(".md") and TASK_ID_RE.match(n[:-3])
+        if n.endswith(".md") and is_task_id(n[:-3])
     ]
 
 

@@ -12,7 +12,7 @@ from .clock import iso
 from .errors import NotFoundError, ValidationError
 from .lazy import lazy
 from .memory_base import MemoryBase
-from .paths import is_inside, safe_path
+from .paths import is_memory_file
 from .records import Record
 from .storage import files
 
@@ -29,6 +29,13 @@ else:
     hot = lazy("memdir.hot")
     identity = lazy("memdir.identity")
     stats = lazy("memdir.stats")
+
+
+_READABLE = (
+    "get reads memory files only: HOT.md, MEMORY.md, global/<name>.md, procedures/<name>.md, "
+    "tasks/<task-id>.md, daily/YYYY-MM-DD.md (under the memory root) and the identity files "
+    "SOUL.md, USER.md, IDENTITY.md, AGENTS.md, TOOLS.md (in the state dir)"
+)
 
 
 class Lines(Record):
@@ -104,25 +111,50 @@ class WorkspaceMemory(MemoryBase):
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise ValidationError(f"bad {what} {value!r}: a whole number from 1")
-        target = self._inside_root(path)
-        rel = os.path.relpath(target, os.path.realpath(self.path))
+        root, rel = self._memory_file(path)
         try:
-            found, total = files.read_lines(target, from_line, lines)
+            found, total = files.read_lines(os.path.join(root, rel), from_line, lines, root=root)
         except FileNotFoundError:
-            raise NotFoundError(f"no file {rel} under the memory root {self.path}") from None
+            where = "the state dir" if root != self.path else "the memory root"
+            raise NotFoundError(f"no file {rel} under {where} {root}") from None
         except IsADirectoryError:
             raise ValidationError(f"{rel} is a folder: give a file") from None
         except ValueError:
             raise ValidationError(f"{rel} is not a text file") from None
         return Lines(rel, from_line, [(from_line + i, t) for i, t in enumerate(found)], total)
 
-    def _inside_root(self, path: str) -> str:
-        if isinstance(path, str) and os.path.isabs(path):
-            # an absolute path is fine when it resolves inside the root (as recall names it)
-            if is_inside(self.path, path):
-                return os.path.realpath(path)
-            raise ValidationError(f"path {path!r} points outside the memory root {self.path}")
-        return safe_path(self.path, path)
+    def _memory_file(self, path: object) -> tuple[str, str]:
+        """X1: (the root, the path relative to it) of a memory file `get` may read: a tier's
+        file by the layout (L2) under the memory root, or an identity file of the state dir.
+        Anything else, a project's .env or .git/config say, is refused: get is no file
+        reader, whatever folder the memory root is."""
+        from .identity import IDENTITY_FILES
+
+        if not isinstance(path, str) or not path.strip() or "\0" in path:
+            raise ValidationError(f"bad path {path!r}: {_READABLE}")
+        rel = self._relative(path, self.path)
+        if rel is not None and is_memory_file(rel):
+            return self.path, rel
+        state_rel = self._relative(path, self.state.path) if os.path.isabs(path) else rel
+        if state_rel in IDENTITY_FILES:
+            return self.state.path, state_rel
+        if rel is None or rel.split("/")[0] == "..":
+            raise ValidationError(
+                f"path {path!r} points outside the memory root {self.path}: {_READABLE}"
+            )
+        raise ValidationError(f"{path!r} is not a memory file: {_READABLE}")
+
+    @staticmethod
+    def _relative(path: str, root: str) -> str | None:
+        """`path` relative to `root`, '/'-separated and normalised; None when an absolute
+        path lies outside it (by its own spelling or the root's real path)."""
+        if not os.path.isabs(path):
+            return os.path.normpath(path).replace(os.sep, "/")
+        for base in (os.path.abspath(root), os.path.realpath(root)):
+            rel = os.path.relpath(os.path.normpath(path), base)
+            if rel.split(os.sep)[0] != os.pardir:
+                return rel.replace(os.sep, "/")
+        return None
 
     def heartbeat_due(self) -> list[heartbeat.Check]:
         """B2: the checks that are due now (never done, or their threshold has passed)."""

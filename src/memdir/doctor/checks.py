@@ -100,7 +100,7 @@ def check_entries(view: Memory, usable: bool, skip: set[str], found: list[Findin
         entries.index_line(name, description) + "\n"
         for name, description, _ in entries.index(layout, view.store)
     )
-    actual = files.read_text(layout.index_file)
+    actual = files.read_text(layout.index_file, root=layout.memory_dir)
     if (actual or "") != expected:
         found.append(_index_finding(expected, actual))
     if not usable:

@@ -11,9 +11,8 @@ import time
 from collections.abc import Callable
 
 from .. import advice
-from ..daily import DATE_RE
-from ..errors import MemdirError, StorageError
-from ..paths import TASK_ID_RE, Layout, is_inside, is_name, lock_of
+from ..errors import MemdirError, StorageError, ValidationError
+from ..paths import STEM_CHECKS, Layout, is_inside, lock_of, shown_path
 from ..records import Record
 from ..storage import files
 from ..storage.migrations import MIGRATIONS
@@ -40,14 +39,9 @@ ROOT_FILES = {
     "memory.db-journal",
 }
 # folder -> whether a file name's stem is one memdir reads there (L2)
-TIERS: dict[str, Callable[[str], bool]] = {
-    "global": is_name,
-    "procedures": is_name,
-    "tasks": lambda stem: bool(TASK_ID_RE.match(stem)) and ".." not in stem,
-    "daily": lambda stem: bool(DATE_RE.match(stem)),
-}
+TIERS: dict[str, Callable[[object], bool]] = STEM_CHECKS
 NOISE = {".DS_Store", "Thumbs.db", "desktop.ini", ".gitignore", ".gitattributes", ".gitkeep"}
-TEMP_RE = re.compile(rf"^{re.escape(files.TEMP_PREFIX)}(.+)\.\d+\.[0-9a-f]{{12}}$")
+TEMP_RE = re.compile(rf"{re.escape(files.TEMP_PREFIX)}(.+)\.[0-9]+\.[0-9a-f]{{12}}")
 
 
 # -- memory.db ---------------------------------------------------------------------------
@@ -206,13 +200,16 @@ def scan_root(layout: Layout) -> Scan:
     at_state_dir = os.path.realpath(root) == os.path.realpath(layout.state_dir)
     for item in _listing(root):
         name = item.name
-        if TEMP_RE.match(name):
+        if TEMP_RE.fullmatch(name):
             scan.temps.append((name, _mtime(item)))
         elif name in TIERS and item.is_dir():
             if item.is_symlink() and not is_inside(root, item.path):
                 scan.outside.append(name + "/")  # memdir refuses every file in it (X1)
             else:
                 _scan_tier(layout, name, scan)
+        elif (name == ".locks" or name in ROOT_FILES) and item.is_symlink():
+            if not is_inside(root, item.path):
+                scan.outside.append(name + ("/" if name == ".locks" else ""))
         elif name == ".locks" or name in NOISE or name in ROOT_FILES:
             continue
         elif at_state_dir and (name == "config.toml" or name.endswith(".md")):
@@ -226,7 +223,7 @@ def _scan_tier(layout: Layout, folder: str, scan: Scan) -> None:
     valid = TIERS[folder]
     for item in _listing(os.path.join(layout.memory_dir, folder)):
         rel = f"{folder}/{item.name}"
-        if TEMP_RE.match(item.name):
+        if TEMP_RE.fullmatch(item.name):
             scan.temps.append((rel, _mtime(item)))
         elif item.name.endswith(".md") and valid(item.name[:-3]) and item.is_file():
             if item.is_symlink() and not is_inside(layout.memory_dir, item.path):
@@ -239,6 +236,7 @@ def _scan_tier(layout: Layout, folder: str, scan: Scan) -> None:
 
 def check_layout(layout: Layout, scan: Scan, found: list[Finding]) -> None:
     for rel in sorted(scan.strays):
+        rel = shown_path(rel)
         found.append(
             Finding(
                 "layout.stray",
@@ -250,6 +248,7 @@ def check_layout(layout: Layout, scan: Scan, found: list[Finding]) -> None:
             )
         )
     for rel in sorted(scan.outside):
+        rel = shown_path(rel)
         found.append(
             Finding(
                 "layout.symlink",
@@ -282,9 +281,13 @@ def check_text(layout: Layout, scan: Scan, found: list[Finding]) -> set[str]:
     ]
     for rel, path in candidates:
         try:
-            with open(path, "rb") as handle:
+            real = files.confined(layout.memory_dir, path)
+            # O_NOFOLLOW: a link out is reported by the layout check, never read (X1)
+            with os.fdopen(
+                os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb"
+            ) as handle:
                 data = handle.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, ValidationError):
             continue
         except OSError as exc:
             problem: str | None = f"cannot be read: {exc.strerror}"
@@ -322,7 +325,7 @@ def remove_temps(layout: Layout, rels: list[str]) -> list[str]:
     for rel in rels:
         path = os.path.join(layout.memory_dir, rel)
         folder, name = os.path.split(rel)
-        match = TEMP_RE.match(name)
+        match = TEMP_RE.fullmatch(name)
         if match is None:
             continue
         lock = lock_of(f"{folder}/{match.group(1)}" if folder else match.group(1))

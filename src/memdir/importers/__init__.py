@@ -194,18 +194,19 @@ class _Applier:
         else:
             path, lock, what = heartbeat.state_path(layout), "heartbeat", "heartbeat state"
         secret_scan.check(item.content, what)
+        base = layout.state_dir if item.kind == "identity" else layout.memory_dir
         if not self.force and os.path.exists(path):
             return EXISTS
         if self.dry_run:
             return None
         if lock is None:
-            files.atomic_write(path, item.content)
+            files.atomic_write(path, item.content, root=base)
             return None
         with files.locked(layout.locks_dir, lock):  # the lock every writer of it takes
             if not self.force and os.path.exists(path):
                 return EXISTS
-            files.sweep_temps(path)
-            files.atomic_write(path, item.content)
+            files.sweep_temps(path, root=base)
+            files.atomic_write(path, item.content, root=base)
         return None
 
     def facts(self, rows: list[FactRow]) -> None:

@@ -32,7 +32,7 @@ from .plan import (
 EXPECTED = (
     "an OpenClaw workspace folder (MEMORY.md, memory/YYYY-MM-DD.md, SOUL.md, USER.md, AGENTS.md...)"
 )
-DATE_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+DATE_FILE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})\.md")
 HEARTBEAT_STATE = "heartbeat-state.json"
 NOT_MEMORY = {
     "HEARTBEAT.md": "OpenClaw's heartbeat checklist, not memory (memdir keeps only the "
@@ -113,7 +113,7 @@ def _memory_folder(plan: Plan, folder: str) -> None:
         if not text.strip():
             plan.skip("daily", shown, "empty file")
             continue
-        day = DATE_FILE.match(name)
+        day = DATE_FILE.fullmatch(name)
         if day:
             plan.items.append(FileItem("daily", day.group(1), text, shown))
         else:

@@ -27,17 +27,65 @@ if TYPE_CHECKING:
 TEMP_PREFIX = ".tmp-"
 
 
-def read_text(path: str) -> str | None:
-    """The file's text, or None when it does not exist. Undecodable bytes become U+FFFD."""
-    data = _read_bytes(path)
+def confined(root: str, path: str, what: str = "the memory root") -> str:
+    """X1: the real location of `path`, which must lie under `root`, with every symlink on
+    the way checked: a link that stays inside the root is followed, one that leaves it (a
+    file link or any folder link on the way) is refused with one clear error, left in
+    place, never followed. `root` itself may be a link the user made on purpose: what lies
+    below it is checked against its real path. Every read and write of memdir's files goes
+    through here (read_text, atomic_write, listdir, unlink, locked)."""
+    import stat
+
+    real_root = os.path.realpath(root)
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
+    if rel.split(os.sep)[0] == os.pardir:  # named through the root's real path, perhaps
+        rel = os.path.relpath(os.path.abspath(path), real_root)
+        if rel.split(os.sep)[0] == os.pardir:
+            raise ValidationError(f"{path} is not under {what} {root}: it was not touched")
+    current = real_root
+    parts = [] if rel == os.curdir else rel.split(os.sep)
+    for depth, part in enumerate(parts):
+        step = os.path.join(current, part)
+        try:
+            mode = os.lstat(step).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return os.path.join(step, *parts[depth + 1 :])  # the rest does not exist yet
+        except OSError as exc:
+            raise _storage_error(f"cannot read {step}", exc) from exc
+        if stat.S_ISLNK(mode):
+            target = os.path.realpath(step)
+            if not _under(real_root, target):
+                raise _link_out(root, os.path.join(*parts[: depth + 1]), what)
+            step = target
+        current = step
+    return current
+
+
+def _under(real_root: str, real: str) -> bool:
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _link_out(root: str, rel: str, what: str) -> ValidationError:
+    shown = rel.replace(os.sep, "/")
+    return ValidationError(
+        f"{shown} is a symlink pointing outside {what} {root}: it was left in place and not "
+        "followed (nothing was read or written through it); replace it with the file or "
+        "folder itself"
+    )
+
+
+def read_text(path: str, *, root: str) -> str | None:
+    """The file's text, or None when it does not exist. Undecodable bytes become U+FFFD.
+    The one reader of memdir's files: confined to `root` (X1)."""
+    data = _read_bytes(path, root)
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def read_for_rewrite(path: str) -> str | None:
+def read_for_rewrite(path: str, *, root: str) -> str | None:
     """The text of a file about to be rewritten, or None when it does not exist. A file
     that is not UTF-8 (binary junk, another encoding) is refused rather than rewritten:
     decoding it with replacement characters would destroy bytes someone put there."""
-    data = _read_bytes(path)
+    data = _read_bytes(path, root)
     if data is None:
         return None
     try:
@@ -49,35 +97,60 @@ def read_for_rewrite(path: str) -> str | None:
         ) from None
 
 
-def read_inside(root: str, path: str, shown: str) -> str | None:
-    """read_text, refusing a file that resolves outside `root` (a symlink out of the
-    memory root, X1): it is left in place and never read. `shown` names it in the error."""
-    from ..paths import is_inside
-
-    if os.path.lexists(path) and not is_inside(root, path):
-        raise ValidationError(
-            f"{shown} is a symlink pointing outside the memory root; it is left in place "
-            "and not read"
-        )
-    return read_text(path)
+def read_inside(root: str, path: str, shown: str = "") -> str | None:
+    """read_text confined to `root` (kept for callers that name the root first)."""
+    return read_text(path, root=root)
 
 
-def _read_bytes(path: str) -> bytes | None:
+def _read_bytes(path: str, root: str) -> bytes | None:
+    real = confined(root, path)
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        # O_NOFOLLOW: a link swapped in after the check is refused, not followed (X1)
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _link_out(root, os.path.relpath(path, root), "the memory root") from None
+        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
 
 
-def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int]:
+def listdir(folder: str, *, root: str) -> list[str]:
+    """The names in `folder` (confined to `root`, X1); [] when it does not exist."""
+    real = confined(root, folder)
+    try:
+        return os.listdir(real)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def scandir(folder: str, *, root: str) -> list[os.DirEntry[str]]:
+    """os.scandir of `folder`, confined to `root` (X1); [] when it does not exist."""
+    real = confined(root, folder)
+    try:
+        with os.scandir(real) as listing:
+            return list(listing)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def unlink(path: str, *, root: str) -> None:
+    """Remove a file of memory (FileNotFoundError when it is gone): confined to `root`, so
+    a link out is refused and left in place (X1)."""
+    os.unlink(confined(root, path))
+
+
+def read_lines(path: str, start: int, count: int | None, *, root: str) -> tuple[list[str], int]:
     """E4: (lines start..start+count-1, 1-based, without their line breaks; total lines).
     A file with NUL bytes is not text and is refused; so is a folder (IsADirectoryError)."""
-    if os.path.isdir(path):
+    if os.path.isdir(confined(root, path)):
         raise IsADirectoryError(path)  # read_text would turn it into a StorageError
-    text = read_text(path)
+    text = read_text(path, root=root)
     if text is None:
         raise FileNotFoundError(path)
     if "\0" in text:
@@ -89,7 +162,7 @@ def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int
     return lines[start - 1 : end], len(lines)
 
 
-def atomic_write(path: str, text: str) -> None:
+def atomic_write(path: str, text: str, *, root: str) -> None:
     try:
         data = text.encode("utf-8")  # before the temp file: a failure here leaves nothing
     except UnicodeEncodeError as exc:
@@ -97,24 +170,28 @@ def atomic_write(path: str, text: str) -> None:
             f"cannot write {path}: the text holds {text[exc.start]!r}, a lone surrogate "
             "that is not valid Unicode; nothing was changed"
         ) from None
-    ensure_dir(os.path.dirname(os.path.abspath(path)))
-    with atomic_output(path) as handle:
+    ensure_dir(os.path.dirname(confined(root, path)))
+    with atomic_output(path, root=root) as handle:
         handle.write(data)
 
 
 @contextlib.contextmanager
-def atomic_output(path: str) -> Iterator[IO[bytes]]:
+def atomic_output(path: str, *, root: str) -> Iterator[IO[bytes]]:
     """A binary file that appears at `path` complete or not at all (H4): a unique temp
     file in the same folder, fsynced, renamed over `path`, the folder fsynced. An exception
-    inside leaves `path` as it was and no temp file. The folder must exist."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, temp = _temp_file(folder, os.path.basename(path))
+    inside leaves `path` as it was and no temp file. The folder must exist. Confined to
+    `root` (X1): a link out on the way is refused; a link inside is written through, so
+    the link stays. A link swapped in at the last instant is replaced, never followed:
+    rename does not follow the name it replaces."""
+    real = confined(root, path)
+    folder = os.path.dirname(real)
+    fd, temp = _temp_file(folder, os.path.basename(real))
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp, path)
+        os.replace(temp, real)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
@@ -124,10 +201,11 @@ def atomic_output(path: str) -> Iterator[IO[bytes]]:
     fsync_dir(folder)
 
 
-def sweep_temps(path: str) -> None:
+def sweep_temps(path: str, *, root: str) -> None:
     """Delete temp files a killed writer of `path` left behind. Call it only while holding
     the lock every writer of `path` takes: then no live writer can own one of them."""
-    folder, prefix = os.path.dirname(path), f"{TEMP_PREFIX}{os.path.basename(path)}."
+    real = confined(root, path)
+    folder, prefix = os.path.dirname(real), f"{TEMP_PREFIX}{os.path.basename(real)}."
     try:
         names = os.listdir(folder)
     except OSError:
@@ -161,11 +239,12 @@ def fsync_dir(folder: str) -> None:
 
 @contextlib.contextmanager
 def locked(locks_dir: str, name: str) -> Iterator[None]:
-    """Hold the exclusive lock `name` (one per file that is read-modified-written)."""
-    ensure_dir(locks_dir)
-    path = os.path.join(locks_dir, name + ".lock")
+    """Hold the exclusive lock `name` (one per file that is read-modified-written). The
+    locks' folder lies in the memory root: a link out of it is refused like any (X1)."""
+    path = confined(os.path.dirname(locks_dir), os.path.join(locks_dir, name + ".lock"))
+    ensure_dir(os.path.dirname(path))
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         raise _storage_error(f"cannot open the lock file {path}", exc) from exc
     try:
