@@ -130,7 +130,10 @@ def build_server(memory: Memory) -> Server[Any]:
                 types.INVALID_PARAMS,
                 f"unknown resource {params.uri}: the resources are {', '.join(readers)}",
             )
-        text = await run_as_mcp(reader)
+        try:
+            text = await run_as_mcp(reader)
+        except MemdirError as exc:  # our one-line message (a HOT.md linked out, X1), as prompts
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
@@ -174,7 +177,10 @@ def build_server(memory: Memory) -> Server[Any]:
             ],
         )
 
-    hot_now = memory.hot() if memory.settings.enabled else ""
+    try:
+        hot_now = memory.hot() if memory.settings.enabled else ""
+    except MemdirError as exc:  # a HOT.md that may not be read (X1): say why, serve the rest
+        hot_now = f"(hot memory is not shown: {exc})"
     return Server(
         "memdir",
         version=__version__,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from .errors import ConfigError
@@ -85,8 +86,11 @@ _KEYS: dict[str, tuple[type, str]] = {
 
 def load_settings(config_path: str) -> Settings:
     """Read config.toml if it exists; a missing file means the defaults."""
+    from .storage import files  # X1: config.toml may not be a link out of the state dir
+
+    real = files.confined(os.path.dirname(config_path), config_path, "the state dir")
     try:
-        with open(config_path, "rb") as handle:
+        with open(real, "rb", opener=files.no_follow) as handle:
             raw = handle.read()
     except FileNotFoundError:
         return DEFAULTS

@@ -20,6 +20,7 @@ from .models import (
     Similar,
     Task,
 )
+from .paths import shown_path
 from .records import Record
 from .storage import embeddings
 
@@ -251,7 +252,8 @@ class WorkflowMemory(MemoryBase):
             try:
                 applied.append(self._apply(request, task, workflow, step))
             except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent...
-                warnings.append(f"memorize {request.scope} {request.name or task or ''}: {exc}")
+                named = shown_path(request.name or task or "")  # a bad name shows escaped (X1)
+                warnings.append(f"memorize {request.scope} {named}: {exc}")
         return Ingested(parsed.output, applied, warnings)
 
     def _memorize_refusal(self, policy: recall.Policy) -> str | None:

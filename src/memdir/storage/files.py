@@ -61,6 +61,11 @@ def confined(root: str, path: str, what: str = "the memory root") -> str:
     return current
 
 
+def no_follow(path: str, flags: int) -> int:
+    """An `opener` for open(): the final component is never followed (X1)."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
 def _under(real_root: str, real: str) -> bool:
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 

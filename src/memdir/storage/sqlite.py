@@ -58,6 +58,9 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
         """The open connection; None when the database does not exist and may not be made."""
         if self._db is not None:
             return self._db
+        from . import files
+
+        files.confined(os.path.dirname(self.path), self.path)  # X1: memory.db is no link out
         exists = os.path.exists(self.path)
         if not exists and not self.create:
             return None
