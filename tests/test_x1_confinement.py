@@ -730,3 +730,20 @@ def test_memdir_init_refuses_a_root_holding_the_project(
     repo = project(tmp_path, "..")
     res = run("init", cwd=str(repo), env={"MEMDIR_STATE_DIR": ""})
     assert res.code == 1 and "MEMDIR_ALLOW_ROOT" in res.err and res.err.count("\n") == 1
+
+
+def test_a_folder_swapped_for_a_link_during_a_write_is_not_followed(
+    memory: Memory, tmp_path: Path
+) -> None:  # X1: the race between the check and the write
+    from memdir.storage import files
+
+    memory.write_entry("seen", "an entry", "body")
+    root = Path(memory.path)
+    outside = Outside(tmp_path / "outside")
+    with files.atomic_output(str(root / "global" / "new.md"), root=str(root)) as out:
+        out.write(b"written after the swap\n")
+        os.rename(root / "global", root / "moved")  # swapped once the path was checked
+        (root / "global").symlink_to(outside.folder, target_is_directory=True)
+    assert outside.untouched()
+    assert (root / "moved" / "new.md").read_bytes() == b"written after the swap\n"
+    assert (root / "global").is_symlink()

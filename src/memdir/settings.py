@@ -306,7 +306,9 @@ def config_template() -> str:
         "# memdir settings. Every key is optional; the values shown are the defaults.\n"
         "[memory]\n"
         "# enabled = true            # false: nothing is persisted or injected\n"
-        '# path = "memory"           # relocate the memory root (relative to this folder)\n'
+        '# path = "memory"           # relocate the memory root (relative to this folder), e.g.\n'
+        '#                           # "../team-memory"; a root holding the project, your home\n'
+        "#                           # or / is refused unless MEMDIR_ALLOW_ROOT names it\n"
         "# max_inject_chars = 4000   # budget of the recall sections\n"
         "# max_entry_bytes = 16384   # cap on one fact, entry or procedure\n"
         '# task_retention = "720h"   # prune task notes this long after the task ends\n'

@@ -34,6 +34,11 @@ def confined(root: str, path: str, what: str = "the memory root") -> str:
     place, never followed. `root` itself may be a link the user made on purpose: what lies
     below it is checked against its real path. Every read and write of memdir's files goes
     through here (read_text, atomic_write, listdir, unlink, locked)."""
+    return _resolve(root, path, what)[1]
+
+
+def _resolve(root: str, path: str, what: str = "the memory root") -> tuple[str, str]:
+    """(the root's real path, `path`'s real location): what confined() checks."""
     import stat
 
     real_root = os.path.realpath(root)
@@ -49,7 +54,7 @@ def confined(root: str, path: str, what: str = "the memory root") -> str:
         try:
             mode = os.lstat(step).st_mode
         except (FileNotFoundError, NotADirectoryError):
-            return os.path.join(step, *parts[depth + 1 :])  # the rest does not exist yet
+            return real_root, os.path.join(step, *parts[depth + 1 :])  # the rest is not there yet
         except OSError as exc:
             raise _storage_error(f"cannot read {step}", exc) from exc
         if stat.S_ISLNK(mode):
@@ -58,7 +63,36 @@ def confined(root: str, path: str, what: str = "the memory root") -> str:
                 raise _link_out(root, os.path.join(*parts[: depth + 1]), what)
             step = target
         current = step
-    return current
+    return real_root, current
+
+
+def _open_folder(real_root: str, real_folder: str, root: str) -> int:
+    """A descriptor of `real_folder`, reached from `real_root` one name at a time with
+    O_NOFOLLOW: a folder swapped for a link after _resolve() checked the path is refused
+    here, not followed (X1). FileNotFoundError when a folder on the way is missing."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    rel = os.path.relpath(real_folder, real_root)
+    if rel.split(os.sep)[0] == os.pardir:
+        raise ValidationError(f"{real_folder} is not under {root}: it was not touched")
+    fd = os.open(real_root, flags)
+    try:
+        walked = []
+        for part in [] if rel == os.curdir else rel.split(os.sep):
+            walked.append(part)
+            try:
+                step = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(
+                    os.path.join(real_root, *walked)
+                ):
+                    raise _link_out(root, os.path.join(*walked), "the memory root") from None
+                raise
+            os.close(fd)
+            fd = step
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def no_follow(path: str, flags: int) -> int:
@@ -108,16 +142,24 @@ def read_inside(root: str, path: str, shown: str = "") -> str | None:
 
 
 def _read_bytes(path: str, root: str) -> bytes | None:
-    real = confined(root, path)
+    real_root, real = _resolve(root, path)
+    folder = -1
     try:
-        # O_NOFOLLOW: a link swapped in after the check is refused, not followed (X1)
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # every name from the root down opened with O_NOFOLLOW: a link swapped in after
+        # the check, for the file or a folder on the way, is refused, not followed (X1)
+        folder = _open_folder(real_root, os.path.dirname(real), root)
+        fd = os.open(
+            os.path.basename(real), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder
+        )
     except FileNotFoundError:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _link_out(root, os.path.relpath(path, root), "the memory root") from None
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    finally:
+        if folder >= 0:
+            os.close(folder)
     try:
         with os.fdopen(fd, "rb") as handle:
             return handle.read()
@@ -188,22 +230,32 @@ def atomic_output(path: str, *, root: str) -> Iterator[IO[bytes]]:
     `root` (X1): a link out on the way is refused; a link inside is written through, so
     the link stays. A link swapped in at the last instant is replaced, never followed:
     rename does not follow the name it replaces."""
-    real = confined(root, path)
-    folder = os.path.dirname(real)
-    fd, temp = _temp_file(folder, os.path.basename(real))
+    real_root, real = _resolve(root, path)
+    folder, name = os.path.dirname(real), os.path.basename(real)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, real)
-    except BaseException as exc:
+        # the folder by descriptor, each name on the way unfollowed: the temp file and the
+        # rename land in the folder that was checked, whatever is swapped in meanwhile (X1)
+        dir_fd = _open_folder(real_root, folder, root)
+    except OSError as exc:
+        raise _storage_error(f"cannot create a file in {folder}", exc) from exc
+    try:
+        fd, temp = _temp_file(folder, name, dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+            if isinstance(exc, OSError):
+                raise _storage_error(f"cannot write {path}", exc) from exc
+            raise
         with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise _storage_error(f"cannot write {path}", exc) from exc
-        raise
-    fsync_dir(folder)
+            os.fsync(dir_fd)  # the rename is durable: the folder's entry is data too
+    finally:
+        os.close(dir_fd)
 
 
 def sweep_temps(path: str, *, root: str) -> None:
@@ -259,11 +311,13 @@ def locked(locks_dir: str, name: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def _temp_file(folder: str, base: str) -> tuple[int, str]:
-    """A temp name no other writer can hold: pid plus random bytes, created with O_EXCL."""
-    path = os.path.join(folder, f"{TEMP_PREFIX}{base}.{os.getpid()}.{os.urandom(6).hex()}")
+def _temp_file(folder: str, base: str, dir_fd: int) -> tuple[int, str]:
+    """A temp name (in the folder `dir_fd` holds) no other writer can hold: pid plus
+    random bytes, created with O_EXCL (which never follows a link)."""
+    name = f"{TEMP_PREFIX}{base}.{os.getpid()}.{os.urandom(6).hex()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), path
+        return os.open(name, flags, 0o644, dir_fd=dir_fd), name
     except OSError as exc:
         raise _storage_error(f"cannot create a file in {folder}", exc) from exc
 
