@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from memdir import ConflictError, Memory, archive, duplicates, similarity
+from memdir.errors import ValidationError
 from memdir.importers import run as import_from
 from memdir.storage.migrations import MIGRATIONS
 from memdir.testing import FixedClock
@@ -532,14 +533,14 @@ def test_x5_migration_8_recomputes_the_keys_of_an_old_store(state_dir: Path) -> 
         assert cached["deploy"] == similarity.text_key("Deploy staging.\n")
 
 
-def test_x5_a_procedure_write_over_an_outward_symlink_replaces_the_link(
+def test_x5_a_procedure_write_over_an_outward_symlink_is_refused(
     memory: Memory, tmp_path: Path
-) -> None:  # X1: the guard never reads outside the memory root
+) -> None:  # X1: the guard never reads outside the memory root; the link is left in place
     outside = tmp_path / "outside.md"
     outside.write_text("1. tag\n", encoding="utf-8")
     Path(memory.layout.procedures_dir).mkdir(parents=True, exist_ok=True)
     os.symlink(outside, memory.layout.procedure("release"))
-    written = memory.write_procedure("release", "1. tag\n")
-    assert not written.duplicate
-    assert not os.path.islink(memory.layout.procedure("release"))
+    with pytest.raises(ValidationError, match="symlink pointing outside"):
+        memory.write_procedure("release", "1. tag\n")
+    assert os.path.islink(memory.layout.procedure("release"))
     assert outside.read_text(encoding="utf-8") == "1. tag\n"

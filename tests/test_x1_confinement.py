@@ -508,7 +508,10 @@ def test_identity_files_and_config_links_out_of_the_state_dir_are_refused(
     with Memory() as memory:
         memory.hot_set("# Hot\nx\n")
     (state_dir / "SOUL.md").symlink_to(outside.folder / "secret.md")
-    with Memory() as memory, pytest.raises(ValidationError, match="SOUL.md is a symlink"):
+    with (
+        Memory() as memory,
+        pytest.raises(ValidationError, match="SOUL.md is a symlink pointing outside the state dir"),
+    ):
         memory.boot()
     res = run("boot")
     assert res.code == 1 and "OUTSIDE-SECRET" not in res.out + res.err

@@ -111,7 +111,10 @@ def _part(layout: Layout, name: str, now: float, index_text: str) -> tuple[str, 
         )
     path = os.path.join(layout.state_dir, name)
     # identity files: X1 holds relative to the state dir (a link out of it is refused)
-    return path, files.read_text(path, root=layout.state_dir) or ""
+    try:
+        return path, files.read_text(path, root=layout.state_dir, what="the state dir") or ""
+    except ValidationError as exc:
+        raise ValidationError(f"[boot] files: {name!r}: {exc}") from None
 
 
 def _label(name: str, path: str, layout: Layout) -> str:

@@ -48,7 +48,7 @@ def write(
 
 def _held(layout: Layout, name: str) -> str | None:
     """What the procedure's file holds now; None when there is none, or it is a symlink
-    out of the memory root (never read, X1: the write replaces the link)."""
+    out of the memory root (never read, X1: the write that follows refuses it)."""
     try:
         return files.read_inside(layout.memory_dir, layout.procedure(name), name)
     except ValidationError:

@@ -66,7 +66,7 @@ def _resolve(root: str, path: str, what: str = "the memory root") -> tuple[str, 
     return real_root, current
 
 
-def _open_folder(real_root: str, real_folder: str, root: str) -> int:
+def _open_folder(real_root: str, real_folder: str, root: str, what: str = "the memory root") -> int:
     """A descriptor of `real_folder`, reached from `real_root` one name at a time with
     O_NOFOLLOW: a folder swapped for a link after _resolve() checked the path is refused
     here, not followed (X1). FileNotFoundError when a folder on the way is missing."""
@@ -85,7 +85,7 @@ def _open_folder(real_root: str, real_folder: str, root: str) -> int:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(
                     os.path.join(real_root, *walked)
                 ):
-                    raise _link_out(root, os.path.join(*walked), "the memory root") from None
+                    raise _link_out(root, os.path.join(*walked), what) from None
                 raise
             os.close(fd)
             fd = step
@@ -113,10 +113,10 @@ def _link_out(root: str, rel: str, what: str) -> ValidationError:
     )
 
 
-def read_text(path: str, *, root: str) -> str | None:
+def read_text(path: str, *, root: str, what: str = "the memory root") -> str | None:
     """The file's text, or None when it does not exist. Undecodable bytes become U+FFFD.
-    The one reader of memdir's files: confined to `root` (X1)."""
-    data = _read_bytes(path, root)
+    The one reader of memdir's files: confined to `root` (X1), named `what` in errors."""
+    data = _read_bytes(path, root, what)
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
@@ -141,13 +141,13 @@ def read_inside(root: str, path: str, shown: str = "") -> str | None:
     return read_text(path, root=root)
 
 
-def _read_bytes(path: str, root: str) -> bytes | None:
-    real_root, real = _resolve(root, path)
+def _read_bytes(path: str, root: str, what: str = "the memory root") -> bytes | None:
+    real_root, real = _resolve(root, path, what)
     folder = -1
     try:
         # every name from the root down opened with O_NOFOLLOW: a link swapped in after
         # the check, for the file or a folder on the way, is refused, not followed (X1)
-        folder = _open_folder(real_root, os.path.dirname(real), root)
+        folder = _open_folder(real_root, os.path.dirname(real), root, what)
         fd = os.open(
             os.path.basename(real), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder
         )
@@ -155,7 +155,7 @@ def _read_bytes(path: str, root: str) -> bytes | None:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise _link_out(root, os.path.relpath(path, root), "the memory root") from None
+            raise _link_out(root, os.path.relpath(path, root), what) from None
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
     finally:
         if folder >= 0:
