@@ -750,3 +750,20 @@ def test_a_folder_swapped_for_a_link_during_a_write_is_not_followed(
     assert outside.untouched()
     assert (root / "moved" / "new.md").read_bytes() == b"written after the swap\n"
     assert (root / "global").is_symlink()
+
+
+def test_the_memory_root_itself_may_be_a_link_the_user_made(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # X1 L5: what lies below the root is checked against its real path
+    real = tmp_path / "real-memory"
+    real.mkdir()
+    (tmp_path / "linked-memory").symlink_to(real, target_is_directory=True)
+    monkeypatch.setenv("MEMDIR_MEMORY_DIR", str(tmp_path / "linked-memory"))
+    with Memory() as memory:
+        memory.hot_append("through the root's link")
+        memory.write_entry("seen", "an entry", "body")
+        memory.add_note("t1", "a note")
+        assert "through the root's link" in memory.hot()
+        assert memory.get(str(real / "global" / "seen.md")).lines
+        assert [h.path for h in memory.search("note")] == ["tasks/t1.md"]
+    assert (real / "HOT.md").is_file() and (real / "MEMORY.md").is_file()
