@@ -5,24 +5,84 @@
     MEMDIR_MEMORIZE_END
 
 `parse` is pure: it finds every block, validates what it carries, and returns the output
-with every block (and every stray marker) removed, the valid requests, and one warning per
-rejected block. It never raises on any input. Applying the requests is Memory.ingest's job.
+with every block removed, the valid requests, and one warning per rejected block. It never
+raises on any input. Applying the requests is Memory.ingest's job.
 
-A block's markers on lines of their own take those whole lines with them; markers inside a
-line take only the span between them, so text outside blocks is left exactly as it was.
+What is live. The parser is the one definition: a marker is the exact, case-sensitive text
+`<PREFIX>_MEMORIZE_BEGIN` or `<PREFIX>_MEMORIZE_END` for the configured prefix, anywhere in
+the output (blanks around it, CRLF, inside a word or a code fence alike: M1 says anywhere,
+and agents often fence what they emit). A BEGIN is closed by the next marker when that is
+an END; a BEGIN with no END after it, or another BEGIN first, and an END with no open BEGIN
+are not blocks: they stay in the output as text (defanged, below) with a warning, and
+nothing is applied from them, so an agent that mentions a marker in prose loses no word.
+
+Why recalled memory is inert (R4, X4): no surface emits a live marker, by construction.
+Memory cannot be kept free of markers at write time alone: HOT.md, entries, notes and logs
+are files a person edits by hand (G4), and their text is theirs, kept as written. So every
+read surface renders through `defang` (`inert` for structured results) at its edge: the
+CLI's one print of a result, error and warning; the MCP server's tool results, errors,
+resources, prompts, instructions and tool list; `tools.call_tool` for direct function
+calling; recall and boot in the library. `defang` is deliberately wider than the parser, so
+that what it leaves can be live for no prefix and no echo: it matches the keyword
+`_MEMORIZE_BEGIN` / `_MEMORIZE_END` (any prefix or none) in any letter case, with invisible
+format characters (zero-width space or joiner, soft hyphen, BOM, bidi controls, variation
+selectors) anywhere inside, full-width forms, and any character spelt as a JSON escape
+(`MEMDIR\\u005fMEMORIZE_BEGIN`, also with doubled backslashes) — an agent that decodes
+JSON output, drops an invisible character or folds width or case still gets no marker. It
+replaces the match (with the prefix before it) by a visible, readable label that a person
+can turn back: `[MEMDIR memorize-begin marker, defanged]`. The label holds no keyword, so
+defang is idempotent and nothing it leaves joins into one.
+
+The one thing memdir emits that decodes to a live marker is none: a hint that tells an MCP
+client to write an entry names the memorize tool with structured `blocks` (advice.py), and
+the memorize tool is the only input meant to hold live markers.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from .paths import NAME_MAX, is_name
 from .records import Record
 
 SCOPES = ("task", "global")
-DEFANGED = "[{prefix} memorize-{which} marker, defanged]"
-ANY_MARKER_RE = re.compile(r"([A-Z][A-Z0-9_]*)_MEMORIZE_(BEGIN|END)")
+DEFANGED = "[{prefix}memorize-{which} marker, defanged]"
 FENCE_RE = re.compile(r"^```[a-zA-Z]*\s*\n(.*)\n```\s*$", re.DOTALL)
+
+# Characters an echo may drop without a trace: format (Cf) characters, variation selectors,
+# combining grapheme joiner, Hangul fillers. Between any two letters of a keyword.
+_INVISIBLE = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff"
+)
+_ESCAPE = r"\\+u"  # a JSON escape, its backslash doubled any number of times
+
+
+def _unit(char: str) -> str:
+    """One character of the keyword, as itself (any case), full-width, or a JSON escape."""
+    forms = {char.lower(), char.upper()}
+    forms |= {chr(ord(c) + 0xFEE0) for c in list(forms)}  # full-width ASCII
+    if char == "_":
+        forms |= {"\ufe4d", "\ufe4e", "\ufe4f"}  # dashed, centreline, wavy low line
+    codes = "|".join(f"{ord(c):04x}" for c in sorted(forms))
+    literal = "".join(re.escape(c) for c in sorted(forms))
+    return f"(?:[{literal}]|{_ESCAPE}(?:{codes}))"
+
+
+def _keyword(word: str) -> str:
+    return f"[{_INVISIBLE}]*".join(_unit(c) for c in word)
+
+
+# The prefix before the keyword, for the label only: correctness rests on the keyword,
+# which no live marker of any prefix lacks.
+_WORD = "A-Za-z0-9_\uff10-\uff19\uff21-\uff3a\uff3f\uff41-\uff5a"  # ASCII and full-width
+_PREFIX_RE = re.compile(f"[{_WORD}{_INVISIBLE}]{{1,64}}$")
+_WIDE = re.compile(
+    f"{_keyword('_memorize_')}[{_INVISIBLE}]*(?P<which>{_keyword('begin')}|{_keyword('end')})",
+    re.IGNORECASE,
+)
+_NARROW = re.compile(r"_memorize_(?P<which>begin|end)", re.IGNORECASE)  # plain ASCII text
 
 
 class Request(Record):
@@ -42,6 +102,7 @@ class Parsed(Record):
 def parse(output: str, prefix: str = "MEMDIR", max_bytes: int = 16384) -> Parsed:
     begin, end = f"{prefix}_MEMORIZE_BEGIN", f"{prefix}_MEMORIZE_END"
     marker = re.compile(re.escape(begin) + "|" + re.escape(end))
+    said_begin, said_end = _said(prefix, "begin"), _said(prefix, "end")  # warnings are inert
     kept: list[str] = []
     requests: list[Request] = []
     warnings: list[str] = []
@@ -55,46 +116,112 @@ def parse(output: str, prefix: str = "MEMDIR", max_bytes: int = 16384) -> Parsed
         line += output.count("\n", counted, found.start())
         counted = found.start()
         if found.group() == end:
-            warnings.append(f"line {line}: {end} without a {begin} before it; removed")
-            start, stop = _span(output, found.start(), found.end(), pos)
-            kept.append(output[pos:start])
-            pos = stop
+            warnings.append(
+                f"line {line}: a {said_end} without a {said_begin} before it; kept as text, "
+                "defanged"
+            )
+            kept.append(output[pos : found.end()])
+            pos = found.end()
             continue
-        blocks += 1
         closing = marker.search(output, found.end())
         if closing is None or closing.group() == begin:
+            # Not a block: the marker is text the agent wrote (prose about markers, a block
+            # cut off). It stays, inert, and nothing is applied from it.
+            why = f"no {said_end}" if closing is None else f"another {said_begin}"
+            warnings.append(
+                f"line {line}: a {said_begin} followed by {why}, so not a block; kept as "
+                "text, defanged, and nothing stored from it"
+            )
+            stop = len(output) if closing is None else _span_start(output, closing.start(), pos)
+            kept.append(output[pos:stop])
+            pos = stop
             if closing is None:
-                warnings.append(
-                    f"memorize block at line {line} is never closed with {end}; "
-                    "it was removed and not stored"
-                )
-            else:
-                # Blocks do not nest: this one was cut off. Drop it, keep the next one.
-                warnings.append(
-                    f"memorize block at line {line} is not closed before the next "
-                    f"{begin}; it was removed and not stored"
-                )
-            kept.append(output[pos : _span_start(output, found.start(), pos)])
-            pos = len(output) if closing is None else closing.start()
+                break
             continue
+        blocks += 1
         body = output[found.end() : closing.start()]
         problems = _requests(body, max_bytes, requests)
         warnings.extend(f"memorize block at line {line}: {p}; not stored" for p in problems)
         start, stop = _span(output, found.start(), closing.end(), pos)
         kept.append(output[pos:start])
         pos = stop
-    cleaned = "".join(kept)
-    if marker.search(cleaned):  # only when removing a block joined two halves of a marker
-        cleaned = defang(cleaned)
-    return Parsed(cleaned, requests, warnings, blocks)
+    # R4: what memorize returns is a surface too: no marker in it is live, whatever its
+    # prefix (a marker that formed no block, one joined when a block between its halves
+    # went, another prefix's)
+    return Parsed(defang("".join(kept)), requests, warnings, blocks)
 
 
 def defang(text: str) -> str:
-    """R4: make every marker keyword inert, whatever its prefix, so recalled text that an
-    agent echoes back can never open or close a block."""
-    return ANY_MARKER_RE.sub(
-        lambda m: DEFANGED.format(prefix=m.group(1), which=m.group(2).lower()), text
-    )
+    """R4: every marker keyword made inert and visible, whatever its prefix, case, width,
+    invisible characters or JSON escapes (see the module docstring). Text without one is
+    returned as it is."""
+    if text.isascii() and "\\" not in text:
+        if not _NARROW.search(text):
+            return text
+        pattern = _NARROW
+    else:
+        pattern = _WIDE
+    out: list[str] = []
+    pos = 0
+    for found in pattern.finditer(text):
+        head = _PREFIX_RE.search(text, max(pos, found.start() - 64), found.start())
+        start = head.start() if head else found.start()
+        prefix = _decoded(head.group()).strip("_") if head else ""
+        which = "begin" if "b" in _decoded(found.group("which")).lower() else "end"
+        out.append(text[pos:start])
+        out.append(DEFANGED.format(prefix=f"{prefix} " if prefix else "", which=which))
+        pos = found.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _said(prefix: str, which: str) -> str:
+    return DEFANGED.format(prefix=f"{prefix} ", which=which)[1:].split(",")[0]
+
+
+def has_marker(text: str) -> bool:
+    """Whether `defang` would change `text`."""
+    pattern = _NARROW if text.isascii() and "\\" not in text else _WIDE
+    return pattern.search(text) is not None
+
+
+def inert(value: object) -> object:
+    """`value` (a JSON-ready result: dicts, lists, strings) with every string defanged,
+    keys included: what a structured surface hands an agent (R4). A str subclass (the
+    CLI's Raw) comes back as a plain str only when its text changed."""
+    if isinstance(value, str):
+        text = defang(value)
+        return value if text == value else text
+    if isinstance(value, dict):
+        return {inert(k): inert(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a Record keeps its type
+        make = type(value)._make  # type: ignore[attr-defined]  # a NamedTuple's constructor
+        return make(inert(v) for v in value)
+    if isinstance(value, list | tuple):
+        return [inert(v) for v in value]
+    return value
+
+
+def _decoded(text: str) -> str:
+    """The text as an agent would read it: escapes decoded, invisibles dropped, width folded."""
+    text = re.sub(_ESCAPE + "([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+    text = re.sub(f"[{_INVISIBLE}]", "", text)
+    return "".join(chr(ord(c) - 0xFEE0) if 0xFF01 <= ord(c) <= 0xFF5E else c for c in text)
+
+
+def requests_from(
+    items: Iterable[object], max_bytes: int = 16384
+) -> tuple[list[Request], list[str]]:
+    """M2 for structured input (the memorize tool's `blocks`): the same checks as a block's
+    JSON, one warning per item refused."""
+    requests: list[Request] = []
+    warnings: list[str] = []
+    for number, item in enumerate(items, 1):
+        try:
+            requests.append(_request(item, max_bytes))
+        except ValueError as exc:
+            warnings.append(f"block {number}: {exc}; not stored")
+    return requests, warnings
 
 
 def _span_start(output: str, index: int, floor: int) -> int:

@@ -97,8 +97,11 @@ def _command_name(argv: Sequence[str]) -> str | None:
 
 
 def _emit(result: Any, json_output: bool) -> None:
+    """Every result a command prints passes here, made inert (R4): no stored text shown by
+    any command can hold a live memorize marker (markers.py says why and how)."""
     if result is None:
         return
+    result = _inert(result)
     if json_output:
         import json
 
@@ -148,6 +151,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _inert(result: Any) -> Any:
+    from ..markers import inert
+
+    if isinstance(result, Raw):
+        return Raw(str(inert(str(result))), result.exact)
+    return inert(result)
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     """--json anywhere among the options (after `--` it is an argument, not the flag)."""
     options = argv[: list(argv).index("--")] if "--" in argv else argv
@@ -159,7 +170,7 @@ def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
     (`error`, `kind`, and the error's context such as `path`, `line`, `key`, `hint`);
     else `memdir: <line>` on stderr."""
     if not json_output:
-        print(f"memdir: {line}", file=sys.stderr)
+        print(f"memdir: {_inert(line)}", file=sys.stderr)
         return
     import json
 
@@ -169,7 +180,7 @@ def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
         value = getattr(exc, field, None)
         if value is not None:
             data[field] = value
-    print(json.dumps(data, ensure_ascii=False))
+    print(json.dumps(_inert(data), ensure_ascii=False))
 
 
 __all__ = ["build_parser", "main"]

@@ -162,7 +162,9 @@ def progress_bar(stage: str, done: int, total: int) -> None:
 
 
 def warn(message: str) -> None:
-    print(f"memdir: warning: {message}", file=sys.stderr)
+    from ..markers import defang  # R4: a warning may quote stored text
+
+    print(f"memdir: warning: {defang(message)}", file=sys.stderr)
 
 
 def when(moment: float | None) -> str:
