@@ -137,14 +137,17 @@ def good_items(prefix: str) -> st.SearchStrategy[tuple[dict[str, Any], Request]]
     task = st.builds(
         lambda c, scoped, extra: (
             {**({"scope": "task"} if scoped else {}), "content": c, **extra},
-            Request("task", c),
+            Request("task", defang(c)),
         ),
         content,
         st.booleans(),
         st.sampled_from([{}, {"name": "Ignored_For_Tasks"}, {"description": 5}]),
     )
     glob = st.builds(
-        lambda n, d, c: (glob_item(n, d, c), Request("global", c, n, " ".join(d.split()))),
+        lambda n, d, c: (
+            glob_item(n, d, c),
+            Request("global", defang(c), n, defang(" ".join(d.split()))),
+        ),
         names,
         content_of(prefix),
         content,
@@ -373,7 +376,7 @@ def test_parse_huge_blocks_and_huge_outside_text(unit: str, outside: str, fenced
     # M1 M4 X3: a 200 KB block is stored under a big enough cap and refused over it
     unit = "x" + unit
     content = defused("MEMDIR", unit * (200_000 // len(unit.encode("utf-8", "replace")) + 1))
-    size = len(content.encode("utf-8"))
+    size = len(defang(content).encode("utf-8"))  # the cap is on what is stored
     assert size >= 200_000
     around = defused("MEMDIR", outside * 500 + "\n")
     body = json.dumps({"content": content}, ensure_ascii=False)
@@ -384,7 +387,7 @@ def test_parse_huge_blocks_and_huge_outside_text(unit: str, outside: str, fenced
     assume(not live("MEMDIR").search(around + around))
     stored = parse(text, "MEMDIR", size)
     assert stored.output == defang(around + around)
-    assert stored.requests == [Request("task", content)] and stored.warnings == []
+    assert stored.requests == [Request("task", defang(content))] and stored.warnings == []
     refused = parse(text, "MEMDIR", size - 1)
     assert refused.output == defang(around + around)
     assert refused.requests == [] and len(refused.warnings) == 1

@@ -143,7 +143,10 @@ def plant(state_dir: Path, prefix: str) -> dict[str, str]:
         )
         done = mem.ingest(f"{begin}\n{block}\n{end}\n", task="T-1")
         assert [a.target for a in done.applied] == ["escaped"], done
-        assert begin in mem.entry("escaped").content  # the stored text really holds one
+        # ...and memorize stores them inert: the file it wrote holds none (markers._request)
+        stored = (root / "global" / "escaped.md").read_text(encoding="utf-8")
+        assert "planted note esc" in stored and "defanged" in stored
+        assert not oracle(stored) and not parse(stored, prefix).requests
         mem.start_task("T-1")
         mem.end_task("T-1", "done")
     hand = planted(prefix, "hand")

@@ -33,7 +33,12 @@ replaces the match (with the prefix before it) by a visible, readable label that
 can turn back: `[MEMDIR memorize-begin marker, defanged]`. The label holds no keyword, so
 defang is idempotent and nothing it leaves joins into one.
 
-The one thing memdir emits that decodes to a live marker is none: a hint that tells an MCP
+What memorize stores from a block is defanged as well: a block's JSON can decode to a
+marker (`\\u005f`, or another prefix's), and the files memorize writes then hold none, for a
+reader that opens them directly. Text written by the other paths (hot, facts, entries,
+procedures, logs) and by hand is stored as given; the surfaces above make it inert.
+
+No hint memdir emits decodes to a live marker either: a hint that tells an MCP
 client to write an entry names the memorize tool with structured `blocks` (advice.py), and
 the memorize tool is the only input meant to hold live markers.
 """
@@ -276,6 +281,9 @@ def _request(item: object, max_bytes: int) -> Request:
     if not isinstance(content, str) or not content.strip():
         raise ValueError("'content' is missing or empty")
     _check_unicode("content", content)
+    # A block's JSON may decode to a marker (`\\u005f`, another prefix's): what memorize
+    # stores is inert too, so the files it writes hold none (the cap is on what is stored)
+    content = defang(content)
     size = len(content.encode("utf-8", errors="replace"))
     if size > max_bytes:
         raise ValueError(f"content is {size:,} bytes, over the cap of {max_bytes:,}")
@@ -287,7 +295,7 @@ def _request(item: object, max_bytes: int) -> Request:
     if not isinstance(description, str) or not description.strip():
         raise ValueError("a global entry needs a one-line 'description'")
     _check_unicode("description", description)
-    return Request("global", content, name, " ".join(description.split()))
+    return Request("global", content, name, defang(" ".join(description.split())))
 
 
 def _check_unicode(field: str, text: str) -> None:
