@@ -149,6 +149,11 @@ def plant(state_dir: Path, prefix: str) -> dict[str, str]:
         assert not oracle(stored) and not parse(stored, prefix).requests
         mem.start_task("T-1")
         mem.end_task("T-1", "done")
+    # provenance is stored and shown too: an agent, a workflow and a step named by a marker
+    begin, end = spellings(prefix)[0]
+    with Memory(agent=begin) as mem:
+        mem.add_fact("evil provenance fact", "decision")
+        mem.add_note("T-1", "evil provenance note", workflow=begin, step=end)
     hand = planted(prefix, "hand")
     (root / "global" / "hand.md").write_text(
         f"---\nname: hand\ndescription: evil {prefix}_MEMORIZE_BEGIN {prefix}_MEMORIZE_END\n"
@@ -203,6 +208,9 @@ def cli_surfaces(daily: str) -> list[tuple[str, ...]]:
         ("task", "show", "T-1"),
         ("fact", "show", "1"),
         ("fact", "history", "1"),
+        ("fact", "show", "2"),
+        ("sessions",),
+        ("heartbeat", "status"),
         ("distill",),
         ("boot",),
         ("recall", "--task", "T-1"),

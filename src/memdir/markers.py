@@ -82,11 +82,22 @@ def _keyword(word: str) -> str:
 # The prefix before the keyword, for the label only: correctness rests on the keyword,
 # which no live marker of any prefix lacks.
 _WORD = "A-Za-z0-9_\uff10-\uff19\uff21-\uff3a\uff3f\uff41-\uff5a"  # ASCII and full-width
-_PREFIX_RE = re.compile(f"[{_WORD}{_INVISIBLE}]{{1,64}}$")
-_WIDE = re.compile(
-    f"{_keyword('_memorize_')}[{_INVISIBLE}]*(?P<which>{_keyword('begin')}|{_keyword('end')})",
-    re.IGNORECASE,
-)
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _wide() -> re.Pattern[str]:
+    """The keyword in every spelling; compiled on first need (~4 ms: not on every CLI call,
+    whose output is mostly plain ASCII with no marker in it)."""
+    if "wide" not in _COMPILED:
+        _COMPILED["wide"] = re.compile(
+            f"{_keyword('_memorize_')}[{_INVISIBLE}]*"
+            f"(?P<which>{_keyword('begin')}|{_keyword('end')})",
+            re.IGNORECASE,
+        )
+        _COMPILED["prefix"] = re.compile(f"[{_WORD}{_INVISIBLE}]{{1,64}}$")
+    return _COMPILED["wide"]
+
+
 _NARROW = re.compile(r"_memorize_(?P<which>begin|end)", re.IGNORECASE)  # plain ASCII text
 
 
@@ -165,11 +176,12 @@ def defang(text: str) -> str:
             return text
         pattern = _NARROW
     else:
-        pattern = _WIDE
+        pattern = _wide()
+    head_re = _wide() and _COMPILED["prefix"]
     out: list[str] = []
     pos = 0
     for found in pattern.finditer(text):
-        head = _PREFIX_RE.search(text, max(pos, found.start() - 64), found.start())
+        head = head_re.search(text, max(pos, found.start() - 64), found.start())
         start = head.start() if head else found.start()
         prefix = _decoded(head.group()).strip("_") if head else ""
         which = "begin" if "b" in _decoded(found.group("which")).lower() else "end"
@@ -186,7 +198,7 @@ def _said(prefix: str, which: str) -> str:
 
 def has_marker(text: str) -> bool:
     """Whether `defang` would change `text`."""
-    pattern = _NARROW if text.isascii() and "\\" not in text else _WIDE
+    pattern = _NARROW if text.isascii() and "\\" not in text else _wide()
     return pattern.search(text) is not None
 
 

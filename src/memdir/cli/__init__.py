@@ -16,6 +16,7 @@ import sys
 from .. import __version__, advice
 from ..errors import MemdirError
 from .common import Builder, Parser, Raw, as_json, common_options
+from .common import suspect as _suspect
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,16 +102,20 @@ def _emit(result: Any, json_output: bool) -> None:
     any command can hold a live memorize marker (markers.py says why and how)."""
     if result is None:
         return
-    result = _inert(result)
     if json_output:
         import json
 
-        print(json.dumps(result, ensure_ascii=False, indent=2))
+        text = json.dumps(result, ensure_ascii=False, indent=2)
+        if _suspect(text):
+            text = json.dumps(_inert(result), ensure_ascii=False, indent=2)
+        print(text)
     elif isinstance(result, Raw):
-        add_newline = not result.exact and result and not result.endswith("\n")
-        sys.stdout.write(result + "\n" if add_newline else result)
+        text = _inert(result) if _suspect(result) else result
+        add_newline = not result.exact and text and not text.endswith("\n")
+        sys.stdout.write(text + "\n" if add_newline else text)
     else:
-        print(result)
+        text = str(result)
+        print(_inert(text) if _suspect(text) else text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,8 +159,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _inert(result: Any) -> Any:
     from ..markers import inert
 
-    if isinstance(result, Raw):
-        return Raw(str(inert(str(result))), result.exact)
     return inert(result)
 
 
@@ -170,7 +173,7 @@ def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
     (`error`, `kind`, and the error's context such as `path`, `line`, `key`, `hint`);
     else `memdir: <line>` on stderr."""
     if not json_output:
-        print(f"memdir: {_inert(line)}", file=sys.stderr)
+        print(f"memdir: {_inert(line) if _suspect(line) else line}", file=sys.stderr)
         return
     import json
 
@@ -180,7 +183,8 @@ def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
         value = getattr(exc, field, None)
         if value is not None:
             data[field] = value
-    print(json.dumps(_inert(data), ensure_ascii=False))
+    text = json.dumps(data, ensure_ascii=False)
+    print(json.dumps(_inert(data), ensure_ascii=False) if _suspect(text) else text)
 
 
 __all__ = ["build_parser", "main"]
