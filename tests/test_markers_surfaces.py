@@ -56,7 +56,14 @@ def spellings(prefix: str) -> list[tuple[str, str]]:
         (f"{p}\\u005fMEMORIZE_BEGIN", f"{p}\\u005FMEMORIZE\\u005fEND"),
         (f"{p}\\\\u005fMEMORIZE_BEGIN", f"{p}_MEMORIZE\\\\u005fEND"),
         (f"{p}_\\u004dEMORIZE_BEGIN", f"{p}_MEMORIZE_\\u0045ND"),
+        (f"{p}_{bold('MEMORIZE')}_BEGIN", f"{p}_MEMORIZE_{bold('END')}"),  # NFKC folds them
+        (f"{p}_\u24c2EMORIZE_BEGIN", f"{p}\ufe4dMEMORIZE\ufe4fEND"),  # circled M, low lines
     ]
+
+
+def bold(word: str) -> str:
+    """`word` in mathematical bold capitals, which NFKC turns back into ASCII."""
+    return "".join(chr(0x1D400 + ord(c) - ord("A")) for c in word)
 
 
 def planted(prefix: str, where: str, one_line: bool = False) -> str:
@@ -385,6 +392,12 @@ ATOMS = [
     "MEMDIR_MEMORIZE_BEGIN",
     "APIARY_MEMORIZE_END",
     "[MEMDIR memorize-begin marker, defanged]",
+    "\U0001d40c",  # mathematical bold M
+    "\u24c2",  # circled M
+    "\u216e",  # Roman numeral five hundred: D
+    "\ufe4d",
+    "\U000e0041",  # a tag character
+    "\u0301",  # a combining accent: composes, so no keyword, for both
 ]
 texts = st.lists(st.one_of(st.sampled_from(ATOMS), st.text(max_size=6)), max_size=24).map("".join)
 prefixes = st.from_regex(r"[A-Z][A-Z0-9_]{0,31}", fullmatch=True)

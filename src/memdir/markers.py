@@ -26,7 +26,8 @@ calling; recall and boot in the library. `defang` is deliberately wider than the
 that what it leaves can be live for no prefix and no echo: it matches the keyword
 `_MEMORIZE_BEGIN` / `_MEMORIZE_END` (any prefix or none) in any letter case, with invisible
 format characters (zero-width space or joiner, soft hyphen, BOM, bidi controls, variation
-selectors) anywhere inside, full-width forms, and any character spelt as a JSON escape
+selectors) anywhere inside, compatibility forms (full-width, mathematical, circled: any
+character NFKC folds into one of the keyword), and any character spelt as a JSON escape
 (`MEMDIR\\u005fMEMORIZE_BEGIN`, also with doubled backslashes) — an agent that decodes
 JSON output, drops an invisible character or folds width or case still gets no marker. It
 replaces the match (with the prefix before it) by a visible, readable label that a person
@@ -64,15 +65,84 @@ _INVISIBLE = (
 _ESCAPE = r"\\+u"  # a JSON escape, its backslash doubled any number of times
 
 
+# Every character whose NFKC form is one letter of the keyword (or "_"), in either case:
+# full-width, mathematical, circled, modifier and Roman-numeral forms. Generated from
+# unicodedata (Unicode 14): {c: cp for cp in range(0x80, 0x110000) if
+# len(n := normalize("NFKC", chr(cp))) == 1 and n.lower() == c}, as class ranges.
+_COMPAT = {
+    "_": "\ufe33-\ufe34\ufe4d-\ufe4f\uff3f",
+    "b": (
+        "\u1d2e\u1d47\u212c\u24b7\u24d1\uff22\uff42\U0001d401\U0001d41b\U0001d435\U0001d44f"
+        "\U0001d469\U0001d483\U0001d4b7\U0001d4d1\U0001d4eb\U0001d505\U0001d51f\U0001d539"
+        "\U0001d553\U0001d56d\U0001d587\U0001d5a1\U0001d5bb\U0001d5d5\U0001d5ef\U0001d609"
+        "\U0001d623\U0001d63d\U0001d657\U0001d671\U0001d68b\U0001f131"
+    ),
+    "d": (
+        "\u1d30\u1d48\u2145-\u2146\u216e\u217e\u24b9\u24d3\uff24\uff44\U0001d403\U0001d41d"
+        "\U0001d437\U0001d451\U0001d46b\U0001d485\U0001d49f\U0001d4b9\U0001d4d3\U0001d4ed"
+        "\U0001d507\U0001d521\U0001d53b\U0001d555\U0001d56f\U0001d589\U0001d5a3\U0001d5bd"
+        "\U0001d5d7\U0001d5f1\U0001d60b\U0001d625\U0001d63f\U0001d659\U0001d673\U0001d68d"
+        "\U0001f133"
+    ),
+    "e": (
+        "\u1d31\u1d49\u2091\u212f-\u2130\u2147\u24ba\u24d4\uff25\uff45\U0001d404\U0001d41e"
+        "\U0001d438\U0001d452\U0001d46c\U0001d486\U0001d4d4\U0001d4ee\U0001d508\U0001d522"
+        "\U0001d53c\U0001d556\U0001d570\U0001d58a\U0001d5a4\U0001d5be\U0001d5d8\U0001d5f2"
+        "\U0001d60c\U0001d626\U0001d640\U0001d65a\U0001d674\U0001d68e\U0001f134"
+    ),
+    "g": (
+        "\u1d33\u1d4d\u210a\u24bc\u24d6\uff27\uff47\U0001d406\U0001d420\U0001d43a\U0001d454"
+        "\U0001d46e\U0001d488\U0001d4a2\U0001d4d6\U0001d4f0\U0001d50a\U0001d524\U0001d53e"
+        "\U0001d558\U0001d572\U0001d58c\U0001d5a6\U0001d5c0\U0001d5da\U0001d5f4\U0001d60e"
+        "\U0001d628\U0001d642\U0001d65c\U0001d676\U0001d690\U0001f136"
+    ),
+    "i": (
+        "\u1d35\u1d62\u2071\u2110-\u2111\u2139\u2148\u2160\u2170\u24be\u24d8\uff29\uff49"
+        "\U0001d408\U0001d422\U0001d43c\U0001d456\U0001d470\U0001d48a\U0001d4be\U0001d4d8"
+        "\U0001d4f2\U0001d526\U0001d540\U0001d55a\U0001d574\U0001d58e\U0001d5a8\U0001d5c2"
+        "\U0001d5dc\U0001d5f6\U0001d610\U0001d62a\U0001d644\U0001d65e\U0001d678\U0001d692"
+        "\U0001f138"
+    ),
+    "m": (
+        "\u1d39\u1d50\u2098\u2133\u216f\u217f\u24c2\u24dc\uff2d\uff4d\U0001d40c\U0001d426"
+        "\U0001d440\U0001d45a\U0001d474\U0001d48e\U0001d4c2\U0001d4dc\U0001d4f6\U0001d510"
+        "\U0001d52a\U0001d544\U0001d55e\U0001d578\U0001d592\U0001d5ac\U0001d5c6\U0001d5e0"
+        "\U0001d5fa\U0001d614\U0001d62e\U0001d648\U0001d662\U0001d67c\U0001d696\U0001f13c"
+    ),
+    "n": (
+        "\u1d3a\u207f\u2099\u2115\u24c3\u24dd\uff2e\uff4e\U0001d40d\U0001d427\U0001d441"
+        "\U0001d45b\U0001d475\U0001d48f\U0001d4a9\U0001d4c3\U0001d4dd\U0001d4f7\U0001d511"
+        "\U0001d52b\U0001d55f\U0001d579\U0001d593\U0001d5ad\U0001d5c7\U0001d5e1\U0001d5fb"
+        "\U0001d615\U0001d62f\U0001d649\U0001d663\U0001d67d\U0001d697\U0001f13d"
+    ),
+    "o": (
+        "\u00ba\u1d3c\u1d52\u2092\u2134\u24c4\u24de\uff2f\uff4f\U0001d40e\U0001d428\U0001d442"
+        "\U0001d45c\U0001d476\U0001d490\U0001d4aa\U0001d4de\U0001d4f8\U0001d512\U0001d52c"
+        "\U0001d546\U0001d560\U0001d57a\U0001d594\U0001d5ae\U0001d5c8\U0001d5e2\U0001d5fc"
+        "\U0001d616\U0001d630\U0001d64a\U0001d664\U0001d67e\U0001d698\U0001f13e"
+    ),
+    "r": (
+        "\u02b3\u1d3f\u1d63\u211b-\u211d\u24c7\u24e1\uff32\uff52\U0001d411\U0001d42b"
+        "\U0001d445\U0001d45f\U0001d479\U0001d493\U0001d4c7\U0001d4e1\U0001d4fb\U0001d52f"
+        "\U0001d563\U0001d57d\U0001d597\U0001d5b1\U0001d5cb\U0001d5e5\U0001d5ff\U0001d619"
+        "\U0001d633\U0001d64d\U0001d667\U0001d681\U0001d69b\U0001f12c\U0001f141"
+    ),
+    "z": (
+        "\u1dbb\u2124\u2128\u24cf\u24e9\uff3a\uff5a\U0001d419\U0001d433\U0001d44d\U0001d467"
+        "\U0001d481\U0001d49b\U0001d4b5\U0001d4cf\U0001d4e9\U0001d503\U0001d537\U0001d56b"
+        "\U0001d585\U0001d59f\U0001d5b9\U0001d5d3\U0001d5ed\U0001d607\U0001d621\U0001d63b"
+        "\U0001d655\U0001d66f\U0001d689\U0001d6a3\U0001f149"
+    ),
+}
+
+
 def _unit(char: str) -> str:
-    """One character of the keyword, as itself (any case), full-width, or a JSON escape."""
-    forms = {char.lower(), char.upper()}
-    forms |= {chr(ord(c) + 0xFEE0) for c in list(forms)}  # full-width ASCII
-    if char == "_":
-        forms |= {"\ufe4d", "\ufe4e", "\ufe4f"}  # dashed, centreline, wavy low line
-    codes = "|".join(f"{ord(c):04x}" for c in sorted(forms))
-    literal = "".join(re.escape(c) for c in sorted(forms))
-    return f"(?:[{literal}]|{_ESCAPE}(?:{codes}))"
+    """One character of the keyword: itself in either case, a compatibility form, or a
+    JSON escape of it (or of its full-width form)."""
+    forms = sorted({char.lower(), char.upper()})
+    codes = "|".join(f"{ord(c):04x}" for c in forms + [chr(ord(c) + 0xFEE0) for c in forms])
+    literal = "".join(re.escape(c) for c in forms)
+    return f"(?:[{literal}{_COMPAT[char.lower()]}]|{_ESCAPE}(?:{codes}))"
 
 
 def _keyword(word: str) -> str:
@@ -81,7 +151,7 @@ def _keyword(word: str) -> str:
 
 # The prefix before the keyword, for the label only: correctness rests on the keyword,
 # which no live marker of any prefix lacks.
-_WORD = "A-Za-z0-9_\uff10-\uff19\uff21-\uff3a\uff3f\uff41-\uff5a"  # ASCII and full-width
+_WORD = "A-Za-z0-9_" + "".join(_COMPAT.values()) + "\uff10-\uff19\uff21-\uff3a\uff41-\uff5a"
 _COMPILED: dict[str, re.Pattern[str]] = {}
 
 
@@ -220,10 +290,11 @@ def inert(value: object) -> object:
 
 
 def _decoded(text: str) -> str:
-    """The text as an agent would read it: escapes decoded, invisibles dropped, width folded."""
+    """The text as an agent would read it: escapes decoded, invisibles dropped, NFKC."""
+    import unicodedata  # only once a marker was found
+
     text = re.sub(_ESCAPE + "([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
-    text = re.sub(f"[{_INVISIBLE}]", "", text)
-    return "".join(chr(ord(c) - 0xFEE0) if 0xFF01 <= ord(c) <= 0xFF5E else c for c in text)
+    return unicodedata.normalize("NFKC", re.sub(f"[{_INVISIBLE}]", "", text))
 
 
 def requests_from(
