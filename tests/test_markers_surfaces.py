@@ -305,6 +305,7 @@ async def test_no_mcp_surface_emits_a_live_marker(state_dir: Path, prefix: str) 
     # R4 X4 A1 A2: tool list, instructions, tools, resources and prompts, then the echo
     names = plant(state_dir, prefix)
     root = state_dir / "memory"
+    begin_of = f"{prefix}_MEMORIZE_BEGIN"
     shown: list[str] = []
     async with client_for(state_dir) as client:
         assert client.instructions and "Hot" in client.instructions
@@ -348,6 +349,19 @@ async def test_no_mcp_surface_emits_a_live_marker(state_dir: Path, prefix: str) 
                 assert_inert(message.content.text, f"prompt {prompt}")  # type: ignore[union-attr]
                 shown.append(message.content.text)  # type: ignore[union-attr]
         assert any("evil" in s for s in shown)
+
+        # M2 A1: the memorize tool takes blocks as data (what a hint names): no marker needed,
+        # and a marker inside one is stored inert; a bad block is a warning, never an error
+        item = {"scope": "global", "name": "as-data", "description": "d", "content": begin_of}
+        text, structured = await tool_text(
+            client, "memorize", {"blocks": [item, {"scope": "global", "content": "x"}]}
+        )
+        assert structured["applied"] == [
+            {"scope": "global", "target": "as-data", "action": "created"}
+        ]
+        assert len(structured["warnings"]) == 1 and "name" in structured["warnings"][0]
+        stored = (root / "global" / "as-data.md").read_text(encoding="utf-8")
+        assert "defanged" in stored and not oracle(stored)
 
         before = memory_files(root)
         for echo in shown:  # an agent that echoes what it was shown writes nothing
