@@ -26,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters
 import memdir
 from memdir import MemdirError, Memory, advice, markers
 from memdir.testing import cli_env
+from memdir.tools import call_tool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -312,19 +313,19 @@ async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path)
 
 
 def test_an_entry_hint_over_mcp_holds_no_live_marker(memory: Memory) -> None:  # R4, M1
-    """An entry is written over MCP with a memorize block: the hinted arguments decode to
-    one, while the hint itself, echoed back into an output, opens none."""
+    """An entry is written over MCP with the memorize tool's structured blocks: neither the
+    hint nor its arguments, decoded, hold a marker, and the hinted call writes the entry."""
     token = advice.use("mcp")
     try:
         hint = advice.entry_write("ci", "CI time", "Twelve minutes")
     finally:
         advice.reset(token)
-    assert markers.parse(hint).blocks == 0
+    assert markers.parse(hint).blocks == 0 and not markers.has_marker(hint)
     [(tool, arguments)] = tool_calls(hint, {"memorize"})
-    parsed = markers.parse(arguments["output"])
-    assert [(r.scope, r.name, r.content) for r in parsed.requests] == [
-        ("global", "ci", "Twelve minutes")
-    ]
+    assert not markers.has_marker(json.dumps(arguments)) and "output" not in arguments
+    done = call_tool(memory, tool, arguments)
+    assert done["applied"] == [{"scope": "global", "target": "ci", "action": "created"}]
+    assert memory.entry("ci").content.strip() == "Twelve minutes"
     command_line = advice.running_as("cli", advice.entry_write, "ci", "CI time", "x")
     assert markers.parse(command_line).blocks == 0
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from memdir import Memory
 from memdir.clock import iso
-from memdir.markers import Request, parse
+from memdir.markers import Request, defang, parse
 from memdir.models import Applied
 from memdir.storage.files import TEMP_PREFIX
 from memdir.tasks import NOTE_RE
@@ -137,14 +137,17 @@ def good_items(prefix: str) -> st.SearchStrategy[tuple[dict[str, Any], Request]]
     task = st.builds(
         lambda c, scoped, extra: (
             {**({"scope": "task"} if scoped else {}), "content": c, **extra},
-            Request("task", c),
+            Request("task", defang(c)),
         ),
         content,
         st.booleans(),
         st.sampled_from([{}, {"name": "Ignored_For_Tasks"}, {"description": 5}]),
     )
     glob = st.builds(
-        lambda n, d, c: (glob_item(n, d, c), Request("global", c, n, " ".join(d.split()))),
+        lambda n, d, c: (
+            glob_item(n, d, c),
+            Request("global", defang(c), n, defang(" ".join(d.split()))),
+        ),
         names,
         content_of(prefix),
         content,
@@ -234,8 +237,6 @@ class Doc:
         self.kept: list[str] = []
         self.requests: list[Request] = []
         self.warnings = self.blocks = self.markers = 0
-        self.swallowing = False  # after a block that is never closed: text is lost up to
-        # the next BEGIN
 
     @property
     def text(self) -> str:
@@ -243,12 +244,12 @@ class Doc:
 
     @property
     def expected(self) -> str:
-        return "".join(self.kept)
+        """What is kept, made inert: a marker that forms no block is text (R4)."""
+        return defang("".join(self.kept))
 
     def outside(self, piece: str) -> None:
         self.raw.append(piece)
-        if not self.swallowing:
-            self.kept.append(piece)
+        self.kept.append(piece)
 
     def __repr__(self) -> str:
         return f"Doc(text={self.text!r}, expected={self.expected!r})"
@@ -263,9 +264,10 @@ def documents(draw: st.DrawFn, prefix: str) -> Doc:
     begin, end = markers_of(prefix)
     doc = Doc(prefix)
     doc.outside(draw(free_text(prefix)))
+    open_begin = False  # after a BEGIN that no END closes (yet)
     for _ in range(draw(st.integers(0, 6))):
         kind = draw(st.sampled_from(["good", "good", "bad", "unclosed", "stray-end"]))
-        if kind == "stray-end" and doc.swallowing:
+        if kind == "stray-end" and open_begin:
             continue  # it would close the open block: that is a "bad" block, drawn anyway
         own_line = draw(st.booleans())
         if own_line and doc.last_line():  # blanks before BEGIN go with its line
@@ -275,16 +277,15 @@ def documents(draw: st.DrawFn, prefix: str) -> Doc:
         indent = draw(st.sampled_from(["", " ", "\t", "  \t"])) if own_line else ""
         newline = draw(st.sampled_from(["\n", "\r\n", "\n", ""]))
         tail = draw(st.sampled_from(["", " ", "\t "])) + newline if own_line else ""
-        if kind == "stray-end":
-            doc.raw.append(indent + end + tail)
+        if kind == "stray-end":  # text, kept as it is (then defanged)
+            doc.outside(indent + end + tail)
             doc.warnings += 1
             doc.markers += 1
-        elif kind == "unclosed":
-            doc.raw.append(indent + begin + draw(free_text(prefix)))
-            doc.blocks += 1
+        elif kind == "unclosed":  # text, kept as it is (then defanged)
+            doc.outside(indent + begin + draw(free_text(prefix)))
             doc.warnings += 1
             doc.markers += 1
-            doc.swallowing = True
+            open_begin = True
         else:
             body_of = good_body if kind == "good" else bad_body
             body, requests, warnings = draw(body_of(prefix))
@@ -294,7 +295,7 @@ def documents(draw: st.DrawFn, prefix: str) -> Doc:
             doc.warnings += warnings
             doc.blocks += 1
             doc.markers += 2
-            doc.swallowing = False
+            open_begin = False
         if own_line and newline == "":
             return doc  # the block ends the output: nothing may follow it on its line
         doc.outside(draw(free_text(prefix)))
@@ -375,7 +376,7 @@ def test_parse_huge_blocks_and_huge_outside_text(unit: str, outside: str, fenced
     # M1 M4 X3: a 200 KB block is stored under a big enough cap and refused over it
     unit = "x" + unit
     content = defused("MEMDIR", unit * (200_000 // len(unit.encode("utf-8", "replace")) + 1))
-    size = len(content.encode("utf-8"))
+    size = len(defang(content).encode("utf-8"))  # the cap is on what is stored
     assert size >= 200_000
     around = defused("MEMDIR", outside * 500 + "\n")
     body = json.dumps({"content": content}, ensure_ascii=False)
@@ -385,10 +386,10 @@ def test_parse_huge_blocks_and_huge_outside_text(unit: str, outside: str, fenced
     text = f"{around}{begin}\n{body}\n{end}\n{around}"
     assume(not live("MEMDIR").search(around + around))
     stored = parse(text, "MEMDIR", size)
-    assert stored.output == around + around
-    assert stored.requests == [Request("task", content)] and stored.warnings == []
+    assert stored.output == defang(around + around)
+    assert stored.requests == [Request("task", defang(content))] and stored.warnings == []
     refused = parse(text, "MEMDIR", size - 1)
-    assert refused.output == around + around
+    assert refused.output == defang(around + around)
     assert refused.requests == [] and len(refused.warnings) == 1
     assert "over the cap" in refused.warnings[0]
 
@@ -406,6 +407,7 @@ def test_parse_thousands_of_blocks_in_one_output() -> None:  # M1 M4
 
 B, E = markers_of("MEMDIR")
 J = '{"content": "x"}'
+DB, DE = "[MEMDIR memorize-begin marker, defanged]", "[MEMDIR memorize-end marker, defanged]"
 LAYOUTS = [
     # a block alone on its lines takes them whole, line break included
     (f"a\n{B}\n{J}\n{E}\nb", "a\nb"),
@@ -419,14 +421,15 @@ LAYOUTS = [
     (f"{B}{J}{E} {B}{J}{E}\n", " \n"),
     (f"text {B}\n{J}\n{E}\nafter", "text \nafter"),
     (f"before\n{B}\n{J}\n{E} after", "before\n after"),
-    # stray END: its line when alone, else the keyword alone
-    (f"x {E}\ny", "x \ny"),
-    (f"x\n  {E}\ny", "x\ny"),
-    # never closed: everything from BEGIN (or its blank line start) is gone
-    (f"keep\n  {B}\n{J}\nlost", "keep\n"),
-    (f"keep {B} {J}", "keep "),
-    # not closed before the next BEGIN: dropped up to it; the next block still counts
-    (f"keep\n{B}\n{{oops\n{B}\n{J}\n{E}\nend", "keep\nend"),
+    # a marker that forms no block is text: kept where it is, defanged (R4, issue 12)
+    (f"x {E}\ny", f"x {DE}\ny"),
+    (f"x\n  {E}\ny", f"x\n  {DE}\ny"),
+    (f"keep\n  {B}\n{J}\nkept", f"keep\n  {DB}\n{J}\nkept"),
+    (f"keep {B} {J}", f"keep {DB} {J}"),
+    (f"mention {B} in prose, then answer", f"mention {DB} in prose, then answer"),
+    # not closed before the next BEGIN: text up to it; the next block still counts
+    (f"keep\n{B}\n{{oops\n{B}\n{J}\n{E}\nend", f"keep\n{DB}\n{{oops\nend"),
+    (f"{B} {B} {J} {E} {E}", f"{DB}  {DE}"),  # nested: the inner pair is the block
 ]
 
 
@@ -452,7 +455,7 @@ def test_parse_warnings_one_per_malformed_block_or_bad_item() -> None:  # M4
     parsed = parse(text)
     assert parsed.requests == [Request("task", "ok")]
     assert len(parsed.warnings) == 1 + 3 + 1 + 1, parsed.warnings
-    assert parsed.output == ""
+    assert parsed.output == f"{DE}\n{DB}\n{J}"  # the stray END and the open BEGIN are text
 
 
 def test_parse_joined_halves_of_a_marker_are_defanged() -> None:  # M4 R4
@@ -465,14 +468,15 @@ def test_parse_joined_halves_of_a_marker_are_defanged() -> None:  # M4 R4
     assert len(parsed.requests) == 1
 
 
-def test_parse_other_prefix_is_plain_text() -> None:  # M1 S (marker_prefix)
+def test_parse_other_prefix_is_plain_text() -> None:  # M1 S (marker_prefix) R4
+    # another prefix's block is text, kept, and inert in what memorize returns
     apiary = block({"content": "from apiary"}, prefix="APIARY")
     memdir = block({"content": "from memdir"})
     as_memdir = parse(apiary + memdir, "MEMDIR")
-    assert as_memdir.output == apiary
+    assert as_memdir.output == defang(apiary) and "from apiary" in as_memdir.output
     assert as_memdir.requests == [Request("task", "from memdir")]
     as_apiary = parse(apiary + memdir, "APIARY")
-    assert as_apiary.output == memdir
+    assert as_apiary.output == defang(memdir)
     assert as_apiary.requests == [Request("task", "from apiary")]
 
 

@@ -43,7 +43,7 @@ def test_tools_have_json_schemas_with_the_documented_arguments() -> None:  # A1
         "valid_from",
     }
     assert props["procedure_write"] == {"name", "content"}
-    assert props["memorize"] == {"output", "task", "workflow", "step"}
+    assert props["memorize"] == {"output", "blocks", "task", "workflow", "step"}
     assert props["memory_recall"] == {"task", "tiers", "max_chars"}
     assert props["memory_get"] == {"path", "from_line", "lines"}
     assert props["daily_append"] == {"text", "section"}

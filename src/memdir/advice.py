@@ -12,10 +12,11 @@ brackets ("<new text>", "<words>") is for the caller to fill in; all else is mea
 written. An operation that no MCP tool performs is addressed to the person instead ("ask
 the user to run ..."): a hint never names a tool that does not exist.
 
-An MCP call is a tool name and its JSON arguments. A marker keyword inside them (an entry is
-written over MCP with a memorize block) is written with a JSON escape,
-`MEMDIR\\u005fMEMORIZE_BEGIN`: the arguments decode to the live marker, while the hint itself
-stays inert (R4). On the command line shell quotes do the same: `'MEMDIR''_MEMORIZE_BEGIN'`.
+An MCP call is a tool name and its JSON arguments. No hint holds, nor decodes to, a live
+memorize marker (R4, markers.py): an entry is written over MCP by the memorize tool's
+structured `blocks`, and any marker in an argument's text is defanged. On the command line,
+where an entry is written by piping a block into `memdir memorize`, shell quotes split the
+keyword, `'MEMDIR_MEMORIZE''_BEGIN'`: inert as printed, whole only when the shell runs it.
 
 Cheap to import (the CLI's cold path): contextvars only; json and re when a hint renders.
 """
@@ -150,8 +151,9 @@ def entry_write(
     if current == "cli":
         words = ["printf", "%s\\n", begin, block, end]
         return f"`{' '.join(map(_shell, words))} | {' '.join(map(_shell, command))} memorize`"
+    item = {"scope": "global", "name": name, "description": description, "content": content}
     return _call(
-        ("memorize", {"output": f"{begin}\n{block}\n{end}"}),
+        ("memorize", {"blocks": [item]}),
         (),
         ("memory.write_entry", name, description, content),
     )
@@ -270,15 +272,15 @@ def _call(
 
 
 # R4: a live marker in a hint could be echoed back into an output and open a block
-_MARKER = r"([A-Z][A-Z0-9_]*?)_(MEMORIZE_(?:BEGIN|END))"
+_MARKER = r"(_MEMORIZE)(_(?:BEGIN|END))"  # split inside the keyword markers.defang looks for
 
 
 def _json(arguments: dict[str, Any]) -> str:
     import json
-    import re
 
-    text = json.dumps(arguments, ensure_ascii=False)
-    return re.sub(_MARKER, r"\1\\u005f\2", text)
+    from .markers import defang  # R4: an argument may quote stored text
+
+    return defang(json.dumps(arguments, ensure_ascii=False))
 
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-./:=@%+,")
@@ -291,4 +293,4 @@ def _shell(word: str) -> str:
     import re
 
     quoted = "'" + word.replace("'", "'\\''") + "'"
-    return re.sub(_MARKER, r"\1''_\2", quoted)
+    return re.sub(_MARKER, r"\1''\2", quoted)

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from . import __version__, advice
 from .errors import MemdirError
+from .markers import defang, inert
 from .memory import Memory
 from .tools import call_tool, tools
 
@@ -60,12 +61,14 @@ def build_server(memory: Memory) -> Server[Any]:
     lock = anyio.Lock()  # one Memory, one SQLite connection: calls take turns
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        # R4: every text the server sends an agent is inert: tool list, tool results and
+        # errors, resources, prompts, instructions (markers.py)
         return types.ListToolsResult(
             tools=[
                 types.Tool(
                     name=tool.name,
                     title=tool.title,
-                    description=tool.description,
+                    description=defang(tool.description),
                     input_schema=tool.input_schema,
                     output_schema=tool.output_schema,
                     annotations=types.ToolAnnotations(
@@ -91,9 +94,10 @@ def build_server(memory: Memory) -> Server[Any]:
                 )
         except MemdirError as exc:
             return _error(str(exc))
+        shown: dict[str, Any] = inert(result)  # type: ignore[assignment]  # R4, at the edge
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
-            structured_content=result,
+            content=[types.TextContent(type="text", text=json.dumps(shown, ensure_ascii=False))],
+            structured_content=shown,
         )
 
     readers = {HOT_URI: memory.hot, RECALL_URI: lambda: memory.recall().text}
@@ -131,9 +135,9 @@ def build_server(memory: Memory) -> Server[Any]:
                 f"unknown resource {params.uri}: the resources are {', '.join(readers)}",
             )
         try:
-            text = await run_as_mcp(reader)
+            text = defang(await run_as_mcp(reader))
         except MemdirError as exc:  # our one-line message (a HOT.md linked out, X1), as prompts
-            raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+            raise MCPError(types.INVALID_PARAMS, defang(str(exc))) from exc
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
@@ -167,9 +171,9 @@ def build_server(memory: Memory) -> Server[Any]:
             )
         arguments = dict(params.arguments or {})
         try:
-            text = await run_as_mcp(render, arguments)
+            text = defang(await run_as_mcp(render, arguments))
         except MemdirError as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+            raise MCPError(types.INVALID_PARAMS, defang(str(exc))) from exc
         return types.GetPromptResult(
             description=f"memdir {params.name}",
             messages=[
@@ -184,7 +188,9 @@ def build_server(memory: Memory) -> Server[Any]:
     return Server(
         "memdir",
         version=__version__,
-        instructions=INSTRUCTIONS + (f"\n[Hot memory]\n{hot_now}" if hot_now.strip() else ""),
+        instructions=defang(
+            INSTRUCTIONS + (f"\n[Hot memory]\n{hot_now}" if hot_now.strip() else "")
+        ),
         on_list_tools=list_tools,
         on_call_tool=call,
         on_list_resources=list_resources,
@@ -197,7 +203,7 @@ def build_server(memory: Memory) -> Server[Any]:
 
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=message)], is_error=True
+        content=[types.TextContent(type="text", text=defang(message))], is_error=True
     )
 
 

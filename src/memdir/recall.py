@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from . import advice
 from .errors import ValidationError
-from .markers import defang
+from .markers import defang, has_marker
 from .models import Note, Recalled
 from .records import Record
 
@@ -115,7 +115,7 @@ def build(
 
 
 def _inert(line: str) -> str:
-    return defang(line) if "_MEMORIZE_" in line else line
+    return defang(line)
 
 
 def _index_share(budget: int, index_need: int, notes_need: int) -> int:
@@ -139,7 +139,7 @@ def _index_line(name: str, description: str) -> str:
 
 
 def _line_size(name: str, description: str) -> int:
-    if "_MEMORIZE_" in description:
+    if has_marker(description):
         return len(_index_line(name, description))
     return len(name) + len(description) + 5  # "- " and " — "
 

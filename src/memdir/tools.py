@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from . import advice
 from .errors import ValidationError
-from .markers import defang
+from .markers import defang, inert
 from .memory import Memory
 from .models import CATEGORIES
 from .tool_output import OUTPUT
@@ -130,12 +130,17 @@ def procedure_write(memory: Memory, name: str, content: str) -> dict[str, Any]:
 
 def memorize(
     memory: Memory,
-    output: str,
+    output: str | None = None,
     task: str | None = None,
     workflow: str | None = None,
     step: str | None = None,
+    blocks: list[Any] | None = None,
 ) -> dict[str, Any]:
-    return memory.ingest(output, task=task, workflow=workflow, step=step).to_dict()
+    if output is None and blocks is None:
+        raise ValidationError("memorize needs 'output' (text holding blocks) or 'blocks'")
+    return memory.ingest(
+        output or "", task=task, workflow=workflow, step=step, blocks=blocks
+    ).to_dict()
 
 
 def memory_recall(
@@ -302,28 +307,41 @@ _PROCEDURE = Tool(
 
 _MEMORIZE = Tool(
     name="memorize",
-    title="Memorize blocks from output",
+    title="Memorize blocks",
     description=(
-        "Store what your output says to remember, written as blocks:\n"
-        "MEMDIR_MEMORIZE_BEGIN\n"
+        "Store what to remember, as blocks. Pass `blocks`, a list of objects such as "
         '{"scope": "global", "name": "ci-duration", "description": "CI takes ~12 min", '
-        '"content": "..."}\n'
-        "MEMDIR_MEMORIZE_END\n"
-        "A block holds one JSON object or a list. scope 'task' (the default) adds a note to "
-        "the current task, seen by later steps of the task and its subtasks; scope 'global' "
-        "creates or updates a durable entry (kebab-case name, one-line description) listed "
-        "in every session's long-term index. Returns the output without the blocks, what was "
-        "stored, and a warning for each block that was not."
+        '"content": "..."}; or pass `output`, text (your answer) in which each block is one '
+        "JSON object or list between a line MEMDIR_MEMORIZE_ + BEGIN and a line "
+        "MEMDIR_MEMORIZE_ + END (each one word; split here so that this text is no marker "
+        "itself). scope 'task' (the default) adds a note to the current task, seen by later "
+        "steps of the task and its subtasks; scope 'global' creates or updates a durable "
+        "entry (kebab-case name, one-line description) listed in every session's long-term "
+        "index. Returns the output without the blocks, what was stored, and a warning for "
+        "each block that was not."
     ),
     input_schema={
         "type": "object",
         "properties": {
             "output": {"type": "string", "description": "Text holding the blocks."},
+            "blocks": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "scope": {"type": "string", "enum": ["task", "global"]},
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "content": {"type": "string"},
+                    },
+                    "required": ["content"],
+                },
+                "description": "The blocks themselves, instead of text holding them.",
+            },
             "task": {"type": "string", "description": "The current task, for task notes."},
             "workflow": {"type": "string"},
             "step": {"type": "string"},
         },
-        "required": ["output"],
         "additionalProperties": False,
     },
     read_only=False,
@@ -429,9 +447,11 @@ def tool_schemas(read_only: bool = False) -> list[dict[str, Any]]:
 
 def call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Validate the arguments against the tool's schema, then run it. Errors are MemdirError.
-    The caller speaks in tool calls: every hint and error names tool calls (advice.py)."""
-    result: dict[str, Any] = advice.running_as("mcp", _call_tool, memory, name, arguments)
-    return result
+    The caller speaks in tool calls: every hint and error names tool calls (advice.py).
+    What it returns is inert (R4): no string in it holds a live memorize marker."""
+    result = advice.running_as("mcp", _call_tool, memory, name, arguments)
+    inert_result: dict[str, Any] = inert(result)  # type: ignore[assignment]
+    return inert_result
 
 
 def _call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:

@@ -4,7 +4,7 @@ their registry, memorize markers and recall. Mixed into Memory."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from . import advice, facts
 from .errors import MemdirError, NotFoundError, StorageError, ValidationError
@@ -232,12 +232,18 @@ class WorkflowMemory(MemoryBase):
         workflow: str | None = None,
         step: str | None = None,
         policy: object = None,
+        blocks: Sequence[object] | None = None,
     ) -> Ingested:
-        """M1-M6: apply the memorize blocks in an agent's output; return the output without
-        them, what was applied and a warning per block that was not. Never raises for bad
-        input: every problem becomes a warning."""
+        """M1-M6: apply the memorize blocks in an agent's output, and `blocks` given as
+        data (the memorize tool's structured form: no marker needed); return the output
+        without them, what was applied and a warning per block that was not. Never raises
+        for bad input: every problem becomes a warning."""
         parsed = markers.parse(output, self.settings.marker_prefix, self.settings.max_entry_bytes)
         warnings = list(parsed.warnings)
+        if blocks:
+            given, refused = markers.requests_from(blocks, self.settings.max_entry_bytes)
+            parsed = parsed._replace(requests=[*parsed.requests, *given])
+            warnings += refused
         try:
             step_policy = recall.policy_from(policy)
             refusal = self._memorize_refusal(step_policy)

@@ -16,6 +16,7 @@ import sys
 from .. import __version__, advice
 from ..errors import MemdirError
 from .common import Builder, Parser, Raw, as_json, common_options
+from .common import suspect as _suspect
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,17 +98,24 @@ def _command_name(argv: Sequence[str]) -> str | None:
 
 
 def _emit(result: Any, json_output: bool) -> None:
+    """Every result a command prints passes here, made inert (R4): no stored text shown by
+    any command can hold a live memorize marker (markers.py says why and how)."""
     if result is None:
         return
     if json_output:
         import json
 
-        print(json.dumps(result, ensure_ascii=False, indent=2))
+        text = json.dumps(result, ensure_ascii=False, indent=2)
+        if _suspect(text):
+            text = json.dumps(_inert(result), ensure_ascii=False, indent=2)
+        print(text)
     elif isinstance(result, Raw):
-        add_newline = not result.exact and result and not result.endswith("\n")
-        sys.stdout.write(result + "\n" if add_newline else result)
+        text = _inert(result) if _suspect(result) else result
+        add_newline = not result.exact and text and not text.endswith("\n")
+        sys.stdout.write(text + "\n" if add_newline else text)
     else:
-        print(result)
+        text = str(result)
+        print(_inert(text) if _suspect(text) else text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,6 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _inert(result: Any) -> Any:
+    from ..markers import inert
+
+    return inert(result)
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     """--json anywhere among the options (after `--` it is an argument, not the flag)."""
     options = argv[: list(argv).index("--")] if "--" in argv else argv
@@ -159,7 +173,7 @@ def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
     (`error`, `kind`, and the error's context such as `path`, `line`, `key`, `hint`);
     else `memdir: <line>` on stderr."""
     if not json_output:
-        print(f"memdir: {line}", file=sys.stderr)
+        print(f"memdir: {_inert(line) if _suspect(line) else line}", file=sys.stderr)
         return
     import json
 
@@ -169,7 +183,8 @@ def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
         value = getattr(exc, field, None)
         if value is not None:
             data[field] = value
-    print(json.dumps(data, ensure_ascii=False))
+    text = json.dumps(data, ensure_ascii=False)
+    print(json.dumps(_inert(data), ensure_ascii=False) if _suspect(text) else text)
 
 
 __all__ = ["build_parser", "main"]

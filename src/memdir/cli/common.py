@@ -161,7 +161,17 @@ def progress_bar(stage: str, done: int, total: int) -> None:
     )
 
 
+def suspect(text: str) -> bool:
+    """Whether `text` may hold a marker keyword: markers.defang's own quick test, so that a
+    plain answer does not import markers (~2 ms on the CLI's cold path)."""
+    return not text.isascii() or "\\" in text or "_memorize_" in text.lower()
+
+
 def warn(message: str) -> None:
+    if suspect(message):  # R4: a warning may quote stored text
+        from ..markers import defang
+
+        message = defang(message)
     print(f"memdir: warning: {message}", file=sys.stderr)
 
 
