@@ -286,13 +286,16 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
     def start_session(self, surface: str = "cli", parent: str | None = None) -> Session:
         """U1: a new session. With a parent it is a subagent session: read-only (U2)."""
         surface = sessions.check_surface(surface)
+        found: Session | None = None
         if parent is not None:
             sessions.check_id(parent)
-            if self.store.get_session(parent) is None:
+            found = self.store.get_session(parent)
+            if found is None:
                 raise NotFoundError(
                     f"unknown parent session {parent!r}: the sessions are listed by "
                     f"{advice.sessions()}"
                 )
+        sessions.check_may_start(self.session, found, self.store.get_session)
         self._enabled("start a session")
         now = self.clock()
         return self.store.start_session(sessions.new_id(now), surface, parent, iso(now))
@@ -306,12 +309,16 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
             raise NotFoundError(
                 f"unknown session {session_id!r}: the sessions are listed by {advice.sessions()}"
             )
+        sessions.check_may_end(self.session, found, self.store.get_session)
         if found.is_subagent:
             return found
         if found.ended is not None:
             raise ConflictError(f"session {session_id} already ended at {found.ended}")
         self._enabled("end a session")
-        return self.store.end_session(session_id, self._now())
+        ended = self.store.end_session(session_id, self._now())
+        if session_id == self.session_id:
+            self._session = ended
+        return ended
 
     def sessions(self, limit: int = 100) -> list[Session]:
         return self.store.list_sessions(search.check_limit(limit))

@@ -97,7 +97,11 @@ class MemoryBase:
         self._hits_flushed = float("-inf")
         self.session_id: str | None = None
         self._session: Session | None = None
-        self.bind_session(session if session is not None else env.get(SESSION_ENV) or None)
+        # The session the environment names (inherited from a parent process): a subagent
+        # there cannot switch to another session with --session (U2).
+        ambient = env.get(SESSION_ENV) or None
+        self._ambient = sessions.check_id(ambient) if ambient and session else None
+        self.bind_session(session if session is not None else ambient)
 
     def close(self) -> None:
         self.store.close()
@@ -124,6 +128,8 @@ class MemoryBase:
         """Act as `session_id` from now on (U4), e.g. a server that started its own session."""
         self.session_id = sessions.check_id(session_id) if session_id else None
         self._session = None
+        if getattr(self, "_ambient", None) == self.session_id:
+            self._ambient = None
 
     @property
     def session(self) -> Session | None:
@@ -134,6 +140,10 @@ class MemoryBase:
                 raise NotFoundError(
                     f"unknown session {self.session_id!r}: start one with {advice.session_start()}"
                 )
+            if self._ambient and self._ambient != found.id:
+                ambient = self.store.get_session(self._ambient)
+                if ambient is not None:
+                    sessions.check_may_act_as(ambient, found, self.store.get_session)
             self._session = found
         return self._session
 
