@@ -6,13 +6,13 @@ import os
 import re
 import time
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 from . import advice
 from .errors import ConflictError, ReadOnlyError, ValidationError
 from .models import Session
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 SURFACE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
