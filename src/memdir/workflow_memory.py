@@ -299,8 +299,9 @@ class WorkflowMemory(MemoryBase):
         ancestors', the two sections within `max_chars` (default memory.max_inject_chars)."""
         step_policy = recall.policy_from(policy)
         budget = self.settings.max_inject_chars if max_chars is None else max_chars
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise ValidationError(f"bad recall budget {budget!r}: a whole number of characters")
+        from .numbers import MAX_CHARS, check_int
+
+        check_int(budget, "recall budget (characters)", low=0, high=MAX_CHARS)
         if not self.settings.enabled:
             return Recalled("", 0, 0, 0, 0)
         if task is not None:
