@@ -96,7 +96,7 @@ def build_server(memory: Memory) -> Server[Any]:
             structured_content=result,
         )
 
-    readers = {HOT_URI: memory.hot, RECALL_URI: lambda: memory.recall().text}
+    readers = {HOT_URI: memory.hot_injected, RECALL_URI: lambda: memory.recall().text}
 
     async def run_as_mcp(run: Callable[..., Any], *args: Any) -> Any:
         """run(*args) on a worker thread, its advice in tool calls (advice.py)."""
@@ -174,7 +174,7 @@ def build_server(memory: Memory) -> Server[Any]:
             ],
         )
 
-    hot_now = memory.hot() if memory.settings.enabled else ""
+    hot_now = memory.hot_injected() if memory.settings.enabled else ""
     return Server(
         "memdir",
         version=__version__,

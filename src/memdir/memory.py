@@ -78,12 +78,20 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
     """
 
     def hot(self) -> str:
+        """HOT.md as it is on disk (`hot show`)."""
         return hot.read(self.layout)
+
+    def hot_injected(self) -> str:
+        """HOT.md as it is handed to a model (the MCP instructions and resource, recall,
+        boot): within its cap whatever a hand edit put on disk, saying so when cut."""
+        return hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
 
     def hot_set(self, text: str) -> HotWrite:
         self.require_writable("hot")
         secret_scan.check(text, "hot memory text")
-        return self._hot_update(lambda _current: text, replace=True)
+        from .quoting import hot_text
+
+        return self._hot_update(lambda _current: hot_text(text), replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
         self.require_writable("hot")
@@ -100,7 +108,9 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         return self._hot_update(lambda current: hot.without_section(current, section))
 
     def _hot_update(self, change: Callable[[str], str], replace: bool = False) -> HotWrite:
-        result = hot.update(self.layout, self.settings.hot_cap_chars, change, replace=replace)
+        result = hot.update(
+            self.layout, self.settings.hot_cap_chars, change, replace=replace, now=self._now()
+        )
         self._count("hot")
         return result
 
@@ -131,6 +141,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         wanted_kinds = search.check_kinds(kinds)
         settings = self.settings
         embedder = None
+        self.too_big = []
         if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
             run_mode, wanted_kinds = "lexical", ("fact",)
         else:
@@ -218,6 +229,23 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         return self._embedder
 
     def search_notice(self) -> str | None:
+        """What a front end should say about the last search: the files too big to index
+        (issue 12: never silently unsearchable), then the embedding note below."""
+        notes = []
+        if self.too_big:
+            from .index import MAX_INDEX_BYTES
+
+            shown = ", ".join(self.too_big[:5]) + (" ..." if len(self.too_big) > 5 else "")
+            notes.append(
+                f"{len(self.too_big):,} file(s) over {MAX_INDEX_BYTES // 2**20} MB are too big "
+                f"to index and were not searched: {shown}; split them into smaller files"
+            )
+        embedding = self._embedding_notice()
+        if embedding:
+            notes.append(embedding)
+        return "; ".join(notes) or None
+
+    def _embedding_notice(self) -> str | None:
         """Q2, issue 11: what a front end should say about the last search, if anything:
         how many items it ranked by their words alone for want of a vector, and how they
         get one; or, once per store, that search is lexical only without the embeddings

@@ -88,6 +88,7 @@ class MemoryBase:
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vectors = search.VectorCache()
         self.unembedded = 0  # facts and chunks without a vector when the last search ran
+        self.too_big: list[str] = []  # files the last index sync left out for their size
         self._searched = "lexical"  # the mode the last search ran in
         # Set by a front end that embeds in the background (the MCP server's EmbedWorker):
         # called when items need vectors, instead of embedding them in the caller's thread.

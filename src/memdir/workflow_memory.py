@@ -156,9 +156,11 @@ class WorkflowMemory(MemoryBase):
         return vectors.embed_pending(self.store, embedder, progress)
 
     def sync_index(self) -> None:
-        """Bring the chunk index up to date with the files (cheap when nothing changed)."""
+        """Bring the chunk index up to date with the files (cheap when nothing changed).
+        The files too big to index are remembered for the search's note (issue 12)."""
         if self.settings.enabled:
-            index.sync(self.layout, self.store)
+            self.too_big = []
+            index.sync(self.layout, self.store, too_big=self.too_big)
 
     def start_task(self, task_id: str, parent: str | None = None) -> Task:
         self.layout.task_notes(task_id)
@@ -311,4 +313,5 @@ class WorkflowMemory(MemoryBase):
         lineage = []
         if task is not None and "task" in step_policy.recall and step_policy.read:
             lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
-        return recall.build(hot.read(self.layout), self.path, listed, lineage, budget, step_policy)
+        shown = hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
+        return recall.build(shown, self.path, listed, lineage, budget, step_policy)

@@ -95,6 +95,7 @@ class WorkspaceMemory(MemoryBase):
             self.clock(),
             subagent,
             index,
+            self.settings.hot_cap_chars,
         )
 
     def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
