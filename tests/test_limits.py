@@ -131,7 +131,7 @@ def test_tool_numbers_over_a_real_mcp_client(state_dir: Path) -> None:
         "[memory]\nmax_inject_chars = 9223372036854775808",
         "[memory]\nmax_inject_chars = 0",
         "[memory]\nmax_entry_bytes = 99999999999999",
-        "[memory]\nhot_cap_chars = 999999999999",
+        "[memory]\nhot_cap_chars = 99999999999999",
         "[memory]\nbusy_timeout_ms = 9223372036854775807",
         "[memory]\nbusy_timeout_ms = -1",
         '[memory]\ntask_retention = "99999999999999d"',

@@ -77,7 +77,7 @@ _KEYS: dict[str, tuple[type, str]] = {
     "max_inject_chars": (int, "a whole number of characters from 1 to 10,000,000"),
     "max_entry_bytes": (int, "a whole number of bytes from 1 to 67,108,864 (64 MiB)"),
     "task_retention": (str, 'a duration such as "720h", "30d" or "90m", at most 36500d'),
-    "hot_cap_chars": (int, "a whole number of characters from 1,000 to 10,000,000"),
+    "hot_cap_chars": (int, "a whole number of characters from 1,000 to 1,000,000,000"),
     "marker_prefix": (str, 'an upper-case word such as "MEMDIR" or "APIARY"'),
     "busy_timeout_ms": (int, "a whole number of milliseconds from 0 to 600,000"),
 }
@@ -261,7 +261,7 @@ def _memory_values(memory: dict[str, Any], text: str, path: str) -> dict[str, An
 _INT_RANGES = {
     "max_inject_chars": (1, MAX_CHARS),
     "max_entry_bytes": (1, MAX_BYTES),
-    "hot_cap_chars": (1000, MAX_CHARS),
+    "hot_cap_chars": (1000, 1_000_000_000),
     "busy_timeout_ms": (0, MAX_TIMEOUT_MS),
 }
 
