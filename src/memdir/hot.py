@@ -40,7 +40,7 @@ def shown(text: str, cap: int) -> str:
         f"<!-- HOT.md holds {len(text):,} chars, over its cap of {cap:,}: only its start is "
         f"shown; see it all with {advice.hot_show()} and move the rest out -->"
     )
-    room = max(0, cap - len(notice) - 1)
+    room = max(0, cap - len(notice) - 2)  # the two line breaks
     end = text.rfind("\n", 0, room + 1)
     head = text[: end if end > room // 2 else room].rstrip("\n")
     return f"{head}\n{notice}\n"
