@@ -398,3 +398,49 @@ def test_z_reads_work_on_a_read_only_store(state_dir: Path) -> None:
         assert re.search("read-only", write.stderr)
     finally:
         subprocess.run(["umount", str(memory_dir)], check=False)
+
+
+# -- no lock is held across work that does not need it ----------------------------------
+
+
+def test_a2_a_search_is_answered_while_a_long_memorize_runs(state_dir: Path) -> None:
+    """A2 / issue 12: one server, two calls in flight: a search sent while a 1.7 MB
+    memorize is being applied (its first note is on disk) is answered before the memorize
+    ends; reads do not wait for a write's turn. Ordering, not timing, is asserted."""
+    import json
+
+    (state_dir / "config.toml").write_text('[search]\nmode = "lexical"\n')
+    with Memory() as mem:
+        mem.add_fact("the kettle is blue", "learning")
+        notes = Path(mem.layout.task_notes("big"))
+    filler = " ".join(f"word{i % 997}" for i in range(2400))[:14_000]
+    blocks = "".join(
+        "MEMDIR_MEMORIZE_BEGIN\n"
+        + json.dumps({"scope": "task", "content": f"note {i} {filler}"})
+        + "\nMEMDIR_MEMORIZE_END\n"
+        for i in range(120)
+    )
+    order: list[str] = []
+
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "memdir", "serve"], env=cli_env(str(state_dir))
+        )
+        async with Client(params, read_timeout_seconds=60) as client:
+
+            async def memorize() -> None:
+                result = await client.call_tool("memorize", {"output": blocks, "task": "big"})
+                assert not result.is_error, result
+                order.append("memorize")
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(memorize)
+                while not notes.exists():  # the write is under way: progress, not a clock
+                    await anyio.sleep(0.01)
+                result = await client.call_tool("memory_search", {"query": "kettle"})
+                assert not result.is_error and "kettle" in result.content[0].text  # type: ignore[union-attr]
+                order.append("search")
+
+    anyio.run(main)
+    assert order == ["search", "memorize"]
+    assert len(tasks.parse_notes("big", notes.read_text())) == 120

@@ -200,6 +200,8 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
             self.flush_hits()
 
     def flush_hits(self) -> None:
+        for other in self._companions:
+            other.flush_hits()  # type: ignore[attr-defined]
         hits, self._hits = self._hits, {}
         self._hits_flushed = self.clock()
         if not hits or not os.path.exists(self.layout.db):
@@ -224,6 +226,9 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         return run
 
     def embedder(self) -> Embedder:
+        if self._owner is not None:  # a companion shares its owner's model (one in memory)
+            owner: Memory = self._owner  # type: ignore[assignment]
+            return owner.embedder()
         if self._embedder is None:
             self._embedder = embeddings.default_embedder()
         return self._embedder

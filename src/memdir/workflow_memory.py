@@ -249,11 +249,19 @@ class WorkflowMemory(MemoryBase):
                 warnings.append(f"{refusal}: {len(parsed.requests)} memorize request(s) dropped")
             return Ingested(parsed.output, [], warnings)
         applied = []
-        for request in parsed.requests:
-            try:
-                applied.append(self._apply(request, task, workflow, step))
-            except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent...
-                warnings.append(f"memorize {request.scope} {request.name or task or ''}: {exc}")
+        with self.bulk():  # issue 12: the blocks first, then one embedding pass for all
+            for request in parsed.requests:
+                try:
+                    applied.append(self._apply(request, task, workflow, step))
+                except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent
+                    warnings.append(f"memorize {request.scope} {request.name or task or ''}: {exc}")
+        written = {
+            self.layout.entry(a.target) if a.scope == "global" else self.layout.task_notes(a.target)
+            for a in applied
+            if a.action not in ("unchanged", "duplicate")
+        }
+        if written:
+            self._embed_written(files=sorted(written))
         return Ingested(parsed.output, applied, warnings)
 
     def _memorize_refusal(self, policy: recall.Policy) -> str | None:
