@@ -91,16 +91,15 @@ def update(
 
 
 def _keep_overflow(layout: Layout, removed: str, now: str) -> None:
-    """Append what a cap cut to HOT.overflow.md, under HOT.md's lock (held by update)."""
-    from .quoting import DAILY_HEADING, quote_lines
-
+    """Append what a cap cut to HOT.overflow.md, verbatim, after a comment line saying
+    when; under HOT.md's lock (held by update). Nothing parses this file: it is for people."""
     path = overflow_path(layout)
     current = files.read_for_rewrite(path) or "# Cut from HOT.md by its cap, oldest first\n"
     if not current.endswith("\n"):
         current += "\n"
-    body = quote_lines(removed.strip("\n"), DAILY_HEADING)
+    stamp = f"<!-- cut from HOT.md{' at ' + now if now else ''}: {len(removed):,} chars -->"
     files.sweep_temps(path)
-    files.atomic_write(path, f"{current}\n## {now or 'cut'}\n{body}\n")
+    files.atomic_write(path, f"{current}\n{stamp}\n{removed.strip(chr(10))}\n")
 
 
 def truncate(text: str, cap: int, carried: int = 0) -> tuple[str, int]:
