@@ -165,6 +165,8 @@ def _plant(memory_dir: Path, kind: str, where: str) -> None:
     target = folder / name
     if kind == "folder":
         target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)  # opening it to read would block for ever
     elif kind == "laughs":
         target.write_text(LAUGHS)
     elif kind == "deep":
@@ -177,7 +179,7 @@ def _plant(memory_dir: Path, kind: str, where: str) -> None:
         target.write_text("---\ndescription: " + "x" * 200_000 + "\n---\nbody\n")
 
 
-KINDS = ["folder", "laughs", "deep", "binary", "broken", "huge-frontmatter"]
+KINDS = ["folder", "fifo", "laughs", "deep", "binary", "broken", "huge-frontmatter"]
 
 
 def _cli(state_dir: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:

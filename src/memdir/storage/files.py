@@ -63,13 +63,28 @@ def read_inside(root: str, path: str, shown: str) -> str | None:
 
 
 def _read_bytes(path: str) -> bytes | None:
+    """The one place memdir reads a file's bytes. Only a regular file is read (issue 12):
+    a folder named x.md, a named pipe (whose open would block for ever) or a device is
+    refused with one error naming it, so one odd file never breaks or hangs the rest."""
+    import stat
+
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StorageError(f"cannot read {path}: it is not a regular file")
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1  # the handle owns it now
+            return handle.read()
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    finally:
+        if fd != -1:
+            os.close(fd)
 
 
 def read_lines(path: str, start: int, count: int | None) -> tuple[list[str], int]:
