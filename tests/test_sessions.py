@@ -124,3 +124,126 @@ def test_unknown_session_is_a_clear_error(memory: Memory) -> None:  # U4
         Memory(session="bad id with spaces")
     with pytest.raises(NotFoundError):
         memory.start_session(parent="missing")
+
+
+# -- U2: who may end or start which session (issue 12, item 6) ----------------------------
+
+
+def _tree(memory: Memory) -> dict[str, str]:
+    """Two unrelated top-level sessions; a child and a grandchild under the first."""
+    a = memory.start_session()
+    b = memory.start_session()
+    child = Memory(session=a.id).start_session(parent=a.id)
+    grandchild = Memory(session=a.id).start_session(parent=child.id)
+    other_child = Memory(session=b.id).start_session(parent=b.id)
+    return {
+        "a": a.id,
+        "b": b.id,
+        "child": child.id,
+        "grandchild": grandchild.id,
+        "other_child": other_child.id,
+    }
+
+
+# (caller, target): may the caller end the target?
+_END_CASES = [
+    ("a", "a", True),
+    ("a", "child", True),
+    ("a", "grandchild", True),
+    ("a", "b", False),
+    ("a", "other_child", False),
+    ("child", "a", False),
+    ("child", "child", True),
+    ("child", "grandchild", False),
+    ("child", "b", False),
+    ("grandchild", "child", False),
+    ("grandchild", "a", False),
+    ("other_child", "a", False),
+    ("other_child", "b", False),
+]
+
+
+@pytest.mark.parametrize(("caller", "target", "allowed"), _END_CASES)
+def test_u2_only_the_session_or_its_owner_ends_it(
+    memory: Memory, caller: str, target: str, allowed: bool
+) -> None:
+    """U2: a subagent ends only itself; a top-level session ends itself and its subagents;
+    nobody ends an unrelated session, and a refused end changes nothing."""
+    ids = _tree(memory)
+    mem = Memory(session=ids[caller])
+    if allowed:
+        mem.end_session(ids[target])
+        return
+    with pytest.raises(ReadOnlyError, match=f"cannot end session {ids[target]}"):
+        mem.end_session(ids[target])
+    assert memory.store.get_session(ids[target]).ended is None  # type: ignore[union-attr]
+    if target in ("a", "b"):
+        Memory(session=ids[target]).add_fact("the owner still writes", "learning")
+
+
+def test_u2_subagent_cannot_end_its_parent_through_the_cli(run) -> None:
+    """U2: `session end PARENT` from the child (by --session or MEMDIR_SESSION_ID) is
+    refused with one line, and the parent keeps writing."""
+    parent = run("session", "start").out.strip()
+    child = run("session", "start", "--parent", parent, "--session", parent).out.strip()
+    by_option = run("session", "end", parent, "--session", child)
+    assert by_option.code == 1 and "cannot end session" in by_option.err
+    assert by_option.err.count("\n") == 1
+    by_env = run("session", "end", parent, env={"MEMDIR_SESSION_ID": child})
+    assert by_env.code == 1 and "cannot end session" in by_env.err
+    assert run("fact", "add", "still mine", "-c", "learning", "--session", parent).code == 0
+    assert run("session", "end", child, "--session", parent).code == 0
+    assert run("session", "end", parent, "--session", parent).code == 0
+
+
+@pytest.mark.parametrize(("caller", "parent", "allowed"), [
+    ("a", "a", True),
+    ("a", "child", True),
+    ("a", "b", False),
+    ("a", "other_child", False),
+    ("child", "child", True),
+    ("child", "a", False),
+    ("child", "b", False),
+    ("child", None, False),
+    ("grandchild", "child", False),
+    ("a", None, True),
+])  # fmt: skip
+def test_u2_a_child_starts_only_under_the_callers_own_session(
+    memory: Memory, caller: str, parent: str | None, allowed: bool
+) -> None:
+    """U2: no child under someone else's session, and no top-level session (which could
+    write) from a subagent."""
+    ids = _tree(memory)
+    mem = Memory(session=ids[caller])
+    parent_id = ids[parent] if parent else None
+    if allowed:
+        assert mem.start_session(parent=parent_id).parent_id == parent_id
+        return
+    with pytest.raises(ReadOnlyError, match="cannot start"):
+        mem.start_session(parent=parent_id)
+
+
+def test_u2_no_child_under_an_ended_session(memory: Memory) -> None:
+    """U2/U3: an ended session is not reopened by starting a subagent under it."""
+    top = memory.start_session()
+    memory.end_session(top.id)
+    for caller in (memory, Memory(session=top.id)):
+        with pytest.raises(ConflictError, match="ended"):
+            caller.start_session(parent=top.id)
+
+
+def test_u2_a_subagent_process_cannot_write_as_another_session(run) -> None:
+    """U2/U4: with MEMDIR_SESSION_ID naming a subagent, `--session OTHER` does not turn the
+    process into the parent (or any other session); naming itself still reads."""
+    parent = run("session", "start").out.strip()
+    other = run("session", "start").out.strip()
+    child = run("session", "start", "--parent", parent, "--session", parent).out.strip()
+    env = {"MEMDIR_SESSION_ID": child}
+    for target in (parent, other):
+        result = run("fact", "add", "as you", "-c", "learning", "--session", target, env=env)
+        assert result.code == 1 and "acts only as itself" in result.err
+    assert run("search", "x", "--session", child, env=env).code == 0
+    assert "as you" not in run("search", "as you").out
+    # the parent's own process, with the parent in its environment, may act as its child
+    own = run("search", "x", "--session", child, env={"MEMDIR_SESSION_ID": parent})
+    assert own.code == 0

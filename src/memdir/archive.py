@@ -43,7 +43,7 @@ import sys
 from .clock import iso
 from .errors import ConflictError, StorageError, ValidationError
 from .models import ImportItem, ImportReport
-from .paths import Layout, lock_of, safe_path
+from .paths import HOT_OVERFLOW, Layout, lock_of, safe_path
 from .records import Record
 from .storage import files
 from .storage.sqlite_archive import TABLES
@@ -451,7 +451,12 @@ def _rebuild(memory: Memory) -> None:
 
 
 FILE_KINDS = {"global": "entry", "procedures": "procedure", "tasks": "note", "daily": "daily"}
-TOP_FILES = {"HOT.md": "hot", "HOT.md.bak": "hot", "heartbeat-state.json": "heartbeat"}
+TOP_FILES = {
+    "HOT.md": "hot",
+    "HOT.md.bak": "hot",
+    HOT_OVERFLOW: "hot",
+    "heartbeat-state.json": "heartbeat",
+}
 
 
 def file_kind(root: str, rel: str) -> str:

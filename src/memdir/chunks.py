@@ -20,6 +20,7 @@ from .storage.hashing import text_hash
 from .tasks import NOTE_RE
 
 MAX_CHARS = 1200
+HARD_CHARS = 4 * MAX_CHARS  # a part without a boundary is cut at a line break, at most this
 HEADING_RE = re.compile(r"^#{1,6}\s")
 TIME_RE = re.compile(r"^## (\d\d):(\d\d)\s*$")
 
@@ -68,7 +69,7 @@ def _notes(lines: list[str]) -> list[Chunk]:
     for number, line in enumerate(lines, 1):
         match = NOTE_RE.match(line)
         if (match or (line.strip() and not line.startswith("  "))) and current:
-            out.append(_make(start, number - 1, when, current))
+            out.extend(_note_parts(start, when, current))
             current = []
         if not current:
             if not line.strip():
@@ -76,8 +77,15 @@ def _notes(lines: list[str]) -> list[Chunk]:
             start, when = number, (match.group(1) if match else None)
         current.append(line)
     if current:
-        out.append(_make(start, start + len(current) - 1, when, current))
+        out.extend(_note_parts(start, when, current))
     return out
+
+
+def _note_parts(start: int, when: str | None, lines: list[str]) -> list[Chunk]:
+    """One chunk per note; a note too long for one is cut into bounded parts."""
+    if sum(len(x) + 1 for x in lines) <= MAX_CHARS:
+        return [_make(start, start + len(lines) - 1, when, lines)]
+    return [_make(s, s + len(part) - 1, when, part) for s, part in _split(start, lines)]
 
 
 def _make(start: int, end: int, when: str | None, lines: list[str]) -> Chunk:
@@ -128,17 +136,30 @@ def _sections(body: list[str], offset: int) -> list[tuple[int, int, list[str]]]:
 
 def _split(start: int, lines: list[str]) -> list[tuple[int, list[str]]]:
     """Cut a long section before blank lines or list items, each part at most MAX_CHARS
-    where a boundary allows: (first line, lines) of each part."""
+    where a boundary allows, and at most HARD_CHARS whatever the text (issue 12: a chunk
+    is bounded, so a 5 MB log is indexed as thousands of small ones): (first line, lines)
+    of each part."""
     if sum(len(x) + 1 for x in lines) <= MAX_CHARS:
         return [(start, lines)]
     parts: list[tuple[int, list[str]]] = []
     current: list[str] = []
     begin, size = start, 0
     for number, line in enumerate(lines, start):
+        if len(line) > HARD_CHARS:  # one huge line: pieces of it, each on that line
+            if current:
+                parts.append((begin, current))
+                current, size = [], 0
+            parts.extend(
+                (number, [line[i : i + MAX_CHARS]]) for i in range(0, len(line), MAX_CHARS)
+            )
+            continue
         boundary = not line.strip() or line.startswith(("- ", "* ", "1. "))
-        if current and boundary and size + len(line) > MAX_CHARS:
+        over = size + len(line) > (MAX_CHARS if boundary else HARD_CHARS)
+        if current and over:
             parts.append((begin, current))
-            begin, current, size = number, [], 0
+            current, size = [], 0
+        if not current:
+            begin = number
         current.append(line)
         size += len(line) + 1
     if current:

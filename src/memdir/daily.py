@@ -24,6 +24,7 @@ import time
 
 from .errors import NotFoundError, ValidationError
 from .paths import Layout, is_date_name
+from .quoting import DAILY_HEADING, quote_lines
 from .records import Record
 from .storage import files
 
@@ -82,7 +83,9 @@ def append(layout: Layout, text: str, now: float, section: str | None = None) ->
         title, sections = _parse(files.read_for_rewrite(path, root=layout.memory_dir) or "")
         if section is None:
             heading = clock
-            _add(sections, heading, text.strip("\n").split("\n"), join_last=True)
+            # a `## ` line of the entry would open a section of its own: quoted (issue 12)
+            entry = quote_lines(text.strip("\n"), DAILY_HEADING)
+            _add(sections, heading, entry.split("\n"), join_last=True)
         else:
             heading = section
             _add(sections, heading, _stamped(clock, text), join_last=False)

@@ -277,7 +277,7 @@ def _load(name: str, path: str, layout: Layout) -> tuple[Entry | None, str | Non
     """(the entry, its body when the file parsed), or (None, None) when it is gone."""
     try:
         text = _read_inside(path, layout)
-    except ValidationError as exc:
+    except MemdirError as exc:  # a link out, a folder named x.md, unreadable: listed with it
         return Entry(name, "", _rel(path, layout), error=str(exc)), None
     if text is None:
         return None, None

@@ -44,15 +44,10 @@ def check_content(content: str, max_bytes: int, what: str = "fact") -> str:
 
 
 def check_id(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValidationError(f"bad fact id {value!r}: a fact id is a whole number")
-    try:
-        fact_id = int(value)
-    except ValueError:
-        raise ValidationError(f"bad fact id {value!r}: a fact id is a whole number") from None
-    if fact_id < 1:
-        raise ValidationError(f"bad fact id {value!r}: fact ids start at 1")
-    return fact_id
+    """Every fact id from outside passes here: a whole number from 1 that SQLite can hold."""
+    from .numbers import check_int
+
+    return check_int(value, "fact id", strings=True)
 
 
 def normalize_since(since: str | None) -> str | None:

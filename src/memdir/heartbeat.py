@@ -12,6 +12,7 @@ import os
 import re
 
 from .errors import StorageError, ValidationError
+from .numbers import MAX_UNIX
 from .paths import Layout, full_match
 from .records import Record
 from .storage import files
@@ -92,11 +93,12 @@ def _parse(raw: str, path: str) -> dict[str, Any]:
         raise StorageError(f"{where} is not valid JSON: {fix}") from None
     checks_ = data.get("lastChecks") if isinstance(data, dict) else None
     if not isinstance(checks_, dict) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) or v is None
+        v is None or isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MAX_UNIX
         for v in checks_.values()
     ):
         raise StorageError(
-            f'{path} does not hold {{"lastChecks": {{check: unix time or null}}}}: {fix}'
+            f'{path} does not hold {{"lastChecks": {{check: unix time (0 to {MAX_UNIX}, '
+            f"year 9999) or null}}}}: {fix}"
         )
     state: dict[str, Any] = data
     return state

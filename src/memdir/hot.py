@@ -7,12 +7,14 @@ never lost; the previous content goes to HOT.md.bak and the new one lands atomic
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable
 
 from . import advice
 from .errors import NotFoundError, StorageError, ValidationError
 from .models import HotWrite
+from .paths import HOT_OVERFLOW as OVERFLOW
 from .paths import Layout
 from .storage import files
 
@@ -25,22 +27,50 @@ MARKER_RE = re.compile(
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
+def overflow_path(layout: Layout) -> str:
+    return os.path.join(layout.memory_dir, OVERFLOW)
+
+
+def shown(text: str, cap: int) -> str:
+    """What is injected of HOT.md (recall, boot, the MCP instructions and resource): at
+    most `cap` chars whatever a hand edit put on disk, and a last line saying so."""
+    if len(text) <= cap:
+        return text
+    notice = (
+        f"<!-- HOT.md holds {len(text):,} chars, over its cap of {cap:,}: only its start is "
+        f"shown; see it all with {advice.hot_show()} and move the rest out -->"
+    )
+    room = max(0, cap - len(notice) - 2)  # the two line breaks
+    end = text.rfind("\n", 0, room + 1)
+    head = text[: end if end > room // 2 else room].rstrip("\n")
+    return f"{head}\n{notice}\n"
+
+
 def read(layout: Layout) -> str:
     return files.read_text(layout.hot, root=layout.memory_dir) or ""
 
 
 def update(
-    layout: Layout, cap: int, change: Callable[[str], str], *, replace: bool = False
+    layout: Layout,
+    cap: int,
+    change: Callable[[str], str],
+    *,
+    replace: bool = False,
+    now: str = "",
 ) -> HotWrite:
     """Apply `change` to the current text under the lock, cap it, back up, write atomically.
 
     Unless the whole file is replaced, an earlier cut stays announced (its count carried
     on), so a later append cannot slip into the marker's room and hide that text was lost.
+    What the cap cuts is appended to HOT.overflow.md first (never only to HOT.md.bak, which
+    the next write overwrites), and the warning says so.
     """
     with files.locked(layout.locks_dir, "HOT.md"):
         current = files.read_for_rewrite(layout.hot, root=layout.memory_dir)
         carried = 0 if replace else cut_so_far(current or "")
-        text, cut = truncate(change(current or ""), cap, carried)
+        text, cut, removed = _truncate(change(current or ""), cap, carried)
+        if removed.strip():
+            _keep_overflow(layout, removed, now)
         files.sweep_temps(layout.hot, root=layout.memory_dir)
         files.sweep_temps(layout.hot + ".bak", root=layout.memory_dir)
         backup = (
@@ -64,17 +94,40 @@ def update(
     return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
 
 
+def _keep_overflow(layout: Layout, removed: str, now: str) -> None:
+    """Append what a cap cut to HOT.overflow.md, verbatim, after a comment line saying
+    when; under HOT.md's lock (held by update). Nothing parses this file: it is for people."""
+    path = overflow_path(layout)
+    current = (
+        files.read_for_rewrite(path, root=layout.memory_dir)
+        or "# Cut from HOT.md by its cap, oldest first\n"
+    )
+    if not current.endswith("\n"):
+        current += "\n"
+    stamp = f"<!-- cut from HOT.md{' at ' + now if now else ''}: {len(removed):,} chars -->"
+    files.sweep_temps(path, root=layout.memory_dir)
+    files.atomic_write(
+        path, f"{current}\n{stamp}\n{removed.strip(chr(10))}\n", root=layout.memory_dir
+    )
+
+
 def truncate(text: str, cap: int, carried: int = 0) -> tuple[str, int]:
-    """H3: (text within `cap`, chars cut now). The end goes first, at a line break when that
-    spares the first 600 chars, and a one-line marker closes the file inside the cap.
-    `carried`: chars cut by earlier writes, still announced by the marker."""
+    """H3: (text within `cap`, chars cut now); see _truncate."""
+    kept, cut, _removed = _truncate(text, cap, carried)
+    return kept, cut
+
+
+def _truncate(text: str, cap: int, carried: int = 0) -> tuple[str, int, str]:
+    """H3: (text within `cap`, chars cut now, the text cut). The end goes first, at a line
+    break when that spares the first 600 chars, and a one-line marker closes the file
+    inside the cap. `carried`: chars cut by earlier writes, still announced by the marker."""
     if carried:
         marked = text.rstrip("\n") + "\n" + MARKER.format(n=carried)
         if len(marked) <= cap:
-            return marked, 0
+            return marked, 0, ""
         text = text.rstrip("\n")
     elif len(text) <= cap:
-        return text, 0
+        return text, 0, ""
     # Room for the marker is reserved with the widest count it could carry, so one pass
     # suffices and the result never exceeds the cap.
     room = cap - len("\n" + MARKER.format(n=carried + len(text)))
@@ -82,7 +135,7 @@ def truncate(text: str, cap: int, carried: int = 0) -> tuple[str, int]:
     if end < KEEP_CHARS:
         end = room  # the last line break would eat into the protected head: cut mid-line
     cut = len(text) - end
-    return text[:end] + "\n" + MARKER.format(n=carried + cut), cut
+    return text[:end] + "\n" + MARKER.format(n=carried + cut), cut, text[end:]
 
 
 def cut_so_far(text: str) -> int:
@@ -95,7 +148,9 @@ def strip_marker(text: str) -> str:
 
 
 def appended(current: str, addition: str) -> str:
-    addition = addition.strip("\n")
+    from .quoting import hot_text
+
+    addition = hot_text(addition.strip("\n"))
     if not addition.strip():
         raise ValidationError("nothing to append: give the text to add to hot memory")
     base = strip_marker(current)
@@ -160,8 +215,9 @@ def _bare(line: str) -> str:
 def _warning(chars: int, cap: int, cut: int) -> str | None:
     if cut:
         return (
-            f"HOT.md was over its cap of {cap:,} chars: {cut:,} chars were cut from the end; "
-            "keep hot memory to what every turn needs and put details in the fact archive"
+            f"HOT.md was over its cap of {cap:,} chars: {cut:,} chars were cut from the end "
+            f"and kept in {OVERFLOW} (see it with {advice.get(OVERFLOW)}); keep hot memory to "
+            "what every turn needs and put details in the fact archive"
         )
     if chars >= WARN_RATIO * cap:
         return (

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 IDENTITY_FILES = ("SOUL.md", "USER.md", "IDENTITY.md", "AGENTS.md", "TOOLS.md")
+PART_CHARS = 64_000  # a boot part at most: a hand-written 10 MB file is not a context
 CHARS_PER_TOKEN = 4  # the usual estimate for English prose with a BPE tokenizer
 
 
@@ -83,15 +84,35 @@ def boot(
     now: float,
     subagent: bool,
     index_text: str,
+    hot_cap: int = 5250,
 ) -> Boot:
+    """Each part is bounded whatever is on disk (issue 12): HOT.md by its cap, any other
+    file by PART_CHARS, with a last line saying what was left out and where it is."""
+    from . import hot
+
     parts = []
     for name in names:
         if subagent and name in main_only:
             continue
         path, text = _part(layout, name, now, index_text)
+        if name == "HOT.md":
+            text = hot.shown(text, hot_cap)
+        else:
+            text = _bounded(text, path)
         if text.strip():
             parts.append(BootPart(_label(name, path, layout), path, defang(text)))
     return Boot(parts, subagent)
+
+
+def _bounded(text: str, path: str) -> str:
+    if len(text) <= PART_CHARS:
+        return text
+    end = text.rfind("\n", 0, PART_CHARS)
+    head = text[: end if end > PART_CHARS // 2 else PART_CHARS].rstrip("\n")
+    return (
+        f"{head}\n<!-- {os.path.basename(path)} holds {len(text):,} chars: only the first "
+        f"{len(head):,} are shown at boot; the whole file is {path} -->\n"
+    )
 
 
 def _part(layout: Layout, name: str, now: float, index_text: str) -> tuple[str, str]:

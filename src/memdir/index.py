@@ -8,6 +8,7 @@ A file's chunks are replaced in one transaction, so a search never sees half a f
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from .clock import iso
@@ -29,6 +30,10 @@ else:
 # kind of hit -> folder under the memory root
 TIERS = (("procedure", "procedures"), ("global", "global"), ("task", "tasks"), ("daily", "daily"))
 CHUNK_KINDS = tuple(kind for kind, _ in TIERS)
+# Issue 12: a file up to this size is indexed, in bounded chunks (a 5 MB daily log is a
+# legitimate log: ~0.5 s to chunk once); a bigger one is left out, and search and doctor
+# name it. Reading and chunking grow linearly, so the bound keeps one sync under seconds.
+MAX_INDEX_BYTES = 32 * 1024 * 1024
 
 
 def sync(
@@ -36,11 +41,13 @@ def sync(
     store: Store,
     full: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    too_big: list[str] | None = None,
 ) -> int:
     """Bring the index up to date with the files; returns how many files were (re)chunked.
-    `full` re-reads every file, as `memdir reindex` does."""
+    `full` re-reads every file, as `memdir reindex` does. `too_big` collects the files
+    left out for their size (filled before anything is written)."""
+    found = scan(layout, too_big)
     indexed = store.indexed_files()
-    found = scan(layout)
     stale = [
         (rel, kind, path, mtime, size)
         for rel, (kind, path, mtime, size) in found.items()
@@ -65,8 +72,9 @@ def sync(
     return len(changes)
 
 
-def scan(layout: Layout) -> dict[str, tuple[str, str, int, int]]:
-    """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers."""
+def scan(layout: Layout, too_big: list[str] | None = None) -> dict[str, tuple[str, str, int, int]]:
+    """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers;
+    `too_big` collects those left out for their size. A folder named x.md is no file."""
     found = {}
     for kind, folder in TIERS:
         valid = STEM_CHECKS[folder]
@@ -78,8 +86,12 @@ def scan(layout: Layout) -> dict[str, tuple[str, str, int, int]]:
                 info = item.stat()
             except OSError:
                 continue
-            if info.st_size > 4 * 1024 * 1024:
-                continue  # not memory someone wrote: leave huge files out
+            if not stat.S_ISREG(info.st_mode):
+                continue  # a folder named x.md: doctor reports it (layout.stray)
+            if info.st_size > MAX_INDEX_BYTES:
+                if too_big is not None:
+                    too_big.append(f"{folder}/{item.name}")
+                continue
             path = os.path.join(layout.memory_dir, folder, item.name)
             found[f"{folder}/{item.name}"] = (kind, path, info.st_mtime_ns, info.st_size)
     return found

@@ -24,7 +24,7 @@ from . import __version__, advice
 from .errors import MemdirError
 from .markers import defang, inert
 from .memory import Memory
-from .tools import call_tool, tools
+from .tools import TOOLS, call_tool, tools
 
 HOT_URI = "memdir://hot"
 RECALL_URI = "memdir://recall"
@@ -58,7 +58,18 @@ def build_server(memory: Memory) -> Server[Any]:
     read_only = memory.read_only
     offered = tools(read_only=read_only)
     names = {tool.name for tool in offered}
-    lock = anyio.Lock()  # one Memory, one SQLite connection: calls take turns
+    lock = anyio.Lock()  # one Memory, one SQLite connection: writes take turns
+    # Issue 12: the read-only tools run on a companion Memory (its own connection) under
+    # their own lock, so a search never waits for a long write (an 868 KB memorize) to end.
+    read_lock = anyio.Lock()
+    reading: list[Memory] = []
+
+    def reader() -> Memory:
+        if not reading:
+            companion = memory.companion()
+            companion.embed_later = memory.embed_later  # the server's background embedder
+            reading.append(companion)
+        return reading[0]
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         # R4: every text the server sends an agent is inert: tool list, tool results and
@@ -87,10 +98,14 @@ def build_server(memory: Memory) -> Server[Any]:
         if params.name not in names:
             why = " (this is a read-only subagent session)" if read_only else ""
             return _error(f"unknown tool {params.name!r}{why}: the tools are {', '.join(names)}")
+        read = TOOLS[params.name].read_only
         try:
-            async with lock:
+            async with read_lock if read else lock:
                 result = await anyio.to_thread.run_sync(
-                    call_tool, memory, params.name, dict(params.arguments or {})
+                    call_tool,
+                    reader() if read else memory,
+                    params.name,
+                    dict(params.arguments or {}),
                 )
         except MemdirError as exc:
             return _error(str(exc))
@@ -100,7 +115,7 @@ def build_server(memory: Memory) -> Server[Any]:
             structured_content=shown,
         )
 
-    readers = {HOT_URI: memory.hot, RECALL_URI: lambda: memory.recall().text}
+    readers = {HOT_URI: memory.hot_injected, RECALL_URI: lambda: memory.recall().text}
 
     async def run_as_mcp(run: Callable[..., Any], *args: Any) -> Any:
         """run(*args) on a worker thread, its advice in tool calls (advice.py)."""
@@ -182,7 +197,7 @@ def build_server(memory: Memory) -> Server[Any]:
         )
 
     try:
-        hot_now = memory.hot() if memory.settings.enabled else ""
+        hot_now = memory.hot_injected() if memory.settings.enabled else ""
     except MemdirError as exc:  # a HOT.md that may not be read (X1): say why, serve the rest
         hot_now = f"(hot memory is not shown: {exc})"
     return Server(

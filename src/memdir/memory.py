@@ -79,12 +79,20 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
     """
 
     def hot(self) -> str:
+        """HOT.md as it is on disk (`hot show`)."""
         return hot.read(self.layout)
+
+    def hot_injected(self) -> str:
+        """HOT.md as it is handed to a model (the MCP instructions and resource, recall,
+        boot): within its cap whatever a hand edit put on disk, saying so when cut."""
+        return hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
 
     def hot_set(self, text: str) -> HotWrite:
         self.require_writable("hot")
         secret_scan.check(text, "hot memory text")
-        return self._hot_update(lambda _current: text, replace=True)
+        from .quoting import hot_text
+
+        return self._hot_update(lambda _current: hot_text(text), replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
         self.require_writable("hot")
@@ -101,7 +109,9 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         return self._hot_update(lambda current: hot.without_section(current, section))
 
     def _hot_update(self, change: Callable[[str], str], replace: bool = False) -> HotWrite:
-        result = hot.update(self.layout, self.settings.hot_cap_chars, change, replace=replace)
+        result = hot.update(
+            self.layout, self.settings.hot_cap_chars, change, replace=replace, now=self._now()
+        )
         self._count("hot")
         return result
 
@@ -132,6 +142,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         wanted_kinds = search.check_kinds(kinds)
         settings = self.settings
         embedder = None
+        self.too_big = []
         if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
             run_mode, wanted_kinds = "lexical", ("fact",)
         else:
@@ -190,6 +201,8 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
             self.flush_hits()
 
     def flush_hits(self) -> None:
+        for other in self._companions:
+            other.flush_hits()  # type: ignore[attr-defined]
         hits, self._hits = self._hits, {}
         self._hits_flushed = self.clock()
         if not hits or not os.path.exists(self.layout.db):
@@ -214,11 +227,31 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         return run
 
     def embedder(self) -> Embedder:
+        if self._owner is not None:  # a companion shares its owner's model (one in memory)
+            owner: Memory = self._owner  # type: ignore[assignment]
+            return owner.embedder()
         if self._embedder is None:
             self._embedder = embeddings.default_embedder()
         return self._embedder
 
     def search_notice(self) -> str | None:
+        """What a front end should say about the last search: the files too big to index
+        (issue 12: never silently unsearchable), then the embedding note below."""
+        notes = []
+        if self.too_big:
+            from .index import MAX_INDEX_BYTES
+
+            shown = ", ".join(self.too_big[:5]) + (" ..." if len(self.too_big) > 5 else "")
+            notes.append(
+                f"{len(self.too_big):,} file(s) over {MAX_INDEX_BYTES // 2**20} MB are too big "
+                f"to index and were not searched: {shown}; split them into smaller files"
+            )
+        embedding = self._embedding_notice()
+        if embedding:
+            notes.append(embedding)
+        return "; ".join(notes) or None
+
+    def _embedding_notice(self) -> str | None:
         """Q2, issue 11: what a front end should say about the last search, if anything:
         how many items it ranked by their words alone for want of a vector, and how they
         get one; or, once per store, that search is lexical only without the embeddings
@@ -287,13 +320,16 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
     def start_session(self, surface: str = "cli", parent: str | None = None) -> Session:
         """U1: a new session. With a parent it is a subagent session: read-only (U2)."""
         surface = sessions.check_surface(surface)
+        found: Session | None = None
         if parent is not None:
             sessions.check_id(parent)
-            if self.store.get_session(parent) is None:
+            found = self.store.get_session(parent)
+            if found is None:
                 raise NotFoundError(
                     f"unknown parent session {parent!r}: the sessions are listed by "
                     f"{advice.sessions()}"
                 )
+        sessions.check_may_start(self.session, found, self.store.get_session)
         self._enabled("start a session")
         now = self.clock()
         return self.store.start_session(sessions.new_id(now), surface, parent, iso(now))
@@ -307,12 +343,16 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
             raise NotFoundError(
                 f"unknown session {session_id!r}: the sessions are listed by {advice.sessions()}"
             )
+        sessions.check_may_end(self.session, found, self.store.get_session)
         if found.is_subagent:
             return found
         if found.ended is not None:
             raise ConflictError(f"session {session_id} already ended at {found.ended}")
         self._enabled("end a session")
-        return self.store.end_session(session_id, self._now())
+        ended = self.store.end_session(session_id, self._now())
+        if session_id == self.session_id:
+            self._session = ended
+        return ended
 
     def sessions(self, limit: int = 100) -> list[Session]:
         return self.store.list_sessions(search.check_limit(limit))

@@ -90,6 +90,7 @@ class MemoryBase:
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vectors = search.VectorCache()
         self.unembedded = 0  # facts and chunks without a vector when the last search ran
+        self.too_big: list[str] = []  # files the last index sync left out for their size
         self._searched = "lexical"  # the mode the last search ran in
         # Set by a front end that embeds in the background (the MCP server's EmbedWorker):
         # called when items need vectors, instead of embedding them in the caller's thread.
@@ -97,12 +98,34 @@ class MemoryBase:
         self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
         self._hits: dict[int, str] = {}  # fact id -> when a search last found it (unsaved)
         self._hits_flushed = float("-inf")
+        self._owner: MemoryBase | None = None  # set on a companion(): the model is its
+        self._companions: list[MemoryBase] = []
         self.session_id: str | None = None
         self._session: Session | None = None
-        self.bind_session(session if session is not None else env.get(SESSION_ENV) or None)
+        # The session the environment names (inherited from a parent process): a subagent
+        # there cannot switch to another session with --session (U2).
+        ambient = env.get(SESSION_ENV) or None
+        self._ambient = sessions.check_id(ambient) if ambient and session else None
+        self.bind_session(session if session is not None else ambient)
 
     def close(self) -> None:
         self.store.close()
+
+    def companion(self) -> Self:
+        """Another Memory on this store for the same caller, with its own SQLite
+        connection and the same model: a server answers reads on it while a long write
+        runs on this one, so no read waits for a write's turn (issue 12)."""
+        other = type(self)(
+            self.state.path,
+            session=self.session_id,
+            surface=self.surface,
+            agent=self.agent,
+            env=self.child_env(),  # the same state dir and memory root, however named
+            clock=self.clock,
+        )
+        other._owner = self
+        self._companions.append(other)
+        return other
 
     def __enter__(self) -> Self:
         return self
@@ -126,6 +149,8 @@ class MemoryBase:
         """Act as `session_id` from now on (U4), e.g. a server that started its own session."""
         self.session_id = sessions.check_id(session_id) if session_id else None
         self._session = None
+        if getattr(self, "_ambient", None) == self.session_id:
+            self._ambient = None
 
     @property
     def session(self) -> Session | None:
@@ -136,6 +161,10 @@ class MemoryBase:
                 raise NotFoundError(
                     f"unknown session {self.session_id!r}: start one with {advice.session_start()}"
                 )
+            if self._ambient and self._ambient != found.id:
+                ambient = self.store.get_session(self._ambient)
+                if ambient is not None:
+                    sessions.check_may_act_as(ambient, found, self.store.get_session)
             self._session = found
         return self._session
 
@@ -207,15 +236,19 @@ class MemoryBase:
             return  # the CLI's path: not even a look for the extra
         if len(fact_ids) + len(files) > SMALL_WRITE or not self._wants_vectors():
             return
-        try:
-            embedder = self._embedder or embeddings.default_embedder()
-        except MemdirError:
-            return
-        self._embedder = embedder
         paths = [os.path.relpath(f, self.layout.memory_dir).replace(os.sep, "/") for f in files]
         try:
             if paths:
                 index.sync(self.layout, self.store)  # the written file's chunks
-            vectors.embed_items(self.store, embedder, list(fact_ids), paths)
+            model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
+            rows = self.store.unembedded_items(model, list(fact_ids), paths)
+            if not rows or len(rows) > SMALL_WRITE:
+                # Issue 12: a big write (a long note, many blocks) is not embedded here: it
+                # would keep the writer busy for minutes; reindex or the server embed it,
+                # and until then search ranks it by its words and says so
+                return
+            embedder = self._embedder or embeddings.default_embedder()
+            self._embedder = embedder
+            vectors.embed_rows(self.store, embedder, rows)
         except MemdirError:
-            pass  # locked, or a file gone meanwhile: it waits, as a CLI write does
+            pass  # locked, no extra, or a file gone meanwhile: it waits, as a CLI write does

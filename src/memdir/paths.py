@@ -273,10 +273,14 @@ def is_date_name(date: object) -> bool:
 STEM_CHECKS = {"global": is_name, "procedures": is_name, "tasks": is_task_id, "daily": is_date_name}
 
 
+HOT_OVERFLOW = "HOT.overflow.md"  # what HOT.md's cap cut, kept for the user (H3)
+
+
 def is_memory_file(rel: str) -> bool:
     """Whether `rel` (relative to the memory root, '/'-separated) is a file of the layout
-    (L2): HOT.md, MEMORY.md, or <tier>/<valid name>.md. What `get` may read (X1)."""
-    if rel in ("HOT.md", "MEMORY.md"):
+    (L2): HOT.md, what its cap cut, MEMORY.md, or <tier>/<valid name>.md. What `get` may
+    read (X1)."""
+    if rel in ("HOT.md", HOT_OVERFLOW, "MEMORY.md"):
         return True
     folder, _, name = rel.partition("/")
     check = STEM_CHECKS.get(folder)
@@ -339,7 +343,7 @@ def lock_of(rel: str) -> str | None:
     another writer of it (an import, doctor's temp sweep) must hold too."""
     from . import entries, procedures  # the writers own their locks' names
 
-    if rel in ("HOT.md", "HOT.md.bak"):
+    if rel in ("HOT.md", "HOT.md.bak", HOT_OVERFLOW):
         return "HOT.md"
     if rel == "heartbeat-state.json":
         return "heartbeat"

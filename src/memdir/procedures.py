@@ -7,7 +7,7 @@ import os
 import time
 
 from . import advice, query
-from .errors import NotFoundError, ValidationError
+from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Procedure, Similar
 from .paths import Layout, is_name
 from .storage import files, frontmatter
@@ -71,7 +71,7 @@ def list_all(layout: Layout) -> list[Procedure]:
         path = layout.procedure(name)
         try:
             text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
-        except ValidationError as exc:  # listed with its error, never read (X1)
+        except MemdirError as exc:  # a link out, a folder, unreadable: listed with its error
             procedures.append(_load(layout, name, path, "")._replace(error=str(exc)))
             continue
         if text is not None:

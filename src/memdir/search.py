@@ -47,9 +47,9 @@ Key = tuple[str, int | str]  # (fact, id), (chunk, id) or (path, a procedure's p
 
 
 def check_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise ValidationError(f"bad limit {limit!r}: give a whole number from 1 to {MAX_LIMIT}")
-    return limit
+    from .numbers import check_int
+
+    return check_int(limit, "limit", high=MAX_LIMIT)
 
 
 def check_kinds(kinds: object) -> tuple[str, ...]:

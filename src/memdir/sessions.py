@@ -7,9 +7,13 @@ import re
 import time
 
 from . import advice
-from .errors import ReadOnlyError, ValidationError
+from .errors import ConflictError, ReadOnlyError, ValidationError
 from .models import Session
 from .paths import full_match
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 SURFACE_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -44,4 +48,78 @@ def refuse_if_subagent(session: Session | None) -> None:
         raise ReadOnlyError(
             f"session {session.id} is a subagent session (parent {session.parent_id}) and "
             "memory is read-only there; hand what should be remembered back to the parent session"
+        )
+
+
+def lineage(session: Session, lookup: Callable[[str], Session | None]) -> list[str]:
+    """The ids from `session` up to its top-level owner (itself first). A chain that
+    loops or runs past 64 levels stops there: a record is never trusted to end."""
+    chain = [session.id]
+    current: Session | None = session
+    while current is not None and current.parent_id and len(chain) < 64:
+        if current.parent_id in chain:
+            break
+        chain.append(current.parent_id)
+        current = lookup(current.parent_id)
+    return chain
+
+
+def owns(caller: Session, target: Session, lookup: Callable[[str], Session | None]) -> bool:
+    """U2: who may act on `target`. A session owns itself; a top-level session also owns
+    every subagent session started under it (at any depth); a subagent owns only itself."""
+    if caller.id == target.id:
+        return True
+    return not caller.is_subagent and caller.id in lineage(target, lookup)
+
+
+def check_may_end(
+    caller: Session | None, target: Session, lookup: Callable[[str], Session | None]
+) -> None:
+    """U2: only the session itself or its top-level owner ends it. A caller bound to no
+    session is the person at the keyboard (U4: a plain top-level cli caller) and may."""
+    if caller is None or owns(caller, target, lookup):
+        return
+    who = "a subagent session" if caller.is_subagent else "a session"
+    raise ReadOnlyError(
+        f"session {caller.id} cannot end session {target.id}: {who} ends only itself"
+        + ("" if caller.is_subagent else " and the subagent sessions started under it")
+        + "; nothing was changed"
+    )
+
+
+def check_may_start(
+    caller: Session | None, parent: Session | None, lookup: Callable[[str], Session | None]
+) -> None:
+    """U2: a session starts subagents under itself (or, top-level, under its own
+    subagents) and never under an ended or unrelated session; a subagent never starts a
+    top-level session, which would let it write."""
+    if parent is not None and parent.ended is not None:
+        raise ConflictError(
+            f"session {parent.id} ended at {parent.ended}: start a subagent under an open session"
+        )
+    if caller is None:
+        return
+    if parent is None:
+        if caller.is_subagent:
+            raise ReadOnlyError(
+                f"session {caller.id} is a subagent session and cannot start a top-level "
+                f"session; start a subagent under it with --parent {caller.id}"
+            )
+        return
+    if not owns(caller, parent, lookup):
+        raise ReadOnlyError(
+            f"session {caller.id} cannot start a session under {parent.id}, which is not its "
+            f"own; use --parent {caller.id}"
+        )
+
+
+def check_may_act_as(
+    ambient: Session, chosen: Session, lookup: Callable[[str], Session | None]
+) -> None:
+    """U2/U4: a process whose environment names a subagent session (MEMDIR_SESSION_ID,
+    inherited from the parent) cannot pick another session with --session to write as it."""
+    if ambient.is_subagent and not owns(ambient, chosen, lookup):
+        raise ReadOnlyError(
+            f"this process runs as subagent session {ambient.id} (MEMDIR_SESSION_ID) and "
+            f"cannot act as session {chosen.id}; a subagent acts only as itself"
         )

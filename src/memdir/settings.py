@@ -6,6 +6,7 @@ import os
 import re
 
 from .errors import ConfigError
+from .numbers import MAX_BYTES, MAX_CHARS, MAX_DAYS, MAX_HOURS, MAX_TIMEOUT_MS
 from .paths import full_match
 from .records import Record
 
@@ -75,12 +76,12 @@ DEFAULTS = Settings()
 _KEYS: dict[str, tuple[type, str]] = {
     "enabled": (bool, "true or false"),
     "path": (str, "a folder path in quotes"),
-    "max_inject_chars": (int, "a whole number of characters above 0"),
-    "max_entry_bytes": (int, "a whole number of bytes above 0"),
-    "task_retention": (str, 'a duration such as "720h", "30d" or "90m"'),
-    "hot_cap_chars": (int, "a whole number of characters, at least 1000"),
+    "max_inject_chars": (int, "a whole number of characters from 1 to 10,000,000"),
+    "max_entry_bytes": (int, "a whole number of bytes from 1 to 67,108,864 (64 MiB)"),
+    "task_retention": (str, 'a duration such as "720h", "30d" or "90m", at most 36500d'),
+    "hot_cap_chars": (int, "a whole number of characters from 1,000 to 1,000,000,000"),
     "marker_prefix": (str, 'an upper-case word such as "MEMDIR" or "APIARY"'),
-    "busy_timeout_ms": (int, "a whole number of milliseconds, 0 or more"),
+    "busy_timeout_ms": (int, "a whole number of milliseconds from 0 to 600,000"),
 }
 
 
@@ -116,9 +117,9 @@ TABLES = ("memory", "boot", "heartbeat", "distill", "search", "duplicates")
 SEARCH_KEYS = {
     "mode": "one of auto, lexical, semantic, hybrid",
     "min_score": "a number from -1 to 1 (cosine similarity)",
-    "lexical_weight": "a number of 0 or more",
-    "semantic_weight": "a number of 0 or more",
-    "rrf_k": "a whole number above 0",
+    "lexical_weight": "a number from 0 to 1000",
+    "semantic_weight": "a number from 0 to 1000",
+    "rrf_k": "a whole number from 1 to 1,000,000",
     "embed_on_write": "loaded or always",
 }
 CHECK_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -145,11 +146,11 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
     values.update(_heartbeat_values(data.get("heartbeat", {}), text, path))
     distill = data.get("distill", {})
     for key, value in distill.items():
-        if key != "max_chars" or not _positive_int(value) or value < 500:
+        if key != "max_chars" or not _positive_int(value) or not 500 <= value <= MAX_CHARS:
             raise _bad(
                 f"distill.{key}",
                 value,
-                "max_chars, a whole number of characters, at least 500",
+                "max_chars, a whole number of characters from 500 to 10,000,000",
                 text,
                 path,
             )
@@ -176,9 +177,9 @@ def _search_values(search: dict[str, Any], text: str, path: str) -> dict[str, An
         ok = {
             "mode": value in ("auto", "lexical", "semantic", "hybrid"),
             "min_score": number and -1 <= value <= 1,
-            "lexical_weight": number and value >= 0,
-            "semantic_weight": number and value >= 0,
-            "rrf_k": _positive_int(value),
+            "lexical_weight": number and 0 <= value <= 1000,
+            "semantic_weight": number and 0 <= value <= 1000,
+            "rrf_k": _positive_int(value) and value <= 1_000_000,
             "embed_on_write": value in ("loaded", "always"),
         }.get(key)
         if not ok:
@@ -211,12 +212,14 @@ def _heartbeat_values(heartbeat: dict[str, Any], text: str, path: str) -> dict[s
         return {}
     hours = dict(DEFAULTS.heartbeat_hours)
     for check, value in heartbeat.items():
-        number_ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        number_ok = number_ok and 0 < value <= MAX_HOURS  # NaN fails both comparisons
         if not full_match(CHECK_RE, check) or not number_ok:
             raise _bad(
                 f"heartbeat.{check}",
                 value,
-                "a number of hours above 0, under a lowercase check name",
+                "a number of hours above 0 and at most 87,600 (ten years), under a lowercase "
+                "check name",
                 text,
                 path,
             )
@@ -259,19 +262,27 @@ def _memory_values(memory: dict[str, Any], text: str, path: str) -> dict[str, An
     return values
 
 
+# The range of each whole-number key (issue 12: every number is range-checked on the way in).
+_INT_RANGES = {
+    "max_inject_chars": (1, MAX_CHARS),
+    "max_entry_bytes": (1, MAX_BYTES),
+    "hot_cap_chars": (1000, 1_000_000_000),
+    "busy_timeout_ms": (0, MAX_TIMEOUT_MS),
+}
+
+
 def _check(key: str, value: Any, text: str, path: str) -> Any:
     kind, expected = _KEYS[key]
     ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if ok and key == "task_retention":
         seconds = parse_duration(value)
-        ok = seconds is not None
+        ok = seconds is not None and seconds <= MAX_DAYS * 86400
         value = seconds
     elif ok and key == "marker_prefix":
         ok = full_match(PREFIX_RE, value)
-    elif ok and key == "hot_cap_chars":
-        ok = value >= 1000
     elif ok and kind is int:
-        ok = value >= (0 if key == "busy_timeout_ms" else 1)
+        low, high = _INT_RANGES[key]
+        ok = low <= value <= high
     if not ok:
         raise ConfigError(
             f"memory.{key} = {value!r} is not valid: it must be {expected}",

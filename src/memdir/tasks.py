@@ -36,9 +36,11 @@ def check_end_state(state: str) -> str:
 def format_note(
     now: str, content: str, workflow: str | None, step: str | None, agent: str | None
 ) -> str:
-    where = "/".join(part for part in (workflow, step) if part)
+    from .quoting import one_line  # a tag cannot end its line or its brackets early
+
+    where = "/".join(one_line(part) for part in (workflow, step) if part)
     tag = f"[{where}] " if where else ""
-    who = f"({agent}) " if agent else ""
+    who = f"({one_line(agent)}) " if agent else ""
     first, *rest = content.strip().split("\n")
     return f"- {now} {tag}{who}{first}" + "".join(f"\n  {line}" for line in rest) + "\n"
 

@@ -18,6 +18,7 @@ from .errors import ValidationError
 from .markers import defang, inert
 from .memory import Memory
 from .models import CATEGORIES
+from .numbers import INT64_MAX, MAX_CHARS, MAX_LINES, check_int, check_number
 from .tool_output import OUTPUT
 
 
@@ -197,6 +198,8 @@ _SEARCH = Tool(
             },
             "min_score": {
                 "type": "number",
+                "minimum": -1,
+                "maximum": 1,
                 "description": "Drop semantic hits below this cosine (default 0.5).",
             },
             "kinds": {
@@ -262,8 +265,18 @@ _UPDATE = Tool(
                 "description": "Required for a new fact.",
             },
             "content": {"type": "string", "description": "The fact, or the hot-memory text."},
-            "supersedes": {"type": "integer", "description": "Id of the fact being replaced."},
-            "id": {"type": "integer", "description": "Id of the fact to remove."},
+            "supersedes": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": INT64_MAX,
+                "description": "Id of the fact being replaced.",
+            },
+            "id": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": INT64_MAX,
+                "description": "Id of the fact to remove.",
+            },
             "valid_from": {
                 "type": "string",
                 "description": "ISO date: when the fact began to hold (default now).",
@@ -370,6 +383,7 @@ _RECALL = Tool(
             "max_chars": {
                 "type": "integer",
                 "minimum": 0,
+                "maximum": MAX_CHARS,
                 "description": "Budget of the two sections.",
             },
         },
@@ -394,8 +408,13 @@ _GET = Tool(
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "e.g. 'global/ci-duration.md'"},
-            "from_line": {"type": "integer", "minimum": 1, "default": 1},
-            "lines": {"type": "integer", "minimum": 1, "description": "Default: to the end."},
+            "from_line": {"type": "integer", "minimum": 1, "maximum": MAX_LINES, "default": 1},
+            "lines": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_LINES,
+                "description": "Default: to the end.",
+            },
         },
         "required": ["path"],
         "additionalProperties": False,
@@ -476,6 +495,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def check_arguments(tool: Tool, args: dict[str, Any]) -> None:
     """The subset of JSON Schema our schemas use: required, types, enums, no extras."""
     properties = tool.input_schema["properties"]
@@ -493,7 +517,23 @@ def check_arguments(tool: Tool, args: dict[str, Any]) -> None:
         spec = properties[key]
         kind = spec["type"]
         if not isinstance(value, _TYPES[kind]) or (kind != "boolean" and isinstance(value, bool)):
-            raise ValidationError(f"{tool.name}: {key!r} must be of type {kind}, not {value!r}")
+            raise ValidationError(
+                f"{tool.name}: {key!r} must be of type {kind}, not {_short(value)}"
+            )
+        if kind == "integer":  # every number is range-checked here, whatever the tool does
+            check_int(
+                value,
+                f"{tool.name} argument {key!r}",
+                low=spec.get("minimum", -INT64_MAX - 1),
+                high=spec.get("maximum", INT64_MAX),
+            )
+        if kind == "number":
+            check_number(
+                value,
+                f"{tool.name} argument {key!r}",
+                low=spec.get("minimum", -1e300),
+                high=spec.get("maximum", 1e300),
+            )
         if "enum" in spec and value not in spec["enum"]:
             raise ValidationError(
                 f"{tool.name}: {key!r} must be one of {', '.join(spec['enum'])}, not {value!r}"

@@ -157,9 +157,11 @@ class WorkflowMemory(MemoryBase):
         return vectors.embed_pending(self.store, embedder, progress)
 
     def sync_index(self) -> None:
-        """Bring the chunk index up to date with the files (cheap when nothing changed)."""
+        """Bring the chunk index up to date with the files (cheap when nothing changed).
+        The files too big to index are remembered for the search's note (issue 12)."""
         if self.settings.enabled:
-            index.sync(self.layout, self.store)
+            self.too_big = []
+            index.sync(self.layout, self.store, too_big=self.too_big)
 
     def start_task(self, task_id: str, parent: str | None = None) -> Task:
         self.layout.task_notes(task_id)
@@ -254,12 +256,20 @@ class WorkflowMemory(MemoryBase):
                 warnings.append(f"{refusal}: {len(parsed.requests)} memorize request(s) dropped")
             return Ingested(parsed.output, [], warnings)
         applied = []
-        for request in parsed.requests:
-            try:
-                applied.append(self._apply(request, task, workflow, step))
-            except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent...
-                named = shown_path(request.name or task or "")  # a bad name shows escaped (X1)
-                warnings.append(f"memorize {request.scope} {named}: {exc}")
+        with self.bulk():  # issue 12: the blocks first, then one embedding pass for all
+            for request in parsed.requests:
+                try:
+                    applied.append(self._apply(request, task, workflow, step))
+                except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent
+                    named = shown_path(request.name or task or "")  # shown escaped (X1)
+                    warnings.append(f"memorize {request.scope} {named}: {exc}")
+        written = {
+            self.layout.entry(a.target) if a.scope == "global" else self.layout.task_notes(a.target)
+            for a in applied
+            if a.action not in ("unchanged", "duplicate")
+        }
+        if written:
+            self._embed_written(files=sorted(written))
         return Ingested(parsed.output, applied, warnings)
 
     def _memorize_refusal(self, policy: recall.Policy) -> str | None:
@@ -307,8 +317,9 @@ class WorkflowMemory(MemoryBase):
         ancestors', the two sections within `max_chars` (default memory.max_inject_chars)."""
         step_policy = recall.policy_from(policy)
         budget = self.settings.max_inject_chars if max_chars is None else max_chars
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise ValidationError(f"bad recall budget {budget!r}: a whole number of characters")
+        from .numbers import MAX_CHARS, check_int
+
+        check_int(budget, "recall budget (characters)", low=0, high=MAX_CHARS)
         if not self.settings.enabled:
             return Recalled("", 0, 0, 0, 0)
         if task is not None:
@@ -318,4 +329,5 @@ class WorkflowMemory(MemoryBase):
         lineage = []
         if task is not None and "task" in step_policy.recall and step_policy.read:
             lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
-        return recall.build(hot.read(self.layout), self.path, listed, lineage, budget, step_policy)
+        shown = hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
+        return recall.build(shown, self.path, listed, lineage, budget, step_policy)

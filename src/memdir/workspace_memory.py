@@ -102,15 +102,16 @@ class WorkspaceMemory(MemoryBase):
             self.clock(),
             subagent,
             index,
+            self.settings.hot_cap_chars,
         )
 
     def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
         """E4: exact lines of a file under the memory root, nothing outside it (X1)."""
+        from .numbers import MAX_LINES, check_int
+
         for value, what in ((from_line, "from_line"), (lines, "lines")):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ValidationError(f"bad {what} {value!r}: a whole number from 1")
+            if value is not None:
+                check_int(value, what, high=MAX_LINES)
         root, rel = self._memory_file(path)
         try:
             found, total = files.read_lines(os.path.join(root, rel), from_line, lines, root=root)
@@ -173,8 +174,9 @@ class WorkspaceMemory(MemoryBase):
     def distill(self, *, max_chars: int | None = None) -> distill.Distillation:
         """D1: what was logged since the last distillation, within the budget."""
         budget = self.settings.distill_max_chars if max_chars is None else max_chars
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 500:
-            raise ValidationError(f"bad distill budget {budget!r}: at least 500 characters")
+        from .numbers import MAX_CHARS, check_int
+
+        check_int(budget, "distill budget (characters)", low=500, high=MAX_CHARS)
         gathered = distill.gather(self.layout, self.store, budget)
         if gathered.until is not None and self.settings.enabled and not self.read_only:
             self.store.set_value(distill.PENDING, distill.mark_of(gathered.items[-1]))

@@ -9,6 +9,7 @@ import sys
 from ..errors import ValidationError
 from ..memory import Memory, init_project
 from ..models import CATEGORIES, Procedure
+from ..numbers import parse_whole
 from .common import Builder, Raw, as_json, memory_for, read_file, text_arg, warn
 
 TYPE_CHECKING = False
@@ -75,7 +76,7 @@ def add_search(b: Builder) -> None:
         "query", help='a question in plain words, or FTS5 syntax: AND, OR, NOT, "phrase", prefix*'
     )
     search.add_argument("-c", "--category", choices=CATEGORIES, help="only facts of this category")
-    search.add_argument("-n", "--limit", type=int, default=10)
+    search.add_argument("-n", "--limit", type=parse_whole, default=10)
     search.add_argument("--since", metavar="DATE", help="only what was written from DATE on")
     search.add_argument(
         "--kind",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..numbers import parse_whole
 from .common import Builder, as_json, memory_for
 
 TYPE_CHECKING = False
@@ -43,7 +44,7 @@ def add_doctor(b: Builder) -> None:
     )
     doctor.add_argument(
         "--stale-days",
-        type=int,
+        type=parse_whole,
         default=90,
         metavar="N",
         help="report facts no search has found in N days (default 90)",
@@ -51,10 +52,6 @@ def add_doctor(b: Builder) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> Any:
-    if args.stale_days < 1:
-        from ..errors import ValidationError
-
-        raise ValidationError(f"bad --stale-days {args.stale_days}: a whole number of days, >= 1")
     from .. import doctor
 
     with memory_for(args) as memory:

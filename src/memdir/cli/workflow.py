@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from ..memory import ingest_output
+from ..numbers import parse_whole
 from .common import Builder, Raw, as_json, memory_for, progress_bar, warn
 
 TYPE_CHECKING = False
@@ -65,7 +66,7 @@ def add_recall(b: Builder) -> None:
     recall.add_argument("--tiers", default="task,global", help="task, global or both")
     recall.add_argument(
         "--max-chars",
-        type=int,
+        type=parse_whole,
         metavar="N",
         help="budget of the two sections (default memory.max_inject_chars)",
     )

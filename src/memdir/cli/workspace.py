@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..numbers import parse_whole
 from .common import Builder, Raw, as_json, memory_for, text_arg, when
 
 TYPE_CHECKING = False
@@ -36,9 +37,16 @@ def add_get(b: Builder) -> None:
     get = b.command(b.commands, "get", _get, "print exact lines of a memory file")
     get.add_argument("path", help="relative to the memory root, e.g. global/ci.md")
     get.add_argument(
-        "--from", dest="from_line", type=int, default=1, metavar="N", help="first line (from 1)"
+        "--from",
+        dest="from_line",
+        type=parse_whole,
+        default=1,
+        metavar="N",
+        help="first line (from 1)",
     )
-    get.add_argument("--lines", type=int, metavar="K", help="how many lines (default: to the end)")
+    get.add_argument(
+        "--lines", type=parse_whole, metavar="K", help="how many lines (default: to the end)"
+    )
 
 
 def add_heartbeat(b: Builder) -> None:
@@ -56,7 +64,7 @@ def add_distill(b: Builder) -> None:
     distill = b.command(
         b.commands, "distill", _distill, "gather what was logged since the last distillation"
     )
-    distill.add_argument("--max-chars", type=int, metavar="N", help="budget (default 8000)")
+    distill.add_argument("--max-chars", type=parse_whole, metavar="N", help="budget (default 8000)")
     distill.add_argument(
         "--done", action="store_true", help="move the watermark past what was last gathered"
     )

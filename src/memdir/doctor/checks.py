@@ -177,7 +177,19 @@ def check_index(layout: Layout, store: ReadOnlyStore, skip: set[str], found: lis
     indexed = store.indexed_files()
     # index.scan is the index's own view of which files it covers; files that are not text
     # or lead out of the root never get chunks (reported already), so they are not "behind"
-    on_disk = {rel: state for rel, state in index.scan(layout).items() if rel not in skip}
+    too_big: list[str] = []
+    on_disk = {rel: state for rel, state in index.scan(layout, too_big).items() if rel not in skip}
+    if too_big:
+        found.append(
+            Finding(
+                "index.too_big",
+                "warning",
+                sorted(too_big),
+                f"{len(too_big)} file(s) over {index.MAX_INDEX_BYTES // 2**20} MB are too big "
+                f"to index, so search never finds them: {few(sorted(too_big))}",
+                "split each into smaller files (a daily log per day, an entry per topic)",
+            )
+        )
     new = sorted(rel for rel in on_disk if rel not in indexed)
     changed = sorted(
         rel

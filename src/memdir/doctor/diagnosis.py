@@ -34,6 +34,9 @@ SWEPT = {"tasks.orphan", "tasks.expired"}
 def run(memory: Memory, *, fix: bool = False, stale_days: int = STALE_DAYS) -> Report:
     """Diagnose; with `fix`, repair what is safe, then diagnose again: the report holds
     what remains and what was done."""
+    from ..numbers import MAX_DAYS, check_int
+
+    stale_days = check_int(stale_days, "stale days (--stale-days)", high=MAX_DAYS)
     started = time.perf_counter()
     if fix:
         memory.require_writable("memory (doctor --fix)")  # before anything: a subagent cannot fix

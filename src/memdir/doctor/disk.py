@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from .. import advice
 from ..errors import MemdirError, StorageError, ValidationError
-from ..paths import STEM_CHECKS, Layout, is_inside, lock_of, shown_path
+from ..paths import HOT_OVERFLOW, STEM_CHECKS, Layout, is_inside, lock_of, shown_path
 from ..records import Record
 from ..storage import files
 from ..storage.migrations import MIGRATIONS
@@ -31,6 +31,7 @@ WAL_MAX_BYTES = 64 << 20
 ROOT_FILES = {
     "HOT.md",
     "HOT.md.bak",
+    HOT_OVERFLOW,
     "MEMORY.md",
     "heartbeat-state.json",
     "memory.db",

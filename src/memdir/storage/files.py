@@ -142,6 +142,12 @@ def read_inside(root: str, path: str, shown: str = "") -> str | None:
 
 
 def _read_bytes(path: str, root: str, what: str = "the memory root") -> bytes | None:
+    """The one place memdir reads a file's bytes. Confined to `root` (X1), and only a
+    regular file is read: a folder named x.md, a named pipe (whose open would block for
+    ever) or a device is refused with one error naming it, so one odd file never breaks or
+    hangs the rest."""
+    import stat
+
     real_root, real = _resolve(root, path, what)
     folder = -1
     try:
@@ -149,7 +155,9 @@ def _read_bytes(path: str, root: str, what: str = "the memory root") -> bytes | 
         # the check, for the file or a folder on the way, is refused, not followed (X1)
         folder = _open_folder(real_root, os.path.dirname(real), root, what)
         fd = os.open(
-            os.path.basename(real), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder
+            os.path.basename(real),
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+            dir_fd=folder,
         )
     except FileNotFoundError:
         return None
@@ -161,10 +169,16 @@ def _read_bytes(path: str, root: str, what: str = "the memory root") -> bytes | 
         if folder >= 0:
             os.close(folder)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StorageError(f"cannot read {path}: it is not a regular file")
         with os.fdopen(fd, "rb") as handle:
+            fd = -1  # the handle owns it now
             return handle.read()
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror}") from exc
+    finally:
+        if fd != -1:
+            os.close(fd)
 
 
 def listdir(folder: str, *, root: str) -> list[str]:

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 FENCE = "---"
+MAX_CHARS = 64 * 1024  # frontmatter is a few keys; a bigger block is not ours to parse
+MAX_DEPTH = 32  # nesting of lists and maps
 
 
 def split(text: str) -> tuple[str | None, str]:
@@ -37,11 +39,18 @@ def parse(text: str, path: str) -> tuple[dict[str, Any], str]:
         raise ValidationError(f"{path}: {exc}") from exc
     if raw is None or not raw.strip():
         return {}, body
+    if len(raw) > MAX_CHARS:
+        raise ValidationError(
+            f"{path}:2: the frontmatter is {len(raw):,} chars, more than the {MAX_CHARS:,} "
+            "memdir reads: keep it to a few 'key: value' lines and put the rest in the body"
+        )
     import yaml
 
+    # libyaml's loader when PyYAML was built with it: ~10x faster than pure Python
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        # libyaml's loader when PyYAML was built with it: ~10x faster than pure Python
-        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        _refuse_expansion(yaml, raw, loader, path)
+        data = yaml.load(raw, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 2}" if mark is not None else ""
@@ -50,6 +59,28 @@ def parse(text: str, path: str) -> tuple[dict[str, Any], str]:
     if not isinstance(data, dict):
         raise ValidationError(f"{path}:2: frontmatter must be 'key: value' lines")
     return {str(k): v for k, v in data.items()}, body
+
+
+def _refuse_expansion(yaml: Any, raw: str, loader: Any, path: str) -> None:
+    """Issue 12: a YAML alias (`*a`) makes a few lines stand for billions of values (the
+    "billion laughs"), and deep nesting exhausts the stack; both are refused, by a pass
+    over the parser's events before anything is built."""
+    depth = 0
+    for event in yaml.parse(raw, Loader=loader):
+        line = f":{event.start_mark.line + 2}" if event.start_mark is not None else ""
+        if isinstance(event, yaml.AliasEvent):
+            raise ValidationError(
+                f"{path}{line}: broken frontmatter: YAML aliases (*name) are not read; "
+                "write the value out"
+            )
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ValidationError(
+                    f"{path}{line}: broken frontmatter: nested more than {MAX_DEPTH} deep"
+                )
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            depth -= 1
 
 
 def dump(meta: dict[str, Any], body: str) -> str:

@@ -49,6 +49,7 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
         self.create = create and not read_only
         self.read_only = read_only
         self._db: sqlite3.Connection | None = None
+        self._why_read_only = "a look only"
         # answers that hold until the database changes: (what, model) -> (change token, answer)
         self._memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]] = {}
 
@@ -64,6 +65,15 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
         exists = os.path.exists(self.path)
         if not exists and not self.create:
             return None
+        if exists and not os.access(os.path.dirname(self.path), os.W_OK):
+            # Issue 12: reads never need write access. On a read-only mount (or a folder
+            # this user cannot write) WAL cannot make its -shm file, so the store opens
+            # read-only and every write reports it; searches answer from the index as is.
+            self.read_only, self.create = True, False
+            self._why_read_only = "the memory folder is read-only"
+            with self._translated("open"):
+                self._db = self._open_read_only()
+            return self._db
         with self._translated("open"):
             if not exists:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -90,6 +100,31 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
         self._db = db
         return db
 
+    def _open_read_only(self) -> sqlite3.Connection:
+        """mode=ro reads a WAL database while its -shm file exists (another process has it
+        open); without one, on read-only media, only `immutable` opens it."""
+        from urllib.parse import quote
+
+        uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        for suffix in ("", "&immutable=1"):
+            db = sqlite3.connect(
+                uri + suffix,
+                uri=True,
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            try:
+                db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                db.execute("PRAGMA query_only = ON")
+                return db
+            except sqlite3.OperationalError:
+                db.close()
+                if suffix:
+                    raise
+        raise AssertionError("unreachable")
+
     def _enable_wal(self, db: sqlite3.Connection) -> None:
         """Changing the journal mode commits any open transaction (sqlite-utils enable_wal):
         do it first thing, outside any transaction. WAL is persistent, so only the first
@@ -115,9 +150,11 @@ class SQLiteStore(IndexRows, ArchiveRows, CurationRows):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._require()  # first: opening may find the store read-only
         if self.read_only:
-            raise StorageError(f"{self.path} is open read-only: nothing was written")
-        db = self._require()
+            raise StorageError(
+                f"{self.path} is open read-only ({self._why_read_only}): nothing was written"
+            )
         with self._translated("write to"):
             db.execute("BEGIN IMMEDIATE")
             try:
