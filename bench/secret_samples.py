@@ -26,8 +26,10 @@ def formats(rng: random.Random) -> dict[str, Callable[[], str]]:
         while True:  # a random token with letters and digits both (as real ones have)
             value = "".join(rng.choice(chars) for _ in range(k))
             mixed = any(c.isdigit() for c in chars) and any(c.isalpha() for c in chars)
-            if not mixed or k < 8 or (
-                any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+            if (
+                not mixed
+                or k < 8
+                or (any(c.isdigit() for c in value) and any(c.isalpha() for c in value))
             ):
                 return value
 
@@ -47,8 +49,11 @@ def formats(rng: random.Random) -> dict[str, Callable[[], str]]:
         "OpenSSH private key": lambda: pem("OPENSSH PRIVATE" + " KEY"),
         "PGP private key block": lambda: pem("PGP PRIVATE KEY" + " BLOCK"),
         "Google service-account JSON": lambda: json.dumps(
-            {"type": "service_account", "private_key_id": t(40, HEX),
-             "private_key": pem("PRIVATE" + " KEY") + "\n"}
+            {
+                "type": "service_account",
+                "private_key_id": t(40, HEX),
+                "private_key": pem("PRIVATE" + " KEY") + "\n",
+            }
         ),
         "AWS access key id": lambda: f"aws_access_key_id = {'AKIA' + t(16, UP + DIG)}",
         "AWS STS key id": lambda: f"export AWS_ACCESS_KEY_ID={'ASIA' + t(16, UP + DIG)}",
@@ -60,10 +65,18 @@ def formats(rng: random.Random) -> dict[str, Callable[[], str]]:
         "GitLab personal token": lambda: f"gitlab: {'gl' + 'pat-' + t(20, URLSAFE)}",
         "GitLab deploy token": lambda: f"deploy with {'gl' + 'dt-' + t(20, URLSAFE)}",
         "GitLab runner token": lambda: f"runner {'gl' + 'rt-' + t(20, URLSAFE)}",
-        "Slack bot token": lambda: f"SLACK_BOT_TOKEN={'xo' + 'xb-'}{t(12, DIG)}-{t(12, DIG)}-{t(24)}",
+        "Slack bot token": lambda: (
+            f"SLACK_BOT_TOKEN={'xo' + 'xb-'}{t(12, DIG)}-{t(12, DIG)}-{t(24)}"
+        ),
         "Slack user token": lambda: f"slack {'xo' + 'xp-'}{t(12, DIG)}-{t(12, DIG)}-{t(32)}",
-        "Slack webhook": lambda: "https://hooks.slack.com/services/T"
-        + t(8, UP + DIG) + "/B" + t(8, UP + DIG) + "/" + t(24),
+        "Slack webhook": lambda: (
+            "https://hooks.slack.com/services/T"
+            + t(8, UP + DIG)
+            + "/B"
+            + t(8, UP + DIG)
+            + "/"
+            + t(24)
+        ),
         "Stripe live secret key": lambda: f"stripe.api_key = '{'sk' + '_live_' + t(24)}'",
         "Stripe restricted key": lambda: f"key {'rk' + '_live_' + t(24)}",
         "Stripe test secret key": lambda: f"STRIPE_SECRET={'sk' + '_test_' + t(24)}",
@@ -72,13 +85,24 @@ def formats(rng: random.Random) -> dict[str, Callable[[], str]]:
         "Anthropic API key": lambda: f"ANTHROPIC_API_KEY={'sk-' + 'ant-api03-' + t(93, URLSAFE)}AA",
         "Google API key": lambda: f"maps key {'AI' + 'za' + t(35, URLSAFE)}",
         "Google OAuth client secret": lambda: f"client secret {'GOC' + 'SPX-' + t(28, URLSAFE)}",
-        "Azure storage connection string": lambda: "DefaultEndpointsProtocol=https;AccountName="
-        + t(10, LOW) + ";AccountKey=" + b64(64) + ";EndpointSuffix=core.windows.net",
-        "Azure Service Bus connection string": lambda: "Endpoint=sb://ns.servicebus.windows.net/;"
-        "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + b64(32),
-        "Azure SAS URL": lambda: "https://acct.blob.core.windows.net/c/f?sv=2022-11-02&se=2030&sp=r&sig="
-        + urllib.parse.quote(b64(32), safe=""),
-        "Azure AD client secret": lambda: f"AZURE_CLIENT_SECRET={t(3)}{rng.choice(DIG)}Q~{t(34, ALNUM + '_~.-')}",
+        "Azure storage connection string": lambda: (
+            "DefaultEndpointsProtocol=https;AccountName="
+            + t(10, LOW)
+            + ";AccountKey="
+            + b64(64)
+            + ";EndpointSuffix=core.windows.net"
+        ),
+        "Azure Service Bus connection string": lambda: (
+            "Endpoint=sb://ns.servicebus.windows.net/;"
+            "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + b64(32)
+        ),
+        "Azure SAS URL": lambda: (
+            "https://acct.blob.core.windows.net/c/f?sv=2022-11-02&se=2030&sp=r&sig="
+            + urllib.parse.quote(b64(32), safe="")
+        ),
+        "Azure AD client secret": lambda: (
+            f"AZURE_CLIENT_SECRET={t(3)}{rng.choice(DIG)}Q~{t(34, ALNUM + '_~.-')}"
+        ),
         "npm token": lambda: f"//registry.npmjs.org/:_authToken={'np' + 'm_' + t(36)}",
         "PyPI token": lambda: f"{p} = {'py' + 'pi-AgEIcHlwaS5vcmc' + t(70, URLSAFE)}",
         "Hugging Face token": lambda: f"HF_TOKEN={'h' + 'f_' + t(34, UP + LOW)}",
@@ -86,20 +110,31 @@ def formats(rng: random.Random) -> dict[str, Callable[[], str]]:
         "Twilio auth token": lambda: f"TWILIO_AUTH_TOKEN={t(32, HEX)}",
         "SendGrid API key": lambda: f"sendgrid {'S' + 'G.' + t(22, URLSAFE)}.{t(43, URLSAFE)}",
         "Mailgun API key": lambda: f"mailgun {'ke' + 'y-' + t(32, HEX)}",
-        "Discord bot token": lambda: f"bot {rng.choice('MNO')}{t(25, URLSAFE)}.{t(6, URLSAFE)}.{t(38, URLSAFE)}",
+        "Discord bot token": lambda: (
+            f"bot {rng.choice('MNO')}{t(25, URLSAFE)}.{t(6, URLSAFE)}.{t(38, URLSAFE)}"
+        ),
         "Telegram bot token": lambda: f"TELEGRAM_TOKEN={t(10, DIG)}:AA{t(33, URLSAFE)}",
         "Shopify access token": lambda: f"shopify {'shp' + 'at_' + t(32, HEX)}",
         "DigitalOcean token": lambda: f"DO token {'do' + 'p_v1_' + t(64, HEX)}",
-        "Heroku API key": lambda: f"HEROKU_API_KEY={t(8, HEX)}-{t(4, HEX)}-{t(4, HEX)}-{t(4, HEX)}-{t(12, HEX)}",
-        "JSON Web Token": lambda: "Cookie: session="
-        + base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').decode().rstrip("=")
-        + "." + base64.urlsafe_b64encode(json.dumps({"sub": t(10)}).encode()).decode().rstrip("=")
-        + "." + t(43, URLSAFE),
-        "password in a database URL": lambda: f"DATABASE_URL=postgres://app:{t(16)}@db.internal:5432/app",
+        "Heroku API key": lambda: (
+            f"HEROKU_API_KEY={t(8, HEX)}-{t(4, HEX)}-{t(4, HEX)}-{t(4, HEX)}-{t(12, HEX)}"
+        ),
+        "JSON Web Token": lambda: (
+            "Cookie: session="
+            + base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').decode().rstrip("=")
+            + "."
+            + base64.urlsafe_b64encode(json.dumps({"sub": t(10)}).encode()).decode().rstrip("=")
+            + "."
+            + t(43, URLSAFE)
+        ),
+        "password in a database URL": lambda: (
+            f"DATABASE_URL=postgres://app:{t(16)}@db.internal:5432/app"
+        ),
         "password in an https URL": lambda: f"clone https://bot:{t(20)}@git.example.net/repo.git",
         "Authorization Bearer header": lambda: f"Authorization: Bearer {t(40, URLSAFE)}",
-        "Authorization Basic header": lambda: "Authorization: Basic "
-        + base64.b64encode(f"admin:{t(12)}".encode()).decode(),
+        "Authorization Basic header": lambda: (
+            "Authorization: Basic " + base64.b64encode(f"admin:{t(12)}".encode()).decode()
+        ),
         ".env block": lambda: f"APP_ENV=prod\nDB_HOST=db\nDB_{p.upper()}={t(14)}\nDEBUG=false",
         "DB_PASSWORD assignment": lambda: f"DB_{p.upper()}={t(12)}!",
         "JSON password field": lambda: json.dumps({"user": "svc", p: t(14) + "#1"}),
@@ -139,7 +174,9 @@ def evasions() -> dict[str, Callable[[str], str]]:
         "zero-width characters": lambda s: "\u200b".join(s[i : i + 4] for i in range(0, len(s), 4)),
         "soft hyphens and joiners": lambda s: "\u00ad".join(s[:8]) + "\u2060" + s[8:],
         "full-width forms": fullwidth,
-        "Cyrillic look-alikes": lambda s: s.replace("A", "\u0410").replace("o", "\u043e").replace("p", "\u0440"),
+        "Cyrillic look-alikes": lambda s: (
+            s.replace("A", "\u0410").replace("o", "\u043e").replace("p", "\u0440")
+        ),
     }
 
 
@@ -184,7 +221,7 @@ CLEAN = [
     'curl -H "Authorization: Bearer $TOKEN" https://api.example.com',
     "client_secret: settings.CLIENT_SECRET",
     "Connect with postgres://user:password@localhost/db in the docs example.",
-    "The JWT header starts with eyJ, which is base64 for {\"",
+    'The JWT header starts with eyJ, which is base64 for {"',
     "ssh-keygen -t ed25519 makes a key pair; the public key goes to GitHub",
     "2024-05-01 12:00:03 INFO auth: token refreshed for user 42 (expires in 3600 s)",
     "WARN login failed: bad password for user alice from 10.0.0.7",
@@ -193,7 +230,7 @@ CLEAN = [
     "Her passcode hint was her dog's name.",
     "key = hashlib.sha1(data).hexdigest()",
     "cache_key: user-profile-42",
-    "public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy ada@host",
+    "public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9v ada@h",
     "export PATH=/usr/local/bin:$PATH",
     "TOKEN_URL=https://oauth2.googleapis.com/token",
     "password_file: /run/secrets/db_password",

@@ -50,8 +50,11 @@ def import_ms(runs: int = 5) -> float:
         "print((time.perf_counter() - t) * 1000)"
     )
     times = [
-        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True).stdout)
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
         for _ in range(runs)
     ]
     return sorted(times)[len(times) // 2]
@@ -75,8 +78,9 @@ def main() -> int:
     for name, make in secret_samples.formats(rng).items():
         samples = [make() for _ in range(args.samples)]
         missed = [text for text in samples if find(text) is None]
-        formats.append({"format": name, "samples": len(samples),
-                        "caught": len(samples) - len(missed)})
+        formats.append(
+            {"format": name, "samples": len(samples), "caught": len(samples) - len(missed)}
+        )
     targets = secret_samples.evasion_targets(rng)
     evasions = []
     for kind, hide in secret_samples.evasions().items():
@@ -154,9 +158,11 @@ def main() -> int:
         NAME,
         args.out_dir,
         {"locomo": args.locomo, "samples": args.samples, "seed": args.seed},
-        [*({"table": "formats", **f} for f in formats),
-         *({"table": "evasions", **e} for e in evasions),
-         *({"table": "clean", **r} for r in rows)],
+        [
+            *({"table": "formats", **f} for f in formats),
+            *({"table": "evasions", **e} for e in evasions),
+            *({"table": "clean", **r} for r in rows),
+        ],
         summary,
     )
     return 0

@@ -104,7 +104,7 @@ class _Applier:
         return self._file(item)
 
     def _entry(self, item: EntryItem) -> str | None:
-        from .. import entries, facts, secret_scan
+        from .. import entries, facts
 
         memory = self.memory
         path = memory.layout.entry(item.name)  # X1: validates the name

@@ -27,8 +27,8 @@ from .patterns import (
     ASSIGNMENT_NEEDLES,
     FLAG,
     SHAPES,
-    Shape,
     VALUE_TESTS,
+    Shape,
     credential_value,
     secret_name,
 )

@@ -38,22 +38,31 @@ _CONCAT = re.compile(r"([\"'])[ \t]*(?:\+|\.\.?|&|\|\||,)?[ \t]*\\?\r?\n?[ \t]*(
 _CONTINUATION = re.compile(r"\\\r?\n[ \t]*")
 # A line break and the indentation, quote or comment marks that start the next line.
 _BREAK = re.compile(r"[ \t]*\r?\n[ \t]*(?:(?:#|//|--|;|>|\*)[ \t]*)?")
-_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{%d,}={0,2}" % MIN_RUN)
-_HEX_RUN = re.compile(r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){%d,}(?![0-9a-fA-F])" % (MIN_RUN // 2))
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{" + str(MIN_RUN) + r",}={0,2}")
+_HEX_RUN = re.compile(
+    r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){" + str(MIN_RUN // 2) + r",}(?![0-9a-fA-F])"
+)
 
 
 def normalise(text: str) -> str:
     """One canonical form for matching: compatibility forms folded (NFKC), invisible and
     combining characters dropped, look-alike letters mapped to Latin, and escapes (JSON,
     HTML, URL) decoded. Idempotent on its own output for the forms it folds."""
-    text = unescape(text)
-    if not text.isascii():
+    return fold(unescape(text))
+
+
+def fold(text: str) -> str:
+    """The Unicode part: NFKC, invisible and combining characters dropped, look-alike
+    letters mapped to Latin. Idempotent."""
+    if text.isascii():
+        return text
+    for _ in range(3):  # NFKC can yield a character it would drop or map: until stable
+        before = text
         text = unicodedata.normalize("NFKC", text)
-        text = "".join(
-            ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROP
-        )
+        text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROP)
         text = text.translate(_LOOKALIKES)
-        text = unicodedata.normalize("NFKC", text)
+        if text == before:
+            break
     return text
 
 

@@ -28,9 +28,7 @@ SHAPES: tuple[Shape, ...] = (
         ("private",),
     ),
     Shape("a PuTTY private key", r"PuTTY-User-Key-File-\d+:", ("putty-user-key",)),
-    Shape(
-        "an age secret key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", ("age-secret-key-",)
-    ),
+    Shape("an age secret key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", ("age-secret-key-",)),
     Shape(
         "an AWS access key id",
         B + r"((?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[0-9A-Z]{16})" + E,
@@ -52,8 +50,20 @@ SHAPES: tuple[Shape, ...] = (
         B
         + r"((?:glpat|gldt|glrt|glptt|glcbt|glimt|glagent|gloas|glft|glsoat|glffct)-"
         + r"[A-Za-z0-9_-]{20,}|GR1348941[A-Za-z0-9_-]{20,})",
-        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glimt-", "glagent-", "gloas-",
-         "glft-", "glsoat-", "glffct-", "gr1348941"),
+        (
+            "glpat-",
+            "gldt-",
+            "glrt-",
+            "glptt-",
+            "glcbt-",
+            "glimt-",
+            "glagent-",
+            "gloas-",
+            "glft-",
+            "glsoat-",
+            "glffct-",
+            "gr1348941",
+        ),
     ),
     Shape("a Slack token", B + r"(xox[abposre]-[A-Za-z0-9-]{10,})", ("xox",), "token"),
     Shape("a Slack app token", B + r"(xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+)", ("xapp-",)),
@@ -124,9 +134,7 @@ SHAPES: tuple[Shape, ...] = (
         ("key-", "-"),
         "token",
     ),
-    Shape(
-        "a Mailchimp API key", B + r"([0-9a-f]{32}-us\d{1,2})" + E, ("-us",), "hexmix"
-    ),
+    Shape("a Mailchimp API key", B + r"([0-9a-f]{32}-us\d{1,2})" + E, ("-us",), "hexmix"),
     Shape(
         "a Discord bot token",
         B + r"([MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40})" + U,
@@ -166,13 +174,19 @@ SHAPES: tuple[Shape, ...] = (
         r"([A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})",
         (".atlasv1.",),
     ),
-    Shape("a HashiCorp Vault token", B + r"(hv[sbr]\.[A-Za-z0-9_-]{24,})", ("hvs.", "hvb.", "hvr.")),
+    Shape(
+        "a HashiCorp Vault token", B + r"(hv[sbr]\.[A-Za-z0-9_-]{24,})", ("hvs.", "hvb.", "hvr.")
+    ),
     Shape(
         "a Grafana token",
         B + r"(glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[a-fA-F0-9]{8})",
         ("glc_", "glsa_"),
     ),
-    Shape("a New Relic key", B + r"(NR(?:AK|II|JS)-[A-Za-z0-9]{27,32})" + E, ("nrak-", "nrii-", "nrjs-")),
+    Shape(
+        "a New Relic key",
+        B + r"(NR(?:AK|II|JS)-[A-Za-z0-9]{27,32})" + E,
+        ("nrak-", "nrii-", "nrjs-"),
+    ),
     Shape("a Sentry token", B + r"(sntr[ysu]_[A-Za-z0-9+/=_]{40,})", ("sntrys_", "sntryu_")),
     Shape("a Linear API key", B + r"(lin_api_[A-Za-z0-9]{40})" + E, ("lin_api_",)),
     Shape(
@@ -195,7 +209,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("a Docker Hub token", B + r"(dckr_pat_[A-Za-z0-9_-]{27,})", ("dckr_pat_",)),
     Shape("an Alibaba Cloud key", B + r"(LTAI[A-Za-z0-9]{12,20})" + E, ("ltai",), "token"),
     Shape("an Adafruit IO key", B + r"(aio_[A-Za-z0-9]{28})" + E, ("aio_",)),
-    Shape("a Mapbox secret token", B + r"(sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,})", ("sk.eyj",)),
+    Shape(
+        "a Mapbox secret token", B + r"(sk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,})", ("sk.eyj",)
+    ),
     Shape(
         "a Firebase Cloud Messaging key",
         B + r"(AAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{140})",
@@ -312,7 +328,9 @@ def varied(value: str) -> bool:
 def hexmix(value: str) -> bool:
     """A hex body that is not all digits or all letters (not a run of one character)."""
     body = value[-32:]
-    return any(c.isdigit() for c in body) and any(c.isalpha() for c in body) and entropy(body) >= 3.0
+    return (
+        any(c.isdigit() for c in body) and any(c.isalpha() for c in body) and entropy(body) >= 3.0
+    )
 
 
 def password_like(value: str) -> bool:
@@ -341,7 +359,13 @@ def _b64(value: str) -> str:
         return ""
 
 
-VALUE_TESTS = {"token": tokenish, "varied": varied, "hexmix": hexmix, "password": password_like, "header": header_value}
+VALUE_TESTS = {
+    "token": tokenish,
+    "varied": varied,
+    "hexmix": hexmix,
+    "password": password_like,
+    "header": header_value,
+}
 
 
 def name_words(name: str) -> list[str]:
@@ -361,7 +385,15 @@ def secret_name(name: str) -> str | None:
             return "secret"
         if word in ("key", "keys") and i > 0 and words[i - 1] in KEY_QUALIFIERS:
             return "secret"
-        if word.endswith(("password", "passwd")) or word in ("apikey", "secretkey", "accesskey", "privatekey", "authtoken", "accesstoken", "clientsecret"):
+        if word.endswith(("password", "passwd")) or word in (
+            "apikey",
+            "secretkey",
+            "accesskey",
+            "privatekey",
+            "authtoken",
+            "accesstoken",
+            "clientsecret",
+        ):
             return "secret" if not word.endswith(("password", "passwd")) else "password"
     return None
 
