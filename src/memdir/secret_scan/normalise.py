@@ -24,6 +24,11 @@ _LOOKALIKES = str.maketrans(
     "АВЕКМНОРСТУХаеорсуххіјѕԁӏΑΒΕΖΗΙΚΜΝΟΡΤΥΧοаνρ",
     "ABEKMHOPCTYXaeopcyxxijsdlABEZHIKMNOPTYXoavp",
 )
+_PUNCTUATION = {  # dashes and quotes NFKC leaves alone
+    **{ord(c): "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63"},
+    **{ord(c): "'" for c in "\u2018\u2019\u201a\u201b\u2032"},
+    **{ord(c): '"' for c in "\u201c\u201d\u201e\u201f\u2033"},
+}
 _DROP = {"Cf", "Mn", "Me", "Cs", "Co"}  # format, combining, surrogate, private use
 _ESCAPE = re.compile(
     r"\\u\{([0-9a-fA-F]{1,6})\}|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})|\\x([0-9a-fA-F]{2})"
@@ -38,6 +43,8 @@ _CONCAT = re.compile(r"([\"'])[ \t]*(?:\+|\.\.?|&|\|\||,)?[ \t]*\\?\r?\n?[ \t]*(
 _CONTINUATION = re.compile(r"\\\r?\n[ \t]*")
 # A line break and the indentation, quote or comment marks that start the next line.
 _BREAK = re.compile(r"[ \t]*\r?\n[ \t]*(?:(?:#|//|--|;|>|\*)[ \t]*)?")
+# Eight or more single characters with a space between each: a key spelled out.
+_SPACED = re.compile(r"(?<!\S)(?:[A-Za-z0-9_+/=-] ){7,}[A-Za-z0-9_+/=-](?!\S)")
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{" + str(MIN_RUN) + r",}={0,2}")
 _HEX_RUN = re.compile(
     r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){" + str(MIN_RUN // 2) + r",}(?![0-9a-fA-F])"
@@ -60,7 +67,7 @@ def fold(text: str) -> str:
         before = text
         text = unicodedata.normalize("NFKC", text)
         text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROP)
-        text = text.translate(_LOOKALIKES)
+        text = text.translate(_LOOKALIKES).translate(_PUNCTUATION)
         if text == before:
             break
     return text
@@ -87,6 +94,8 @@ def joined(text: str) -> str:
         text = _CONCAT.sub("", text)
     if "\n" in text:
         text = _BREAK.sub("", text)
+    if " " in text:
+        text = _SPACED.sub(lambda m: m.group(0).replace(" ", ""), text)
     return text
 
 

@@ -24,7 +24,9 @@ U = r"(?![A-Za-z0-9_-])"
 SHAPES: tuple[Shape, ...] = (
     Shape(
         "a private key",
-        r"-{3,}\s*BEGIN[A-Z0-9 \t]{0,40}PRIVATE\s*KEY(?:\s*BLOCK)?\s*-{3,}",
+        # the header and a body: a header alone (a constant in a parser) holds no key
+        r"-{3,}\s*BEGIN[A-Z0-9 \t]{0,40}PRIVATE\s*KEY(?:\s*BLOCK)?\s*-{3,}\s*"
+        r"(?:[A-Za-z-]+:[^\n]*\n\s*)*[A-Za-z0-9+/=]{16}",
         ("private",),
     ),
     Shape("a PuTTY private key", r"PuTTY-User-Key-File-\d+:", ("putty-user-key",)),
@@ -86,7 +88,7 @@ SHAPES: tuple[Shape, ...] = (
         "an OpenAI API key",
         B + r"(sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,})",
         ("sk-",),
-        "token",
+        "keyrun",
     ),
     Shape("a Google API key", B + r"(AIza[0-9A-Za-z_-]{35})", ("aiza",)),
     Shape("a Google OAuth client secret", B + r"(GOCSPX-[A-Za-z0-9_-]{20,})", ("gocspx-",)),
@@ -224,7 +226,7 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape(
         "a password in a URL",
-        r"[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s/:@\"'<>]{1,128}:([^\s/@\"'<>]{1,256})@[^\s/@]",
+        r"[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s/:@\"'<>]{0,128}:([^\s/@\"'<>]{1,256})@[^\s/@]",
         ("://",),
         "password",
     ),
@@ -233,6 +235,12 @@ SHAPES: tuple[Shape, ...] = (
         r"(?i)\bmachine\s+\S+\s+login\s+\S+\s+password\s+(\S+)",
         ("machine",),
         "password",
+    ),
+    Shape(
+        "a password in prose",
+        r"(?i)\b(?:password|passwd|passphrase|passcode)\s+(?:is|was)\s+[\"'`]?([^\s\"'`]{6,128})",
+        ("pass",),
+        "spoken",
     ),
     Shape(
         "an Authorization header",
@@ -252,7 +260,7 @@ SHAPES: tuple[Shape, ...] = (
 # The words of a name that says its value is a secret (split at _ - . and camelCase).
 SECRET_WORDS = frozenset(
     "password passwd passphrase pwd pw pass secret secrets token tokens credential "
-    "credentials creds apikey authkey auth sig signature privkey pat".split()
+    "credentials creds apikey authkey auth privkey pat".split()
 )
 KEY_QUALIFIERS = frozenset(  # "<one of these> key" names a secret key
     "api access private secret client signing encryption encrypt master account shared "
@@ -269,7 +277,7 @@ NOT_SECRET_WORDS = frozenset(  # ... unless the name also says it is about somet
 
 ASSIGNMENT = re.compile(
     r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]{0,62}[A-Za-z0-9])[\"'\]]?[ \t]*"
-    r"(?::=|=>|=|:|[ \t]+(?=[\"']))[ \t]*"
+    r"(?::=|=>|=|:)[ \t]*"
     r"(?=\"([^\"\n]{1,300})\"|'([^'\n]{1,300})'|([^\s\"'`,;&|<>]{1,300}))"
 )
 FLAG = re.compile(
@@ -286,11 +294,18 @@ PLACEHOLDER = re.compile(
     r"masked|secret|password|passwd|token|changeme|change[_-]?me|replace[_-]?me|"
     r"example\w*|sample\w*|dummy\w*|fake\w*|test|testing|placeholder\w*|default|"
     r"your[_-]?\w+|my[_-]?\w+|\w*[_-]here|todo|tbd|fixme|required|optional|string|str|"
-    r"int|bool|text|bytes|any|value|xxx+\w*|\w*x{4,}\w*|\w*\*{3,}\w*|\w*\.\.\.)$"
+    r"int|bool|text|bytes|any|value|xxx+\w*|\w*x{4,}\w*|\w*\*{3,}\w*|.*\.\.\.|.*…)$"
 )
-CODE = re.compile(
+# What a value may say of itself that makes it an example, not a credential.
+EXAMPLE = re.compile(
+    r"(?i)your|example|placeholder|dummy|changeme|change[_-]me|replace[_-]?me|redacted|"
+    r"x{4}|\*{3}|<[^>]*>|\.\.\.|…|insert|fill[_-]?in"
+)
+CODE = re.compile(  # an identifier, a reference, a call or a lookup: code, not a value
     r"(?:[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+|[A-Za-z_]\w*\(.*|[A-Za-z_]\w*\[.*|"
-    r"[A-Za-z_]+|[a-z]+(?:_[a-z]+)+|[A-Z]+(?:_[A-Z0-9]+)+)"
+    r"_*[A-Za-z]+|_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+|"
+    r"_*[a-z]+(?:[A-Z][a-z]+|[A-Z]{2,5}[0-9]?)+|"  # camelCase: challengePassword
+    r"(?:[A-Z]{1,6}[0-9]?|[A-Z][a-z]{2,})+)"  # PascalCase: PKCS7PrivateKeyTypes
 )
 PATH = re.compile(r"(?:~?/|\.\.?/|[A-Za-z]:\\|\\\\)[^\s]*")
 
@@ -306,13 +321,13 @@ def entropy(value: str) -> float:
 
 
 def placeholder(value: str) -> bool:
-    return bool(PLACEHOLDER.match(value))
+    return bool(PLACEHOLDER.match(value)) or EXAMPLE.search(value) is not None
 
 
 def tokenish(value: str) -> bool:
     """A random-looking credential: long enough, letters and digits, varied characters."""
     core = value.strip("=")
-    if len(core) < 16 or placeholder(core):
+    if len(core) < 16 or PLACEHOLDER.match(core):  # "EXAMPLE" inside: still the format
         return False
     if not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):
         return False
@@ -322,7 +337,23 @@ def tokenish(value: str) -> bool:
 def varied(value: str) -> bool:
     """Random-looking without needing digits (a Hugging Face token is letters only)."""
     core = value.strip("=")
-    return len(core) >= 16 and not placeholder(core) and len(set(core)) >= 6
+    return len(core) >= 16 and not PLACEHOLDER.match(core) and len(set(core)) >= 6
+
+
+def keyrun(value: str) -> bool:
+    """An API key's body: random, with a long unbroken run (not a slug of words)."""
+    body = value.split("-", 1)[1] if "-" in value else value
+    longest = max(len(run) for run in re.split(r"[-_]", body))
+    return tokenish(body) and longest >= 16
+
+
+def spoken(value: str) -> bool:
+    """A password given in prose ("the password is ..."): not a word, it has a digit or
+    a symbol next to letters."""
+    value = value.rstrip(".,;:!?)")
+    if placeholder(value) or value.isalpha() or CODE.fullmatch(value):
+        return False
+    return len(value) >= 6 and any(c.isalpha() for c in value)
 
 
 def hexmix(value: str) -> bool:
@@ -337,13 +368,17 @@ def password_like(value: str) -> bool:
     """A password: not a placeholder, a reference or a path, and not a plain word."""
     if len(value) < 6 or placeholder(value) or PATH.fullmatch(value):
         return False
-    if value.startswith(("$", "%", "{", "<", "@", "#")) or "(" in value or "[" in value:
+    if value.startswith(("$", "%", "{", "<", "@", "#")) or any(c in value for c in "()[]{}"):
         return False  # a variable, a template, a call, a lookup
+    if "%" in value and any(c.isspace() for c in _percent_decoded(value)):
+        return False  # words in a URL's example: a%20secret
     if value.isalpha() and value.lower() == value and len(value) < 12:
         return False  # a word: "password: required", "pwd: changed"
-    if CODE.fullmatch(value) and not any(c.isdigit() for c in value):
-        return "." not in value and "_" not in value and len(value) >= 12
-    return True
+    return not (CODE.fullmatch(value) and not any(c.isdigit() for c in value))
+
+
+def _percent_decoded(value: str) -> str:
+    return re.sub(r"%([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), value)
 
 
 def header_value(value: str) -> bool:
@@ -360,6 +395,8 @@ def _b64(value: str) -> str:
 
 
 VALUE_TESTS = {
+    "keyrun": keyrun,
+    "spoken": spoken,
     "token": tokenish,
     "varied": varied,
     "hexmix": hexmix,
@@ -400,13 +437,16 @@ def secret_name(name: str) -> str | None:
 
 def credential_value(what: str, value: str) -> bool:
     """Whether the value of a `what` ('password' or 'secret') name is a credential."""
-    value = value.strip().rstrip(".)]}")
+    value = value.strip()
+    if value.endswith(("...", "…")) or value.startswith(("pk_live_", "pk_test_")):
+        return False  # elided (an example), or a Stripe publishable key (public)
+    value = value.rstrip(".)]},:")
     if not value or " " in value or "\t" in value or PATH.fullmatch(value):
         return False
     if what == "password":
         return password_like(value)
     if placeholder(value) or any(ch in value for ch in "()[]{}$<>`"):
         return False
-    if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", value):
-        return False  # settings.API_KEY, config.token
+    if CODE.fullmatch(value):
+        return False  # settings.API_KEY, config.token, forward_hf_token
     return len(value) >= 16 and entropy(value) >= 3.3 and not value.isalpha()
