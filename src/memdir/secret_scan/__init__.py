@@ -113,17 +113,20 @@ def _find(text: str, depth: int) -> tuple[str, str] | None:
 
 def _match(text: str, generic: bool) -> tuple[str, str] | None:
     lowered = text.lower()
-    for shape, pattern in _compiled():
-        if not any(needle in lowered for needle in shape.needles):
-            continue
+    present: set[int] = set()  # the shapes whose needles occur (a substring test each)
+    for needle, numbers in _index():
+        if needle in lowered:
+            present.update(numbers)
+    for number in sorted(present):
+        shape, pattern = _compiled()[number]
         for match in pattern.finditer(text):
             value = match.group(1) if pattern.groups else match.group(0)
             if shape.check and not VALUE_TESTS[shape.check](value):
                 continue
             return shape.kind, value
-    if not generic or not any(needle in lowered for needle in ASSIGNMENT_NEEDLES):
+    if not generic or GENERIC not in present:
         return None
-    if "=" in text or ":" in text or '"' in text or "'" in text:
+    if "=" in text or ":" in text:
         for match in ASSIGNMENT.finditer(text):
             name = match.group(1)
             value = match.group(2) or match.group(3) or match.group(4) or ""
@@ -138,9 +141,25 @@ def _match(text: str, generic: bool) -> tuple[str, str] | None:
     return None
 
 
+GENERIC = -1  # the number standing for the generic rules in _index
+
+
 @lru_cache(maxsize=1)
 def _compiled() -> tuple[tuple[Shape, re.Pattern[str]], ...]:
     return tuple((shape, re.compile(shape.pattern)) for shape in SHAPES)
+
+
+@lru_cache(maxsize=1)
+def _index() -> tuple[tuple[str, frozenset[int]], ...]:
+    """Each distinct needle with the shapes that need it: ~100 substring tests decide
+    which of the ~70 patterns run on a text (most texts: none)."""
+    owners: dict[str, set[int]] = {}
+    for number, shape in enumerate(SHAPES):
+        for needle in shape.needles:
+            owners.setdefault(needle, set()).add(number)
+    for needle in ASSIGNMENT_NEEDLES:
+        owners.setdefault(needle, set()).add(GENERIC)
+    return tuple((needle, frozenset(numbers)) for needle, numbers in owners.items())
 
 
 def _locate(text: str, value: str) -> int:

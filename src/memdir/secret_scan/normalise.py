@@ -29,6 +29,12 @@ _PUNCTUATION = {  # dashes and quotes NFKC leaves alone
     **{ord(c): "'" for c in "\u2018\u2019\u201a\u201b\u2032"},
     **{ord(c): '"' for c in "\u201c\u201d\u201e\u201f\u2033"},
 }
+_FOLD: dict[int, str] = {
+    **{code: chr(target) for code, target in _LOOKALIKES.items()},
+    **_PUNCTUATION,
+}
+_FOLDABLE = re.compile("[" + "".join(re.escape(chr(c)) for c in _FOLD) + "]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _DROP = {"Cf", "Mn", "Me", "Cs", "Co"}  # format, combining, surrogate, private use
 _ESCAPE = re.compile(
     r"\\u\{([0-9a-fA-F]{1,6})\}|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})|\\x([0-9a-fA-F]{2})"
@@ -66,8 +72,9 @@ def fold(text: str) -> str:
     for _ in range(3):  # NFKC can yield a character it would drop or map: until stable
         before = text
         text = unicodedata.normalize("NFKC", text)
-        text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in _DROP)
-        text = text.translate(_LOOKALIKES).translate(_PUNCTUATION)
+        text = _NON_ASCII.sub(_kept, text)  # only the non-ASCII characters are looked at
+        if _FOLDABLE.search(text):
+            text = text.translate(_FOLD)
         if text == before:
             break
     return text
@@ -146,6 +153,11 @@ def _printable(data: bytes) -> str | None:
         return None
     good = sum(1 for ch in plain if ch.isprintable() or ch in "\n\r\t")
     return plain if good >= 0.95 * len(plain) else None
+
+
+def _kept(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    return "" if unicodedata.category(ch) in _DROP else ch
 
 
 def _escaped(match: re.Match[str]) -> str:
