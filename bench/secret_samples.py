@@ -149,6 +149,15 @@ def formats(rng: random.Random) -> dict[str, Callable[[], str]]:
         "Grafana service token": lambda: f"grafana {'gl' + 'sa_' + t(32)}_{t(8, HEX)}",
         "Postman API key": lambda: f"postman {'PM' + 'AK-' + t(24, HEX)}-{t(34, HEX)}",
         "Groq API key": lambda: f"GROQ_API_KEY={'gs' + 'k_' + t(52)}",
+        "Atlassian API token": lambda: f"jira {'ATA' + 'TT3' + t(180, URLSAFE)}",
+        "Azure SQL connection string": lambda: (
+            "Server=tcp:db.database.windows.net;Database=app;"
+            f"User ID=admin;{p.title()}={t(14)}!;Encrypt=true"
+        ),
+        "curl basic auth": lambda: f"curl -u deploy:{t(14)} https://ci.example.com/api",
+        "password in prose": lambda: f"The wifi {p} is {t(10)}#{t(3, DIG)} for guests",
+        "token in prose": lambda: f"the API token is {t(40)} for now",
+        "Kubernetes secret data": lambda: f"data:\n  {p}: {b64(18)}\n",
     }
 
 
@@ -176,6 +185,12 @@ def evasions() -> dict[str, Callable[[str], str]]:
         "full-width forms": fullwidth,
         "Cyrillic look-alikes": lambda s: (
             s.replace("A", "\u0410").replace("o", "\u043e").replace("p", "\u0440")
+        ),
+        "spaced out": lambda s: " ".join(s),
+        "Unicode dashes": lambda s: s.replace("-", "\u2013").replace("_", "\uff3f"),
+        "double URL-encoding": lambda s: "q=" + "".join(f"%25{b:02X}" for b in s.encode()),
+        "mathematical letters": lambda s: "".join(
+            chr(0x1D400 + ord(c) - 65) if "A" <= c <= "Z" else c for c in s
         ),
     }
 

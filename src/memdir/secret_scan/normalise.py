@@ -61,7 +61,12 @@ def normalise(text: str) -> str:
     """One canonical form for matching: compatibility forms folded (NFKC), invisible and
     combining characters dropped, look-alike letters mapped to Latin, and escapes (JSON,
     HTML, URL) decoded. Idempotent on its own output for the forms it folds."""
-    return fold(unescape(text))
+    for _ in range(3):  # an escape of an escape (%2541, \\u0041): until stable
+        plain = unescape(text)
+        if plain == text:
+            break
+        text = plain
+    return fold(text)
 
 
 def fold(text: str) -> str:

@@ -243,6 +243,24 @@ SHAPES: tuple[Shape, ...] = (
         "spoken",
     ),
     Shape(
+        "a token in prose",
+        r"(?i)\b(?:secret|token|api[ _-]?key|access[ _-]?key|secret[ _-]?key)\s+(?:is|was)\s+"
+        r"[\"'`]?([A-Za-z0-9_+/=.~-]{16,256})",
+        ("secret", "token", "key"),
+        "token",
+    ),
+    Shape(
+        "an Atlassian API token",
+        B + r"(ATATT3[A-Za-z0-9_=-]{60,}|ATBB[A-Za-z0-9_=.-]{28,})",
+        ("atatt3", "atbb"),
+    ),
+    Shape(
+        "a password on a command line",
+        r"(?<!\S)(?:-u|--user)[ \t=]+[^\s:'\"]{1,64}:([^\s'\"@]{6,128})(?=\s|$|['\"])",
+        ("-u", "--user"),
+        "password",
+    ),
+    Shape(
         "an Authorization header",
         r"(?i)\b(?:authorization|proxy-authorization)[\"']?\s*[:=]\s*[\"']?"
         r"(?:bearer|basic|token|bot|digest|apikey|sso-key)\s+([A-Za-z0-9._~+/:=-]{8,})",
