@@ -23,8 +23,13 @@ from memdir.secret_scan import find
 NAME = "secrets_fp"
 
 
-def corpus(locomo: str | None, max_code_lines: int) -> dict[str, list[str]]:
-    texts: dict[str, list[str]] = {"prose (LoCoMo turns)": [], "code (stdlib lines)": []}
+def corpus(locomo: str | None, max_code_lines: int, max_package_lines: int) -> dict[str, list[str]]:
+    packages = "code and docs (installed packages' lines)"
+    texts: dict[str, list[str]] = {
+        "prose (LoCoMo turns)": [],
+        "code (stdlib lines)": [],
+        packages: [],
+    }
     if locomo and os.path.exists(locomo):
         with open(locomo, encoding="utf-8") as handle:
             for conversation in json.load(handle):
@@ -39,6 +44,17 @@ def corpus(locomo: str | None, max_code_lines: int) -> dict[str, list[str]]:
             if name.endswith(".py") and len(texts["code (stdlib lines)"]) < max_code_lines:
                 with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
                     texts["code (stdlib lines)"] += [line for line in f if line.strip()]
+    # other people's code, docs, configs and lockfile-like JSON: site-packages, memdir aside
+    site = sysconfig.get_paths()["purelib"]
+    kinds = (".py", ".md", ".txt", ".json", ".toml", ".cfg", ".rst")
+    for folder, _, names in sorted(os.walk(site)):
+        if "memdir" in folder:
+            continue
+        for name in sorted(names):
+            if name.endswith(kinds) and len(texts[packages]) < max_package_lines:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                    texts[packages] += [line for line in f if line.strip()]
+    texts[packages] = texts[packages][:max_package_lines]
     return texts
 
 
@@ -67,6 +83,7 @@ def main() -> int:
         default=os.path.join(common.BENCH_DIR, "..", "..", "shared", "bench", "locomo-dev.json"),
     )
     parser.add_argument("--code-lines", type=int, default=30000)
+    parser.add_argument("--package-lines", type=int, default=100000)
     parser.add_argument("--samples", type=int, default=5, help="samples of each format")
     parser.add_argument("--out-dir", default=common.RESULTS_DIR)
     parser.add_argument("--seed", type=int, default=7)
@@ -89,7 +106,7 @@ def main() -> int:
         evasions.append({"evasion": kind, "samples": len(hidden), "caught": caught})
 
     rows: list[dict[str, Any]] = []
-    texts = corpus(args.locomo, args.code_lines)
+    texts = corpus(args.locomo, args.code_lines, args.package_lines)
     texts["clean texts with tricky words"] = list(secret_samples.CLEAN)
     for name, items in texts.items():
         start = time.perf_counter()
