@@ -28,7 +28,6 @@ from .patterns import (
     FLAG,
     SHAPES,
     VALUE_TESTS,
-    Shape,
     credential_value,
     secret_name,
 )
@@ -118,7 +117,7 @@ def _match(text: str, generic: bool) -> tuple[str, str] | None:
         if needle in lowered:
             present.update(numbers)
     for number in sorted(present):
-        shape, pattern = _compiled()[number]
+        shape, pattern = SHAPES[number], _pattern(number)
         for match in pattern.finditer(text):
             value = match.group(1) if pattern.groups else match.group(0)
             if shape.check and not VALUE_TESTS[shape.check](value):
@@ -144,9 +143,16 @@ def _match(text: str, generic: bool) -> tuple[str, str] | None:
 GENERIC = -1  # the number standing for the generic rules in _index
 
 
-@lru_cache(maxsize=1)
-def _compiled() -> tuple[tuple[Shape, re.Pattern[str]], ...]:
-    return tuple((shape, re.compile(shape.pattern)) for shape in SHAPES)
+_PATTERNS: dict[int, re.Pattern[str]] = {}
+
+
+def _pattern(number: int) -> re.Pattern[str]:
+    """The shape's regex, compiled when a text first holds its needle (not all ~70 on
+    every CLI write)."""
+    found = _PATTERNS.get(number)
+    if found is None:
+        found = _PATTERNS[number] = re.compile(SHAPES[number].pattern)
+    return found
 
 
 @lru_cache(maxsize=1)

@@ -7,7 +7,37 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from typing import NamedTuple
+
+
+class Lazy:
+    """A regex compiled on its first use: the CLI imports the scanner on every write, and
+    most texts need few of its patterns."""
+
+    __slots__ = ("_compiled", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.source)
+        return self._compiled
+
+    def match(self, text: str) -> re.Match[str] | None:
+        return self.regex.match(text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.regex.search(text)
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        return self.regex.fullmatch(text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.regex.finditer(text)
 
 
 class Shape(NamedTuple):
@@ -293,19 +323,19 @@ NOT_SECRET_WORDS = frozenset(  # ... unless the name also says it is about somet
     "required length budget usage used input output".split()
 )
 
-ASSIGNMENT = re.compile(
+ASSIGNMENT = Lazy(
     r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]{0,62}[A-Za-z0-9])[\"'\]]?[ \t]*"
     r"(?::=|=>|=|:)[ \t]*"
     r"(?=\"([^\"\n]{1,300})\"|'([^'\n]{1,300})'|([^\s\"'`,;&|<>]{1,300}))"
 )
-FLAG = re.compile(
+FLAG = Lazy(
     r"(?i)(?<![\w-])--?((?:db-|api-|auth-|access-|client-)?"
     r"(?:password|passwd|token|secret|api-key|apikey|client-secret|access-key|auth-token))"
     r"(?:=|[ \t]+)[\"']?([^\s\"'`,;&|<>]{4,300})"
 )
 ASSIGNMENT_NEEDLES = ("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "sig", "pat")
 
-PLACEHOLDER = re.compile(
+PLACEHOLDER = Lazy(
     r"(?i)^(?:<[^>]*>|\[[^\]]*\]|\$\{?[\w.:-]+\}?|\$\(.*\)|%\(?\w+\)?s?|%\w+%|\{\{?[^}]*\}\}?"
     r"|[*•·●]+|[x]+|[.]+|[-]+|[_]+|[#]+|[?]+|0+|1234\d*|"
     r"null|none|nil|nan|undefined|true|false|yes|no|on|off|empty|redacted|removed|hidden|"
@@ -315,17 +345,17 @@ PLACEHOLDER = re.compile(
     r"int|bool|text|bytes|any|value|xxx+\w*|\w*x{4,}\w*|\w*\*{3,}\w*|.*\.\.\.|.*…)$"
 )
 # What a value may say of itself that makes it an example, not a credential.
-EXAMPLE = re.compile(
+EXAMPLE = Lazy(
     r"(?i)your|example|placeholder|dummy|changeme|change[_-]me|replace[_-]?me|redacted|"
     r"x{4}|\*{3}|<[^>]*>|\.\.\.|…|insert|fill[_-]?in"
 )
-CODE = re.compile(  # an identifier, a reference, a call or a lookup: code, not a value
+CODE = Lazy(  # an identifier, a reference, a call or a lookup: code, not a value
     r"(?:[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+|[A-Za-z_]\w*\(.*|[A-Za-z_]\w*\[.*|"
     r"_*[A-Za-z]+|_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+|"
     r"_*[a-z]+(?:[A-Z][a-z]+|[A-Z]{2,5}[0-9]?)+|"  # camelCase: challengePassword
     r"(?:[A-Z]{1,6}[0-9]?|[A-Z][a-z]{2,})+)"  # PascalCase: PKCS7PrivateKeyTypes
 )
-PATH = re.compile(r"(?:~?/|\.\.?/|[A-Za-z]:\\|\\\\)[^\s]*")
+PATH = Lazy(r"(?:~?/|\.\.?/|[A-Za-z]:\\|\\\\)[^\s]*")
 
 
 def entropy(value: str) -> float:
