@@ -251,4 +251,9 @@ CLEAN = [
     "password_file: /run/secrets/db_password",
     "The sig= parameter of a SAS URL is its signature; keep it out of logs.",
     "Set AUTH_METHOD=oauth and SESSION_SECRET_LENGTH=64",
+    "password: !vault |",
+    "password: ${{ secrets.DB_PASSWORD }}",
+    "AWS_SECRET_ACCESS_KEY: !Ref SecretKey",
+    "The key is to keep commits small; the token is stored in the keychain.",
+    "my key: ~/.ssh/id_ed25519 and PASSWORD_MIN_LENGTH=12",
 ]

@@ -416,8 +416,8 @@ def password_like(value: str) -> bool:
     """A password: not a placeholder, a reference or a path, and not a plain word."""
     if len(value) < 6 or placeholder(value) or PATH.fullmatch(value):
         return False
-    if value.startswith(("$", "%", "{", "<", "@", "#")) or any(c in value for c in "()[]{}"):
-        return False  # a variable, a template, a call, a lookup
+    if value.startswith(("$", "%", "{", "<", "@", "#", "!")) or any(c in value for c in "()[]{}"):
+        return False  # a variable, a template, a YAML tag (!vault), a call, a lookup
     if "%" in value and any(c.isspace() for c in _percent_decoded(value)):
         return False  # words in a URL's example: a%20secret
     if value.isalpha() and value.lower() == value and len(value) < 12:
