@@ -68,7 +68,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "stress": ([], ["--procs", "3", "--seconds", "3", "--readers", "1"]),
     "faults": ([], ["--kills", "10"]),
-    "secrets_fp": ([], ["--code-lines", "2000", "--secrets", "100"]),
+    "secrets_fp": ([], ["--code-lines", "2000", "--package-lines", "2000", "--samples", "2"]),
     "doctor": ([], ["--facts", "2000", "--entries", "20", "--notes", "10", "--runs", "3"]),
     "duplicates": ([], ["--facts", "2000", "--exact", "50", "--near", "80", "--distinct", "50"]),
     "first_search": ([], ["--facts", "300", "--runs", "2"]),

@@ -193,7 +193,7 @@ def _check_fields(plan: Plan, number: int, kind: str, record: dict[str, Any]) ->
 
 
 def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> Row:
-    from . import facts, sessions
+    from . import facts, secret_scan, sessions
 
     try:
         if kind == "fact":
@@ -212,6 +212,9 @@ def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> 
             sessions.check_surface(row["surface"])
             if row["parent_id"] is not None:
                 sessions.check_id(row["parent_id"])
+        # X2: every stored field of every row (text, provenance, ids, keys and values)
+        secret_scan.check_fields([(k, v) for k, v in row.items() if k != "content"], kind)
+        secret_scan.check(row.get("content"), kind)
     except MemdirError as exc:
         raise plan.error(number, str(exc)) from None
     return row
@@ -265,7 +268,7 @@ def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None
         except (binascii.Error, ValueError):
             raise plan.error(number, f"the base64 of {rel} does not decode") from None
     try:
-        secret_scan.check(text, f"file {rel}")
+        secret_scan.check_fields([("path", rel), ("", text)], f"file {rel}")
     except ValidationError as exc:
         return str(exc)  # X2: this file is left out; the rest of the archive is restored
     return None

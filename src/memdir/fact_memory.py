@@ -28,6 +28,7 @@ class FactMemory(MemoryBase):
         content = facts.check_content(content, self.settings.max_entry_bytes)
         start = self._valid_from(valid_from)
         self.require_writable("facts")
+        self.refuse_secrets("fact", text=content, category=category, valid_from=valid_from)
         fact = self.store.add_fact(category, content, self._now(), self._provenance(), start)
         if fact.duplicate:
             return fact._replace(hint=duplicates.fact_hint(fact))
@@ -70,6 +71,8 @@ class FactMemory(MemoryBase):
             for content, category in rows
         ]
         self.require_writable("facts")
+        for category, content in checked:
+            self.refuse_secrets("fact", text=content, category=category)
         ids = self.store.add_facts(checked, self._now(), self._provenance())
         self._embed_written(ids)
         return ids
@@ -90,6 +93,7 @@ class FactMemory(MemoryBase):
         content = facts.check_content(content, self.settings.max_entry_bytes)
         start = self._valid_from(valid_from)
         self.require_writable("facts")
+        self.refuse_secrets("fact", text=content, category=category, valid_from=valid_from)
         _old, new = self.store.supersede_fact(
             fact_id, category, content, self._now(), self._provenance(), start
         )
@@ -134,6 +138,10 @@ class FactMemory(MemoryBase):
                 self.settings.max_entry_bytes,
             )
             fact["status"] = facts.check_status(fact.get("status"))
+            # X2: every stored field of the row, its provenance too (agent, session, surface)
+            self.refuse_secrets(
+                "fact", text=fact["content"], **{k: v for k, v in fact.items() if k != "content"}
+            )
             for field in ("created", "updated", "valid_from"):
                 if not fact.get(field):
                     fact[field] = fact.get("created") or now

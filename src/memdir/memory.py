@@ -55,13 +55,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from . import duplicates, hot, markers, secret_scan
+    from . import duplicates, hot, markers
     from .storage.embeddings import Embedder
 else:
     duplicates = lazy("memdir.duplicates")
     hot = lazy("memdir.hot")
     markers = lazy("memdir.markers")
-    secret_scan = lazy("memdir.secret_scan")
 
 
 HITS_EVERY = 60.0  # seconds between two writes of the facts searches found
@@ -89,14 +88,14 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
 
     def hot_set(self, text: str) -> HotWrite:
         self.require_writable("hot")
-        secret_scan.check(text, "hot memory text")
+        self.refuse_secrets("hot memory text", text=text)
         from .quoting import hot_text
 
         return self._hot_update(lambda _current: hot_text(text), replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
         self.require_writable("hot")
-        secret_scan.check(text, "hot memory text")
+        self.refuse_secrets("hot memory text", text=text)
         return self._hot_update(lambda current: hot.appended(current, text))
 
     def hot_remove(self, *, line: str | None = None, section: str | None = None) -> HotWrite:
@@ -289,6 +288,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         self.layout.procedure(name)  # validates the name before anything else
         facts.check_content(content, self.settings.max_entry_bytes, "procedure")
         self.require_writable("procedures")
+        self.refuse_secrets("procedure", text=content, name=name)
 
         def twins() -> tuple[Similar, ...]:
             body = duplicates.body_of(content)

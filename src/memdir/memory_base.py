@@ -199,6 +199,23 @@ class MemoryBase:
                 f"session {session.id} ended at {session.ended}: start a new one to write"
             )
 
+    def refuse_secrets(self, what: str, **fields: object) -> None:
+        """X2, once per write, before anything is written: every field the write stores
+        (its text under `text`, names, descriptions, task ids, workflow, step, section...)
+        and this caller's provenance (agent, session id, surface) are scanned together."""
+        from . import secret_scan  # only on writes: reads never pay for the patterns
+
+        named = {"text": "", **{k: k.replace("_", " ") for k in fields if k != "text"}}
+        secret_scan.check_fields(
+            [
+                *((named[k], v) for k, v in fields.items()),
+                ("agent (--agent)", self.agent),
+                ("session id", self.session_id),
+                ("surface", self.surface),
+            ],
+            what,
+        )
+
     def _count(self, kind: str) -> None:
         if self.session_id:
             self.store.count_write(self.session_id, kind)

@@ -26,11 +26,10 @@ from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import duplicates, entries, hot, index, markers, recall, secret_scan, tasks, vectors
+    from . import duplicates, entries, hot, index, markers, recall, tasks, vectors
 else:
     vectors = lazy("memdir.vectors")
     duplicates = lazy("memdir.duplicates")
-    secret_scan = lazy("memdir.secret_scan")
     entries = lazy("memdir.entries")
     hot = lazy("memdir.hot")
     index = lazy("memdir.index")
@@ -87,8 +86,10 @@ class WorkflowMemory(MemoryBase):
         task: str | None,
         workflow: str | None,
     ) -> tuple[Entry, bool]:
-        # the content was checked (size, X2) by the caller; the description is checked here
-        secret_scan.check(description, "entry's description")
+        # the content's size was checked by the caller; X2 here, over every stored field
+        self.refuse_secrets(
+            "entry", text=content, name=name, description=description, task=task, workflow=workflow
+        )
         provenance = {"agent": self.agent, "task": task, "workflow": workflow}
         entry, created = entries.write(
             self.layout,
@@ -168,6 +169,7 @@ class WorkflowMemory(MemoryBase):
         if parent is not None:
             self.layout.task_notes(parent)
         self.require_writable("tasks")
+        self.refuse_secrets("task", task_id=task_id, parent_task_id=parent)
         return self.store.start_task(task_id, parent, self._now())
 
     def end_task(self, task_id: str, state: str = "done") -> Task:
@@ -197,6 +199,7 @@ class WorkflowMemory(MemoryBase):
         self.layout.task_notes(task_id)
         content = facts.check_content(content, self.settings.max_entry_bytes, "note")
         self.require_writable("task notes")
+        self.refuse_secrets("note", text=content, task_id=task_id, workflow=workflow, step=step)
         added = tasks.add_note(
             self.layout, task_id, content, self._now(), workflow, step, self.agent
         )

@@ -64,6 +64,7 @@ class WorkspaceMemory(MemoryBase):
         """E1: a timestamped entry in today's log (local time), under `## HH:MM` or `section`."""
         facts.check_content(text, self.settings.max_entry_bytes, "log entry")
         self.require_writable("the daily log")
+        self.refuse_secrets("log entry", text=text, section=section)
         result = daily.append(self.layout, text, self.clock(), section)
         self._count("daily")
         self._embed_written(files=[os.path.join(self.layout.memory_dir, result.path)])
@@ -168,6 +169,7 @@ class WorkspaceMemory(MemoryBase):
 
     def heartbeat_mark(self, check: str) -> heartbeat.Check:
         self.require_writable("the heartbeat state")
+        self.refuse_secrets("heartbeat check", name=check)
         hours = dict(self.settings.heartbeat_hours)
         return heartbeat.mark(self.layout, check, hours, self.clock())
 

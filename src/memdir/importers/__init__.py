@@ -104,13 +104,15 @@ class _Applier:
         return self._file(item)
 
     def _entry(self, item: EntryItem) -> str | None:
-        from .. import entries, facts, secret_scan
+        from .. import entries, facts
 
         memory = self.memory
         path = memory.layout.entry(item.name)  # X1: validates the name
         entries.check_description(item.description)
-        secret_scan.check(item.description, "entry's description")
         facts.check_content(item.content, memory.settings.max_entry_bytes, "entry")
+        memory.refuse_secrets(
+            "entry", text=item.content, name=item.name, description=item.description
+        )
         if not self.force and os.path.exists(path):
             return EXISTS
         if self.dry_run:
@@ -128,6 +130,7 @@ class _Applier:
         memory = self.memory
         path = memory.layout.procedure(item.name)
         facts.check_content(item.content, memory.settings.max_entry_bytes, "procedure")
+        memory.refuse_secrets("procedure", text=item.content, name=item.name)
         frontmatter.parse(item.content, item.source)  # a broken block is refused on write
         if not self.force and os.path.exists(path):
             return EXISTS
@@ -143,10 +146,8 @@ class _Applier:
         """H3 never cuts silently: HOT.md over the cap is imported cut (the marker says so)
         and its whole text is kept in a global entry; if that entry cannot be written,
         HOT.md is not imported either, so nothing is lost."""
-        from .. import secret_scan
-
         memory = self.memory
-        secret_scan.check(item.text, "hot memory text")
+        memory.refuse_secrets("hot memory text", text=item.text)
         if not self.force and memory.hot().strip():
             return EXISTS
         cap = memory.settings.hot_cap_chars
@@ -183,7 +184,7 @@ class _Applier:
         return None
 
     def _file(self, item: FileItem) -> str | None:
-        from .. import daily, heartbeat, secret_scan
+        from .. import daily, heartbeat
 
         layout = self.memory.layout
         if item.kind == "daily":
@@ -193,7 +194,7 @@ class _Applier:
             path, lock, what = os.path.join(layout.state_dir, item.key), None, "identity file"
         else:
             path, lock, what = heartbeat.state_path(layout), "heartbeat", "heartbeat state"
-        secret_scan.check(item.content, what)
+        self.memory.refuse_secrets(what, text=item.content, name=item.key)
         base = layout.state_dir if item.kind == "identity" else layout.memory_dir
         if not self.force and os.path.exists(path):
             return EXISTS
@@ -222,6 +223,9 @@ class _Applier:
                 content = facts.check_content(
                     fact.row.get("content"),  # type: ignore[arg-type]
                     memory.settings.max_entry_bytes,
+                )
+                memory.refuse_secrets(
+                    "fact", text=content, **{k: v for k, v in fact.row.items() if k != "content"}
                 )
             except ITEM_ERRORS as exc:
                 self._skip_fact(fact, str(exc))

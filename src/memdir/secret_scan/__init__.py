@@ -1,0 +1,191 @@
+"""Secrets never reach memory (X2): every field a write stores (its text, and its
+provenance: agent, workflow, step, task and session ids, names, descriptions, headings)
+is scanned before anything is written, and a secret is refused with the kind of secret,
+the field and the line.
+
+Each text is matched as written, normalised (Unicode compatibility forms, invisible
+characters, look-alike letters, escapes: normalise.py), with its lines and string pieces
+joined, and inside the base64 or hex runs long enough to hide a key (bounded: the cost
+stays linear). The shapes (patterns.py) are the providers' token formats plus the generic
+credential-named assignment whose value looks like a credential.
+
+Our own patterns rather than detect-secrets: that library costs ~200 ms of import on every
+CLI write, and its entropy plugins flag ordinary prose unless wrapped in its file filters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import NamedTuple
+
+from ..errors import ValidationError
+from . import normalise as _normalise
+from .patterns import (
+    ASSIGNMENT,
+    ASSIGNMENT_NEEDLES,
+    FLAG,
+    SHAPES,
+    VALUE_TESTS,
+    credential_value,
+    secret_name,
+)
+
+PATTERNS = SHAPES  # the provider formats, for the benchmark's count
+MAX_DEPTH = 2  # base64 inside base64 is decoded; deeper is not
+ENCODED = " (encoded)"
+
+
+class SecretError(ValidationError):
+    """X2: the text holds a secret; nothing was written."""
+
+
+class Found(NamedTuple):
+    kind: str  # "a GitHub token"
+    line: int  # 1-based, in the text as given
+    excerpt: str  # masked: enough to recognise it, not enough to use it
+
+
+def check(text: str | None, what: str, field: str | None = None) -> None:
+    """Raise SecretError naming the first secret in `text` (the `field` of a `what`)."""
+    check_fields({field or "": text}, what)
+
+
+def check_fields(fields: Mapping[str, object] | Iterable[tuple[str, object]], what: str) -> None:
+    """X2, once per write: every stored field of a `what` (a fact, an entry...), by name
+    ("" for its text). Raise SecretError for the first that holds a secret."""
+    items = fields.items() if isinstance(fields, Mapping) else fields
+    for field, value in items:
+        if not isinstance(value, str) or not value:
+            continue
+        found = find(value)
+        if found is None:
+            continue
+        where = f"the {what}" if not field else f"the {what}'s {field}"
+        raise SecretError(
+            f"refused: {where} holds what looks like {found.kind} (line {found.line}: "
+            f"{found.excerpt}); memdir never stores secrets: store a reference instead (the "
+            "name of the environment variable or secret-manager entry that holds it); "
+            "nothing was written"
+        )
+
+
+def find(text: str) -> Found | None:
+    """The first secret in `text` as (kind, line, masked excerpt), or None."""
+    if not text:
+        return None
+    hit = _find(text, 0)
+    if hit is None:
+        return None
+    kind, value = hit
+    return Found(kind, _locate(text, value), _mask(value))
+
+
+def _find(text: str, depth: int) -> tuple[str, str] | None:
+    """(kind, the secret as matched) in any form of `text`, or None."""
+    normal = _normalise.normalise(text)
+    joined = _normalise.joined(normal)
+    forms = [(text, True)]
+    if normal != text:
+        forms.append((normal, True))
+    if joined != normal:
+        forms.append((joined, False))  # joined lines: formats only (no prose rules)
+    for form, generic in forms:
+        hit = _match(form, generic)
+        if hit is not None:
+            return hit
+    if depth >= MAX_DEPTH:
+        return None
+    seen: set[str] = set()
+    for form in dict.fromkeys((normal, joined)):
+        for plain in _normalise.decoded_runs(form):
+            if plain in seen:
+                continue
+            seen.add(plain)
+            hit = _find(plain, depth + 1)
+            if hit is not None:
+                kind = hit[0] if hit[0].endswith(ENCODED) else hit[0] + ENCODED
+                return kind, hit[1]
+    return None
+
+
+def _match(text: str, generic: bool) -> tuple[str, str] | None:
+    lowered = text.lower()
+    present: set[int] = set()  # the shapes whose needles occur (a substring test each)
+    for needle, numbers in _index():
+        if needle in lowered:
+            present.update(numbers)
+    for number in sorted(present):
+        shape, pattern = SHAPES[number], _pattern(number)
+        for match in pattern.finditer(text):
+            value = match.group(1) if pattern.groups else match.group(0)
+            if shape.check and not VALUE_TESTS[shape.check](value):
+                continue
+            return shape.kind, value
+    if not generic or GENERIC not in present:
+        return None
+    if "=" in text or ":" in text:
+        for match in ASSIGNMENT.finditer(text):
+            name = match.group(1)
+            value = match.group(2) or match.group(3) or match.group(4) or ""
+            what = secret_name(name)
+            if what is not None and credential_value(what, value):
+                return f"a {name} value", value
+    if "-" in text:
+        for match in FLAG.finditer(text):
+            what = "password" if "pass" in match.group(1).lower() else "secret"
+            if credential_value(what, match.group(2)):
+                return f"a --{match.group(1)} value", match.group(2)
+    return None
+
+
+GENERIC = -1  # the number standing for the generic rules in _index
+
+
+_PATTERNS: dict[int, re.Pattern[str]] = {}
+
+
+def _pattern(number: int) -> re.Pattern[str]:
+    """The shape's regex, compiled when a text first holds its needle (not all ~70 on
+    every CLI write)."""
+    found = _PATTERNS.get(number)
+    if found is None:
+        found = _PATTERNS[number] = re.compile(SHAPES[number].pattern)
+    return found
+
+
+@lru_cache(maxsize=1)
+def _index() -> tuple[tuple[str, frozenset[int]], ...]:
+    """Each distinct needle with the shapes that need it: ~100 substring tests decide
+    which of the ~70 patterns run on a text (most texts: none)."""
+    owners: dict[str, set[int]] = {}
+    for number, shape in enumerate(SHAPES):
+        for needle in shape.needles:
+            owners.setdefault(needle, set()).add(number)
+    for needle in ASSIGNMENT_NEEDLES:
+        owners.setdefault(needle, set()).add(GENERIC)
+    return tuple((needle, frozenset(numbers)) for needle, numbers in owners.items())
+
+
+def _locate(text: str, value: str) -> int:
+    """The line of `text` the secret is on: where it is written as matched, else the first
+    line (or the first few lines together: a key split across them) that holds it."""
+    index = text.find(value)
+    if index >= 0:
+        return text.count("\n", 0, index) + 1
+    lines = text.split("\n")
+    if len(lines) == 1 or len(lines) > 2000:
+        return 1
+    for size in (1, 2, 4, 8):
+        for start in range(len(lines)):
+            if _find("\n".join(lines[start : start + size]), 0) is not None:
+                return start + 1
+    return 1
+
+
+def _mask(value: str) -> str:
+    """Enough to recognise it, not enough to use it."""
+    if len(value) <= 8:
+        return "*" * len(value)
+    return f"{value[:4]}…{value[-2:]}"
