@@ -316,6 +316,7 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
 
     stop = stop or stopping.install()
     if stop.asked:  # stopped during start-up: nothing to serve, nothing to record
+        stop.settle()
         return stop.code
     own = None
     stop_sweeping: Callable[[], object] = lambda: None  # noqa: E731
@@ -343,6 +344,7 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
         memory.flush_hits()
         if own is not None:
             memory.end_session(own.id)
+    stop.settle()
     if stop.asked:
         code = stop.code
     if not stopped or _blocked_threads():

@@ -54,6 +54,14 @@ class Stop:
         if self._hook is not None:
             self._hook()
 
+    def settle(self) -> None:
+        """The server is done: from here to the end, these signals are ignored. The
+        interpreter's finalisation puts a Python handler back to the default, so one
+        more SIGTERM then killed the exiting process (-15 instead of its code)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+
 
 _installed: Stop | None = None
 

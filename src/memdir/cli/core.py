@@ -418,6 +418,7 @@ def _announce_token(access: http_access.Access) -> None:
     """On stderr, never stdout (the banner may be pasted or logged); a token the user gave
     is named by where it came from, never shown."""
     from .. import http_access
+
     if access.token_source == "generated":
         where = (
             f"a new one, made for this run (set ${http_access.TOKEN_ENV} or --token-file "
