@@ -262,7 +262,10 @@ class Guard:
         self.reported: set[tuple[str, str]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] == "websocket":  # no route speaks it: refused before the app
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan: start-up and shutdown of the app
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)

@@ -233,14 +233,18 @@ class _StdinLines(anyio.AsyncFile[str]):
 
 
 @contextlib.contextmanager
-def _claimed_stdin() -> Iterator[anyio.AsyncFile[str]]:
+def _claimed_stdin() -> Iterator[anyio.AsyncFile[str] | None]:
     """The wire, read from a private copy of fd 0, while fd 0 itself reads the null device
     (as the SDK's own claim does: a handler or child process reading stdin must not eat
     the client's messages). fd 0 is put back at the end."""
     import io
     import os
 
-    wire = os.dup(0)
+    try:
+        wire = os.dup(0)
+    except OSError:  # no fd 0 to read: the SDK's own fallback serves what there is
+        yield None
+        return
     os.set_inheritable(wire, False)
     saved = os.dup(0)
     null = os.open(os.devnull, os.O_RDONLY)
