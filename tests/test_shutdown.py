@@ -7,6 +7,7 @@ interpreter finalised. Real server processes, the mcp SDK's client."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -180,3 +181,170 @@ def test_a_stdio_server_stopped_while_warming_exits_cleanly(
                 proc.communicate()
         [(ended, _)] = sessions_of(state)
         assert ended is not None
+
+
+# -- every instant of a stop (issue 12.9) ------------------------------------------------
+
+
+def start_stdio(state: Path) -> subprocess.Popen[bytes]:
+    """A stdio server that has answered initialize; its stdin stays open, as a client's
+    does while it waits for the server to go."""
+    proc = subprocess.Popen(
+        cli_command("serve"),
+        env=cli_env(str(state)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    proc.stdin.flush()
+    answer = json.loads(proc.stdout.readline())
+    assert answer["id"] == 1 and "result" in answer, answer
+    return proc
+
+
+def start_http(state: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        cli_command("serve", "--http", f"127.0.0.1:{port}"),
+        env=cli_env(str(state)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    wait_for_port(port, proc)
+    return proc, port
+
+
+def exited_cleanly(proc: subprocess.Popen[bytes], stop: signal.Signals, state: Path) -> None:
+    """Gone within the test's time, with 128 + the first signal, neither an abort nor a
+    traceback on stderr, and every session it started recorded as ended (U3)."""
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the server did not exit after the signal")
+    text = proc.communicate()[1].decode()  # and closes the pipes
+    assert (proc.returncode, ABORT in text, "Traceback" in text) == (128 + stop, False, False), text
+    assert all(ended is not None for ended, _ in sessions_of(state))
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stdio_server_stopped_while_its_client_holds_stdin_exits(
+    tmp_path: Path, stop: signal.Signals
+) -> None:  # U3 A2
+    """A service manager's SIGTERM, or Ctrl+C in a terminal, with stdin still open: the
+    SDK's reader thread waits for a line that never comes, and the process used to hang
+    there for good."""
+    proc = start_stdio(tmp_path)
+    try:
+        proc.send_signal(stop)
+        exited_cleanly(proc, stop, tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    [(ended, _)] = sessions_of(tmp_path)
+    assert ended is not None
+
+
+def signal_storm(proc: subprocess.Popen[bytes], stop: signal.Signals) -> None:
+    """The signal again and again (an impatient Ctrl+C, a supervisor that repeats its
+    SIGTERM) until the process is gone: every instant of its shutdown gets one."""
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(stop)
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_server_signalled_again_and_again_stops_once_cleanly(
+    tmp_path: Path, stop: signal.Signals, transport: str
+) -> None:  # U3 A2
+    """Later signals neither cut the cleanup short (a forced uvicorn exit skipped the
+    lifespan's shutdown: a traceback) nor kill the exiting process (-15, -2)."""
+    proc = start_stdio(tmp_path) if transport == "stdio" else start_http(tmp_path)[0]
+    try:
+        signal_storm(proc, stop)
+        exited_cleanly(proc, stop, tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    [(ended, _)] = sessions_of(tmp_path)
+    assert ended is not None
+
+
+def handles(pid: int, sig: signal.Signals) -> bool:
+    """Linux: the process has a handler installed for `sig` (SigCgt in its status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_server_stopped_before_it_listens_exits_with_the_signal_code(
+    tmp_path: Path, stop: signal.Signals
+) -> None:  # U3 A2
+    """The stop policy holds from the CLI's first moment on: a signal during the SDK's
+    second of imports stops the server before it serves, with its code (not -15)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        cli_command("serve", "--http", f"127.0.0.1:{port}"),
+        env=cli_env(str(tmp_path)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not handles(proc.pid, signal.SIGTERM) and time.monotonic() < deadline:
+            assert proc.poll() is None
+            time.sleep(0.001)
+        proc.send_signal(stop)
+        exited_cleanly(proc, stop, tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_busy_http_server_stopped_exits_cleanly(
+    tmp_path: Path, stop: signal.Signals
+) -> None:  # U3 A2
+    """Stopped with everything under way at once: the background embedder working through
+    a store's unembedded facts, a client's session open with its event stream, and tool
+    calls in flight."""
+    with Memory(str(tmp_path), create=True) as memory, memory.bulk():
+        for n in range(600):
+            memory.add_fact(f"seed fact {n}: the kettle {n * 7919 % 997} boils at noon", "learning")
+    proc, port = start_http(tmp_path)
+    try:
+        async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=30) as client:
+
+            async def writes() -> None:
+                for n in range(1000):
+                    await client.call_tool(
+                        "memory_update", {"category": "learning", "content": f"kettle note {n}"}
+                    )
+
+            with contextlib.suppress(Exception):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(writes)
+                    await anyio.sleep(1.0)
+                    proc.send_signal(stop)
+                    with anyio.fail_after(60):
+                        while proc.poll() is None:
+                            await anyio.sleep(0.05)
+                    group.cancel_scope.cancel()
+    except Exception:  # the client sees its server go: what counts is how the server went
+        pass
+    exited_cleanly(proc, stop, tmp_path)

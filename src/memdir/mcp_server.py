@@ -20,11 +20,16 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from . import __version__, advice
+from . import __version__, advice, stopping
 from .errors import MemdirError
 from .markers import defang, inert
 from .memory import Memory
 from .tools import TOOLS, call_tool, tools
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .http_access import Access
+    from .stopping import Stop
 
 HOT_URI = "memdir://hot"
 RECALL_URI = "memdir://recall"
@@ -222,43 +227,133 @@ def _error(message: str) -> types.CallToolResult:
     )
 
 
-def serve_stdio(memory: Memory) -> None:
+def serve_stdio(memory: Memory, stop: Stop) -> None:
+    """Until the client closes stdin, or the first stop signal cancels the session."""
+    import asyncio
+
     from mcp.server.stdio import stdio_server
 
     server = build_server(memory)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        with anyio.CancelScope() as scope:
+            loop = asyncio.get_running_loop()
+            stop.when_asked(lambda: loop.call_soon_threadsafe(scope.cancel))
+            with _claimed_stdin() as stdin:
+                async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+                    options = server.create_initialization_options()
+                    await server.run(read_stream, write_stream, options)
 
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        stop.when_asked(None)
 
 
-def serve_http(memory: Memory, host: str, port: int) -> None:
+class _StdinLines(anyio.AsyncFile[str]):
+    """The wire's lines, each read on a worker thread that a cancel abandons: the SDK's own
+    reader cannot be cancelled while it waits, so a stop with the client's stdin still open
+    waited for the client's next line for ever (issue 12.9)."""
+
+    async def readline(self) -> str:
+        return await anyio.to_thread.run_sync(self.wrapped.readline, abandon_on_cancel=True)
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Iterator[anyio.AsyncFile[str] | None]:
+    """The wire, read from a private copy of fd 0, while fd 0 itself reads the null device
+    (as the SDK's own claim does: a handler or child process reading stdin must not eat
+    the client's messages). fd 0 is put back at the end."""
+    import io
+    import os
+
+    try:
+        wire = os.dup(0)
+    except OSError:  # no fd 0 to read: the SDK's own fallback serves what there is
+        yield None
+        return
+    os.set_inheritable(wire, False)
+    saved = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    # closefd=False: an abandoned reader may still be blocked on it; it is never reused
+    text = io.TextIOWrapper(
+        os.fdopen(wire, "rb", closefd=False), encoding="utf-8", errors="replace"
+    )
+    try:
+        yield _StdinLines(text)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
+GRACE = 5  # seconds open requests and streams get to finish once the server is stopped
+
+
+def serve_http(memory: Memory, access: Access, stop: Stop) -> None:
+    """Streamable HTTP behind the Host, Origin and token checks of http_access.py; the
+    first stop signal ends it through uvicorn's graceful shutdown, bounded by GRACE."""
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    app = build_server(memory).streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    uvicorn.Server(config).run()
+    from .http_access import Guard
+
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=access.allowed_hosts(),
+        allowed_origins=access.allowed_origins(),
+    )
+    app = build_server(memory).streamable_http_app(host=access.host, transport_security=security)
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # stopping.py owns SIGTERM and SIGINT: uvicorn's handlers would force an exit
+            # on a second Ctrl+C (skipping the lifespan's shutdown) and re-raise the signal
+            # once done.
+            yield
+
+    config = uvicorn.Config(
+        Guard(app, access),
+        host=access.host,
+        port=access.port,
+        log_level="warning",
+        timeout_graceful_shutdown=GRACE,
+    )
+    server = Server(config)
+    stop.when_asked(lambda: setattr(server, "should_exit", True))
+    try:
+        server.run()
+    finally:
+        stop.when_asked(None)
 
 
-def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
-    """Serve until the client goes away or the process is stopped.
+def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) -> int:
+    """Serve until the client goes away or the process is stopped; returns the exit code
+    (0, or 128 + the signal that stopped it).
 
     Processes started from here reach the same memory (L5). Without a session given, the
     server runs as its own top-level session of surface `mcp`, recorded when it ends (U3).
 
-    Shutdown (stdin closed, SIGTERM, SIGINT) is the same path every time (issue 11): stop
-    the background threads at their next boundary and join them, record the session, then
-    let the interpreter exit. A thread left inside onnxruntime while the interpreter
-    finalises aborts the process (exit 134); none is.
+    Shutdown (stdin closed, SIGTERM, SIGINT, at any instant: stopping.py) is one path:
+    stop the background threads at their next boundary and join them, record the session,
+    then exit. A thread left inside onnxruntime while the interpreter finalises aborts the
+    process (exit 134); none is. Nor does the exit wait for a transport's thread still
+    blocked on the client's pipe (the SDK reads stdin on a thread that only a line or EOF
+    ends: a signal with stdin held open hung the process for good).
     """
     import os
 
-    restore = _exit_on_sigterm()
+    stop = stop or stopping.install()
+    if stop.asked:  # stopped during start-up: nothing to serve, nothing to record
+        stop.settle()
+        return stop.code
     own = None
     stop_sweeping: Callable[[], object] = lambda: None  # noqa: E731
     stop_embedding: Callable[[], bool] = lambda: True  # noqa: E731
+    code = 1  # an error on the way out (uvicorn's own exits set theirs)
+    stopped = True
     try:
         if memory.session_id is None and memory.settings.enabled:
             own = memory.start_session("mcp")
@@ -266,20 +361,39 @@ def serve(memory: Memory, http: tuple[str, int] | None = None) -> None:
         os.environ.update(memory.child_env())
         stop_sweeping = _start_sweeper(memory)
         stop_embedding = _start_embedder(memory)
-        if http is None:
-            serve_stdio(memory)
-        else:
-            serve_http(memory, *http)
+        if not stop.asked:
+            if http is None:
+                serve_stdio(memory, stop)
+            else:
+                serve_http(memory, http, stop)
+        code = stop.code
+    except SystemExit as exc:  # uvicorn's exit when it cannot start (port in use: 3)
+        code = exc.code if isinstance(exc.code, int) else 1
     finally:
-        with _signals_held():
-            stopped = stop_embedding()
-            stop_sweeping()
-            memory.flush_hits()
-            if own is not None:
-                memory.end_session(own.id)
-        restore()
-        if not stopped:  # still inside the model after JOIN_TIMEOUT: never finalise
-            _exit_now()
+        stopped = stop_embedding()
+        stop_sweeping()
+        memory.flush_hits()
+        if own is not None:
+            memory.end_session(own.id)
+    stop.settle()
+    if stop.asked:
+        code = stop.code
+    if not stopped or _blocked_threads():
+        memory.close()
+        _exit_now(code)  # never finalise with a thread in the model, nor wait for a pipe
+    return code
+
+
+def _blocked_threads() -> list[str]:
+    """Threads that would keep the interpreter from exiting: the transports' workers still
+    inside a read or write of the client's pipe (ours have all been joined)."""
+    import threading
+
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and not t.daemon and t.is_alive()
+    ]
 
 
 JOIN_TIMEOUT = 30.0  # seconds a background thread has to reach its next boundary
@@ -318,62 +432,14 @@ def _start_embedder(memory: Memory) -> Callable[[], bool]:
     return stop
 
 
-def _signals_held() -> contextlib.AbstractContextManager[None]:
-    """SIGINT and SIGTERM wait while the server cleans up: a second Ctrl+C must not cut
-    the join of a thread short (that is the abort), nor leave the session unrecorded."""
-    import signal
-    import threading
-
-    @contextlib.contextmanager
-    def held() -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {
-            sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    return held()
-
-
-def _exit_now() -> None:
-    """Leave without finalising the interpreter, with the code the exit in hand means."""
+def _exit_now(code: int) -> None:
+    """Leave without finalising the interpreter: no thread is waited for."""
     import os
     import sys
 
-    error = sys.exc_info()[1]
-    code = 0
-    if isinstance(error, SystemExit):
-        code = error.code if isinstance(error.code, int) else 1
-    elif isinstance(error, KeyboardInterrupt):
-        code = 130
-    elif error is not None:
-        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-def _exit_on_sigterm() -> Callable[[], object]:
-    """SIGTERM (how service managers and MCP clients stop a server) must end the session
-    like Ctrl+C does (U3): by default it kills the process before `finally` runs. uvicorn
-    re-raises the signal it caught once it has shut down, which lands here too."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def _start_sweeper(memory: Memory) -> Callable[[], object]:

@@ -16,6 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .. import http_access
     from ..models import Fact, Hit, HotWrite, Session
 
 
@@ -128,7 +129,31 @@ def add_serve(b: Builder) -> None:
         "--http", metavar="HOST:PORT", help="serve streamable HTTP, e.g. 127.0.0.1:8765"
     )
     serve.add_argument(
-        "--allow-remote", action="store_true", help="allow --http on an address other than loopback"
+        "--allow-remote",
+        action="store_true",
+        help="serve --http to other machines: allows an address other than loopback, and "
+        "every request then needs the bearer token ($MEMDIR_TOKEN, --token-file, or one "
+        "made and printed at start)",
+    )
+    serve.add_argument(
+        "--host-name",
+        action="append",
+        metavar="NAME",
+        help="a name or address clients use to reach the server (their Host header); the "
+        "loopback names and the bind address are always accepted; repeat for more",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="a web page origin that may call the server from a browser, e.g. "
+        "http://localhost:6274 (none by default); repeat for more",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the bearer token from this file (keep it outside the repository); "
+        "$MEMDIR_TOKEN wins; a token given is required on loopback too",
     )
 
 
@@ -285,13 +310,32 @@ def _sessions(args: argparse.Namespace) -> Any:
 
 
 def _serve(args: argparse.Namespace) -> Any:
-    from .. import mcp_server
+    from .. import stopping
 
-    http = _host_port(args.http, args.allow_remote) if args.http else None
+    stop = stopping.install()  # before the SDK's second of imports: a signal then is clean
+    from .. import http_access, mcp_server
+
+    access = None
+    if args.http:
+        access = http_access.plan(
+            args.http,
+            allow_remote=args.allow_remote,
+            host_names=args.host_name,
+            origins=args.allow_origin,
+            token_file=args.token_file,
+        )
+        os.environ.pop(http_access.TOKEN_ENV, None)  # not handed to processes started here
+    elif args.allow_remote or args.host_name or args.allow_origin or args.token_file:
+        raise ValidationError(
+            "--allow-remote, --host-name, --allow-origin and --token-file go with --http "
+            "HOST:PORT; over stdio the client that starts memdir is the only one"
+        )
     memory = memory_for(args, surface="mcp")
-    if http is not None:
-        _banner(memory, *http)
-    mcp_server.serve(memory, http)
+    if access is not None:
+        _banner(memory, access)
+    code = mcp_server.serve(memory, access, stop)
+    if code:
+        raise SystemExit(code)
     return None
 
 
@@ -337,12 +381,16 @@ def _counts(session: Session) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(session.counts.items())) or "no writes"
 
 
-def _banner(memory: Memory, host: str, port: int) -> None:
-
+def _banner(memory: Memory, access: http_access.Access) -> None:
     import json
 
-    url = f"http://{host}:{port}/mcp"
-    config = {"mcpServers": {"memdir": {"type": "http", "url": url}}}
+    url = access.url
+    server: dict[str, Any] = {"type": "http", "url": url}
+    header = ""
+    if access.token is not None:
+        server["headers"] = {"Authorization": "Bearer <token>"}
+        header = ' --header "Authorization: Bearer <token>"'
+    config = {"mcpServers": {"memdir": server}}
     command = os.path.abspath(sys.argv[0]) if sys.argv[0].endswith("memdir") else "memdir"
     stdio = {
         "mcpServers": {
@@ -355,11 +403,35 @@ def _banner(memory: Memory, host: str, port: int) -> None:
     }
     print(
         f"memdir {_version()} serving MCP over streamable HTTP at {url}\n"
-        f"store: {memory.state.path} (memory files in {memory.path})\n\n"
+        f"store: {memory.state.path} (memory files in {memory.path})\n"
+        f"answers to Host: {', '.join(access.allowed_hosts())}\n\n"
         f"Connect an MCP client over HTTP (e.g. Claude Code: claude mcp add --transport http "
-        f"memdir {url}), or paste:\n{json.dumps(config, indent=2)}\n\n"
+        f"memdir {url}{header}), or paste:\n{json.dumps(config, indent=2)}\n\n"
         f"Or let the client start memdir itself over stdio:\n{json.dumps(stdio, indent=2)}\n\n"
         "Press Ctrl+C to stop.",
+        flush=True,
+    )
+    if access.token is not None:
+        _announce_token(access)
+
+
+def _announce_token(access: http_access.Access) -> None:
+    """On stderr, never stdout (the banner may be pasted or logged); a token the user gave
+    is named by where it came from, never shown."""
+    from .. import http_access
+
+    if access.token_source == "generated":
+        where = (
+            f"a new one, made for this run (set ${http_access.TOKEN_ENV} or --token-file "
+            "to keep one across restarts):\n"
+            f"  {access.token}"
+        )
+    else:
+        where = f"the one in {access.token_source}"
+    print(
+        f"memdir: every request needs the bearer token, {where}\n"
+        "memdir: clients send it as the header  Authorization: Bearer <token>",
+        file=sys.stderr,
         flush=True,
     )
 
@@ -371,19 +443,6 @@ def _version() -> str:
 
 
 # -- input helpers -----------------------------------------------------------------------
-
-
-def _host_port(value: str, allow_remote: bool) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValidationError(f"bad --http {value!r}: give HOST:PORT, e.g. 127.0.0.1:8765")
-    if host not in ("127.0.0.1", "localhost", "::1") and not allow_remote:
-        raise ValidationError(
-            f"--http {value} is not a loopback address: memory would be open to the network; "
-            "add --allow-remote if that is what you want"
-        )
-    return host, int(port)
 
 
 COMMANDS = {
