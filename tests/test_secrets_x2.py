@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from memdir import Memory, ValidationError
+from memdir import MemdirError, Memory, ValidationError
 from memdir import archive as archive_module
 from memdir.importers import run as import_run
 from memdir.secret_scan import SecretError, find, normalise
@@ -320,3 +320,24 @@ def test_x2_decoding_is_bounded_on_many_runs(runs: int) -> None:
     """X2: a text of many base64 runs decodes at most MAX_RUNS of them (linear cost)."""
     text = " ".join("QUtJQUlPU0ZPRE5ON0VYQU1QTEVBQkNE" for _ in range(runs))
     assert len(list(normalise.decoded_runs(text))) <= normalise.MAX_RUNS
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, t: m.write_entry(f"Bad {t}\n", "d", "body"),
+        lambda m, t: m.start_task(f"{t}\n"),
+        lambda m, t: m.add_note(f"{t}\n", "a note"),
+        lambda m, t: m.bind_session(f"{t}\n"),
+        lambda m, t: m.daily(t),
+        lambda m, t: m.heartbeat_mark(f"Check {t}"),
+        lambda m, t: m.procedure(f"Bad {t}"),
+    ],
+)
+def test_x2_an_error_quoting_a_refused_value_masks_the_secret(memory: Memory, call: Any) -> None:
+    """X2: a value refused for its shape before any scan (a bad name, id or date) is quoted
+    by the error with the secret in it masked: no message repeats one."""
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"
+    with pytest.raises(MemdirError) as raised:
+        call(memory, token)
+    assert token not in str(raised.value) and "ghp_…H8" in str(raised.value)

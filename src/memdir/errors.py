@@ -22,7 +22,9 @@ class MemdirError(Exception):
     exit_code = 1
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split("\n")))
+        from .secret_scan import redact  # X2: an error quoting what it refused masks a secret
+
+        super().__init__(redact(" ".join(message.split("\n"))))
 
     @property
     def message(self) -> str:

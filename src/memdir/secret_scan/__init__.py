@@ -82,6 +82,21 @@ def find(text: str) -> Found | None:
     return Found(kind, _locate(text, value), _mask(value))
 
 
+def redact(text: str) -> str:
+    """`text` with each secret in it masked (an error message that quotes what it refused,
+    X2): a secret found only once decoded or normalised cannot be cut out, so then the
+    whole text is withheld, saying what it held."""
+    for _ in range(8):
+        hit = _find(text, 0)
+        if hit is None:
+            return text
+        kind, value = hit
+        if not value or value not in text:
+            return f"(withheld: the message quoted what looks like {kind})"
+        text = text.replace(value, _mask(value))
+    return "(withheld: the message quoted what look like secrets)"
+
+
 def _find(text: str, depth: int) -> tuple[str, str] | None:
     """(kind, the secret as matched) in any form of `text`, or None."""
     normal = _normalise.normalise(text)
