@@ -23,7 +23,7 @@ def test_small_stress_run_loses_nothing(tmp_path: Path) -> None:  # L3, H4, F1, 
             "--procs",
             "3",
             "--seconds",
-            "3",
+            "5",  # each writer's first write loads the model: ~1 s of the run
             "--readers",
             "1",
             "--out-dir",
