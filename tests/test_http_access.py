@@ -24,33 +24,17 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from memdir.testing import cli_command, cli_env
+from memdir.testing import MCP_INITIALIZE, cli_command, cli_env, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
 TOKEN = "test-token-0123456789abcdefXYZ"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"},
-    },
-}
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def free_port(address: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -73,7 +57,7 @@ class Served:
         sent = dict(MCP_HEADERS, **headers)
         if host is not None:
             sent["host"] = host
-        return httpx2.post(self.url, content=json.dumps(INITIALIZE), headers=sent, timeout=20)
+        return httpx2.post(self.url, content=json.dumps(MCP_INITIALIZE), headers=sent, timeout=20)
 
 
 @pytest.fixture

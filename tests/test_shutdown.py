@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -23,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from memdir import Memory
 from memdir.storage import embeddings
-from memdir.testing import cli_command, cli_env
+from memdir.testing import MCP_INITIALIZE, cli_command, cli_env, free_port
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -87,12 +88,6 @@ async def test_fifty_short_stdio_sessions_all_exit_0(tmp_path: Path) -> None:  #
         assert ended is not None and surface == "mcp"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -112,31 +107,37 @@ def test_an_http_server_stopped_right_after_start_exits_cleanly(
     """Stopped as soon as it listens, while the model is still loading: the documented
     clean exit (128 + the signal), no abort, the session recorded. Three runs: each stop
     lands at another instant of the warm-up."""
+    for state in stopped_three_times(tmp_path, lambda state: start_http(state)[0], stop):
+        [(ended, surface)] = sessions_of(state)
+        assert ended is not None and surface == "mcp"
+
+
+def stopped_three_times(
+    tmp_path: Path,
+    start: Callable[[Path], subprocess.Popen[bytes]],
+    stop: signal.Signals,
+    close_stdin: bool = False,
+) -> list[Path]:
+    """Three servers, each in a state dir of its own, started and at once sent `stop` (then
+    their stdin closed, `close_stdin`: the client leaves too); each exits cleanly
+    (exited_cleanly). The state dirs, for what they recorded."""
+    states = []
     for run in range(3):
-        state = tmp_path / f"h{run}"
+        state = tmp_path / f"run{run}"
         state.mkdir()
-        proc, _port = start_http(state)
+        proc = start(state)
         try:
             proc.send_signal(stop)
+            if close_stdin and proc.stdin is not None:
+                proc.stdin.close()
+                proc.stdin = None  # closed: communicate() leaves it alone
             exited_cleanly(proc, stop, state)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        [(ended, surface)] = sessions_of(state)
-        assert ended is not None and surface == "mcp"
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"},
-    },
-}
+        states.append(state)
+    return states
 
 
 # -- every instant of a stop (issue 12.9) ------------------------------------------------
@@ -153,7 +154,7 @@ def start_stdio(state: Path) -> subprocess.Popen[bytes]:
         stderr=subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    proc.stdin.write((json.dumps(MCP_INITIALIZE) + "\n").encode())
     proc.stdin.flush()
     answer = json.loads(proc.stdout.readline())
     assert answer["id"] == 1 and "result" in answer, answer
@@ -193,18 +194,26 @@ def test_a_stdio_server_stopped_while_its_client_holds_stdin_exits(
 ) -> None:  # U3 A2
     """A service manager's SIGTERM, or Ctrl+C in a terminal, with stdin still open: the
     SDK's reader thread waits for a line that never comes, and the process used to hang
-    there for good. Three runs: the model is still warming, each stop at another instant."""
-    for run in range(3):
-        state = tmp_path / f"i{run}"
-        state.mkdir()
-        proc = start_stdio(state)
-        try:
-            proc.send_signal(stop)
-            exited_cleanly(proc, stop, state)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+    there for good."""
+    proc = start_stdio(tmp_path)
+    try:
+        proc.send_signal(stop)
+        exited_cleanly(proc, stop, tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    [(ended, _)] = sessions_of(tmp_path)
+    assert ended is not None
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stdio_server_stopped_while_warming_exits_cleanly(
+    tmp_path: Path, stop: signal.Signals
+) -> None:  # U3 A2
+    """Stopped while the model still loads, its client leaving at once (stdin closed):
+    three runs, each stop at another instant of the warm-up."""
+    for state in stopped_three_times(tmp_path, start_stdio, stop, close_stdin=True):
         [(ended, _)] = sessions_of(state)
         assert ended is not None
 

@@ -30,6 +30,28 @@ def cli_env(state_dir: str, extra: Mapping[str, str] | None = None) -> dict[str,
     return env
 
 
+def free_port(address: str = "127.0.0.1") -> int:
+    """A TCP port free on `address` now, for a server a test starts."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+# The first JSON-RPC message an MCP client sends: for tests that speak to a server raw.
+MCP_INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+
+
 def cli_command(*args: str) -> list[str]:
     """argv that runs this interpreter's memdir CLI."""
     return [sys.executable, "-m", "memdir", *args]
