@@ -562,3 +562,31 @@ async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -
         then = await call(client, "memory_search", {"query": "React", "as_of": "2024-12-31"})
         assert [h["id"] for h in then["hits"]] == [react["id"]]
         assert then["hits"][0]["valid_to"] == "2025-06-01T00:00:00Z"
+
+
+@pytest.mark.anyio
+async def test_an_unexpected_error_is_a_tool_error_and_the_server_goes_on(  # A2
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A bug of ours (here planted in the search) reaches the agent as a tool error that
+    names the tool and the error, secrets masked, not the SDK's bare "Internal server
+    error"; the traceback goes to the server's stderr; the next call is served."""
+    from memdir.mcp_server import build_server
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("index out of step, key=AKIAIOSFODNN7EXAMPLE")
+
+    with Memory(str(state_dir)) as memory:
+        memory.add_fact("Bob likes cats", "preference")
+        async with Client(build_server(memory)) as client:
+            with monkeypatch.context() as planted:
+                planted.setattr(Memory, "search", broken)
+                text = await call_error(client, "memory_search", {"query": "cats"})
+            assert "tool memory_search failed unexpectedly" in text
+            assert "RuntimeError: index out of step" in text and "AKIAIOSFODNN7EXAMPLE" not in text
+            assert "\n" not in text
+            hits = (await call(client, "memory_search", {"query": "cats"}))["hits"]
+            assert [hit["content"] for hit in hits] == ["Bob likes cats"]
+    logged = capfd.readouterr().err
+    assert "Traceback" in logged and "RuntimeError" in logged
+    assert "AKIAIOSFODNN7EXAMPLE" not in logged

@@ -59,11 +59,11 @@ async def short_session(folder: Path, call: bool) -> tuple[str, str]:
         command="sh", args=["-c", script], env=cli_env(str(folder / "state"))
     )
     async with Client(params, read_timeout_seconds=60) as client:
-        if call:
-            await client.call_tool("memory_search", {"query": "anything"})
+        answer = await client.call_tool("memory_search", {"query": "anything"}) if call else None
     with anyio.fail_after(60):
         while not code.exists() or not code.read_text().strip():
             await anyio.sleep(0.05)
+    assert answer is None or not answer.is_error, (answer, err.read_text())  # what went wrong
     return code.read_text().strip(), err.read_text()
 
 

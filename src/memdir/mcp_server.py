@@ -114,6 +114,8 @@ def build_server(memory: Memory) -> Server[Any]:
                 )
         except MemdirError as exc:
             return _error(str(exc))
+        except Exception as exc:  # a bug of ours: the agent gets one line, the log the rest
+            return _error(_unexpected(exc, f"tool {params.name}"))
         shown: dict[str, Any] = inert(result)  # type: ignore[assignment]  # R4, at the edge
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(shown, ensure_ascii=False))],
@@ -158,6 +160,9 @@ def build_server(memory: Memory) -> Server[Any]:
             text = defang(await run_as_mcp(reader))
         except MemdirError as exc:  # our one-line message (a HOT.md linked out, X1), as prompts
             raise MCPError(types.INVALID_PARAMS, defang(str(exc))) from exc
+        except Exception as exc:
+            message = _unexpected(exc, f"reading {params.uri}")
+            raise MCPError(types.INTERNAL_ERROR, defang(message)) from exc
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
@@ -194,6 +199,9 @@ def build_server(memory: Memory) -> Server[Any]:
             text = defang(await run_as_mcp(render, arguments))
         except MemdirError as exc:
             raise MCPError(types.INVALID_PARAMS, defang(str(exc))) from exc
+        except Exception as exc:
+            message = _unexpected(exc, f"prompt {params.name}")
+            raise MCPError(types.INTERNAL_ERROR, defang(message)) from exc
         return types.GetPromptResult(
             description=f"memdir {params.name}",
             messages=[
@@ -218,6 +226,23 @@ def build_server(memory: Memory) -> Server[Any]:
         on_read_resource=read_resource,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
+    )
+
+
+def _unexpected(exc: Exception, doing: str) -> str:
+    """What a caller is told of an error memdir did not expect (a bug), after its traceback
+    went to the server's stderr: the SDK would answer only "Internal server error", which
+    says neither what failed nor that nothing else is wrong with the server."""
+    import sys
+    import traceback
+
+    from .secret_scan import redact
+
+    trace = redact("".join(traceback.format_exception(exc)))
+    print(f"memdir: error: {doing} failed unexpectedly:\n{trace}", file=sys.stderr, end="")
+    return (
+        f"{doing} failed unexpectedly ({type(exc).__name__}: {redact(str(exc))}); this is a "
+        "bug in memdir, the server's log has the traceback; the server goes on serving"
     )
 
 

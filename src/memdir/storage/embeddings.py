@@ -157,7 +157,12 @@ def preload(stop: Callable[[], bool]) -> bool:
     for name in REQUIRED:
         if stop():
             return False
-        import_module(name)
+        # under the model's lock: a search that loads the model at this instant imports
+        # the same packages, and two threads importing packages whose modules import each
+        # other can meet Python's import-deadlock escape, which hands one of them a
+        # half-initialised module
+        with _loading:
+            import_module(name)
     return not stop()
 
 
