@@ -65,6 +65,14 @@ def test_every_id_cited_in_src_is_defined_in_the_spec() -> None:
     assert not missing, f"cited in src/ but not in docs/spec.md: {missing}"
 
 
+def test_every_id_cited_in_tests_is_defined_in_the_spec() -> None:
+    """Tests name the id they cover: each names one docs/spec.md defines."""
+    sections = gen.spec_sections()
+    cited = gen.citations("tests")
+    missing = {key: sorted(paths) for key, paths in cited.items() if key not in sections}
+    assert not missing, f"cited in tests/ but not in docs/spec.md: {missing}"
+
+
 def test_every_id_the_spec_defines_is_cited_or_planned() -> None:
     """No section of docs/spec.md describes something nothing carries out: each id is cited
     in src/ (or, for the benchmarks' targets, bench/), or is marked planned."""
