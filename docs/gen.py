@@ -156,10 +156,12 @@ def _listed() -> dict[str, Any]:
                 "tools": (await client.list_tools()).tools,
                 "prompts": (await client.list_prompts()).prompts,
                 "resources": (await client.list_resources()).resources,
+                "instructions": client.instructions or "",
             }
 
     with tempfile.TemporaryDirectory() as state:
-        memory = memory_class(state, create=True)
+        # env={}: the caller's MEMDIR_MEMORY_DIR or MEMDIR_SESSION_ID must not reach the page
+        memory = memory_class(state, create=True, env={}, cwd=state)
         try:
             listed = anyio.run(ask, build_server(memory))
         finally:
@@ -234,6 +236,12 @@ def render_mcp() -> str:
             f"| `{resource.uri}` | {resource.name} | {resource.mime_type} | "
             f"{_cell(resource.description or '')} |\n"
         )
+    parts.append(
+        "\n## Instructions\n\nWhat the server tells a client at initialisation, here for an "
+        "empty store; the hot memory of the store follows under `[Hot memory]`, within its cap "
+        "([spec.md](spec.md#H1)).\n\n"
+        f"```\n{listed['instructions'].rstrip()}\n```\n"
+    )
     return "".join(parts)
 
 
