@@ -38,7 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 docs: $(STAMP)
-	$(BIN)/python docs/gen_cli.py
+	$(BIN)/python docs/gen.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

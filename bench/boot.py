@@ -20,9 +20,10 @@ carry every part and the total the JSON reports.
 Every side runs from this venv's bin/ (never a pyenv shim) with MEMDIR_STATE_DIR set and
 bytecode cached (PYTHONPYCACHEPREFIX under the cache dir), the sides taking turns going
 first; `python -c pass` and `python -c "import memdir.cli"` run beside them, to split a
-call into interpreter start, memdir's imports and the work itself. SPEC 19 sets no target
-for boot: the figure is the ratio of median wall times to the floor. --profile adds
-`python -X importtime` (median of --profile-runs calls) and cProfile of one call.
+call into interpreter start, memdir's imports and the work itself. docs/spec.md
+(Performance) sets no target for boot: the figure is the ratio of median wall times to the
+floor. --profile adds `python -X importtime` (median of --profile-runs calls) and cProfile of
+one call.
 
     python bench/boot.py [--days 60] [--day-kb 10] [--entries 300] [--hot-kb 2]
                          [--identity-kb 1] [--runs 20] [--profile]
@@ -503,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         "daily_files": filled["daily_files"],
         "daily_chars_mean": filled["daily_chars_mean"],
         "date_rolled_over": rolled,
-        # SPEC 19 sets no target for boot: ok says every side's output was checked.
+        # docs/spec.md (Performance) sets no target for boot: ok says every side's
+        # output was checked.
         "ok": True,
     }
 

@@ -23,7 +23,7 @@ Sides, taking turns going first:
 Then each check alone, in-process (p50), and one `memdir doctor --fix` on a copy whose
 MEMORY.md was edited by hand and whose index is behind a few files.
 
-SPEC 19 sets no target for doctor; the headline is the CLI's median wall time.
+docs/spec.md (Performance) sets no target for doctor; the headline is the CLI's median wall time.
 
     python bench/doctor.py [--facts 10000] [--entries 200] [--notes 100] [--runs 10]
 """
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "phases": steps,
         **fixed,
         **built,
-        "ok": True,  # no SPEC 19 target: ok says every run succeeded
+        "ok": True,  # no docs/spec.md (Performance) target: ok says every run succeeded
     }
 
     common.print_table(

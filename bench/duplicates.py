@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw_insert_ms": raw,
         "threshold": threshold,
         "ok": True,
-    }  # no SPEC 19 target: ok says the run completed
+    }  # no docs/spec.md (Performance) target: ok says the run completed
     common.write_result(NAME, args.out_dir, vars(args), rows, summary)
     return 0
 

@@ -1,5 +1,5 @@
 """Faults: a writer process SIGKILLed at random instants, over and over, on every write
-path (H4, L3, section 18).
+path (H4, L3, Z).
 
 One writer loops over every write path in random order: fact add / supersede / remove,
 hot set / append, procedure write, global entry upsert, task note, daily append (plain and

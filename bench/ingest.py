@@ -14,7 +14,8 @@ per-MB cost that grows with the size (the check here: ≤ 1.5× at the largest s
 
 Ingest (everything applied): each round ingests the output into a fresh empty store and
 into a fresh copy of a store that already holds 1,000 entries (the recall benchmark's),
-in turns; opening the store is outside the timing. SPEC 19 sets no target for ingestion.
+in turns; opening the store is outside the timing. docs/spec.md (Performance) sets no
+target for ingestion.
 
     python bench/ingest.py [--mb 1] [--blocks 100] [--scales 1,2,4] [--runs 20]
                            [--rounds 5] [--store-entries 1000] [--profile]

@@ -4,8 +4,8 @@ Bulk: the same facts go into a fresh memdir store through Memory.add_facts in ba
 into a fresh bare database (a table, an external-content FTS5 table with the same tokenizer
 and an insert trigger, WAL) through executemany in one transaction, and, to tell where a
 gap comes from, raw into memdir's own schema; the sides take turns going first. Each rate
-includes opening, creating the schema and closing. Target (SPEC 19): memdir ≥ 0.8× the raw
-rate, judged on the median of the rounds' ratios.
+includes opening, creating the schema and closing. Target (docs/spec.md, Performance):
+memdir ≥ 0.8× the raw rate, judged on the median of the rounds' ratios.
 
 One fact per call: Memory.add_fact into a store that already holds some facts, alternating
 with a raw one-row transaction (BEGIN IMMEDIATE, synchronous FULL, as memdir writes) into a

@@ -1,4 +1,4 @@
-"""Retrieval quality on LoCoMo (SPEC 19, Q4): memdir's search against plain FTS5 BM25.
+"""Retrieval quality on LoCoMo (Q4 in docs/spec.md): memdir's search against plain FTS5 BM25.
 
 Each conversation goes into a fresh store (a temp dir) through memdir's API: one fact per
 dialog turn, `<speaker>: <text>` plus ` [image: <blip_caption>]` when the turn shared an

@@ -18,8 +18,8 @@ recall after a hand edit of one entry file (one frontmatter re-parsed, one cache
 rewritten), and the first recall after every entry file was touched (every frontmatter
 re-parsed, every cache row rewritten), then the recall after that one.
 
-Target (SPEC 19): recall with 1,000 global entries and 500 task notes ≤ 5 ms, judged on
-the p95 of both steady-state memdir sides.
+Target (docs/spec.md, Performance): recall with 1,000 global entries and 500 task notes
+≤ 5 ms, judged on the p95 of both steady-state memdir sides.
 
     python bench/recall.py [--entries 1000] [--notes 500] [--depth 5] [--runs 200]
                            [--edits 20] [--touches 5] [--profile]

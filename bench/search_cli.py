@@ -1,10 +1,10 @@
 """One `memdir search QUERY` CLI call (the whole process, lexical) against a bare Python
 process that opens the same database, runs the same FTS5 query and prints the rows.
 
-Target (SPEC 19): memdir ≤ 1.5× the bare process. Both run from this venv's bin/ (never a
-pyenv shim), alternately, so machine load hits both sides alike; the figure is the ratio
-of the median wall times. Before timing, each query's hits are checked to be the same
-fact ids on both sides.
+Target (docs/spec.md, Performance): memdir ≤ 1.5× the bare process. Both run from this
+venv's bin/ (never a pyenv shim), alternately, so machine load hits both sides alike; the
+figure is the ratio of the median wall times. Before timing, each query's hits are checked
+to be the same fact ids on both sides.
 
 Bytecode is cached, as it is for an installed memdir: the children get PYTHONPYCACHEPREFIX
 (under the cache dir) and never PYTHONDONTWRITEBYTECODE, which some environments set and

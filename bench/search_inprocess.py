@@ -7,7 +7,7 @@ side, SQLiteStore.search_facts alone, splits memdir's overhead into its storage 
 the layers above. The sides take turns going first; before timing, each query's hits are
 checked to be the same ids.
 
-Target (SPEC 19): at 100k facts, memdir p95 ≤ 1.2× the raw query's p95.
+Target (docs/spec.md, Performance): at 100k facts, memdir p95 ≤ 1.2× the raw query's p95.
 
     python bench/search_inprocess.py [--sizes 10k,100k] [--runs 200]
 """

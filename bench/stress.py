@@ -1,5 +1,5 @@
 """Stress: N processes write to one store through every write path for T seconds while
-readers search and recall; then every acknowledged write is checked (L3, section 17-18).
+readers search and recall; then every acknowledged write is checked (L3, X, Z).
 
 Each writer logs what returned without error (one JSON line per acknowledged write). At
 the end: every acknowledged fact, hot line, task note and daily entry is there exactly

@@ -1,4 +1,4 @@
-"""The command line (section 16): --json everywhere, one-line errors, exit codes."""
+"""The command line (C): --json everywhere, one-line errors, exit codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Corrupt and hand-edited files (section 18, Z): a clear error naming the file, the file
+"""Corrupt and hand-edited files (Z): a clear error naming the file, the file
 left in place, the rest of memory working."""
 
 from __future__ import annotations

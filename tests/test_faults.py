@@ -1,4 +1,4 @@
-"""Faults (H4, L3, section 18): a writer SIGKILLed at random instants (bench/faults.py at a
+"""Faults (H4, L3, Z): a writer SIGKILLed at random instants (bench/faults.py at a
 small size), a full disk (RLIMIT_FSIZE in a child process) and a read-only memory folder.
 A database locked past the busy timeout is tested in test_concurrency.py."""
 

@@ -1,4 +1,4 @@
-"""Fuzzing (section 18): random command lines never end in a traceback, random config.toml
+"""Fuzzing (Z): random command lines never end in a traceback, random config.toml
 bytes and random frontmatter text never raise anything but memdir's own errors."""
 
 from __future__ import annotations

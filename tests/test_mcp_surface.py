@@ -23,7 +23,7 @@ from memdir.tools import TOOLS
 pytestmark = pytest.mark.timeout(60)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-SPEC_CODE_RE = re.compile(r"\b[A-Z]{1,2}\d{1,2}\b")  # R1, E3, H6... as SPEC.md numbers them
+SPEC_CODE_RE = re.compile(r"\b[A-Z]{1,2}\d{1,2}\b")  # R1, E3, H6... as docs/spec.md numbers them
 CLI_COMMAND_RE = re.compile(rf"\bmemdir (?:{'|'.join(MODULES)})\b")
 
 # what each tool does to memory: (read-only, destructive, idempotent)
@@ -185,7 +185,7 @@ async def test_what_a_client_shows_holds_no_spec_codes_nor_cli_commands(
     state_dir: Path,
 ) -> None:
     """Descriptions and instructions are for the agent and its user, not for readers of
-    SPEC.md ("(R1)"), and they point at tools, not at the command line."""
+    docs/spec.md ("(R1)"), and they point at tools, not at the command line."""
     async with client_for(state_dir) as client:
         shown = _shown(
             (await client.list_tools()).tools,

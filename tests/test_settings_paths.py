@@ -1,4 +1,4 @@
-"""Where memory lives (L1-L6) and config.toml (section 2, S)."""
+"""Where memory lives (L1-L6) and config.toml (S)."""
 
 from __future__ import annotations
 

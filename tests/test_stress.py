@@ -1,4 +1,4 @@
-"""The stress harness at a small size (L3, section 17-18): several writer processes on
+"""The stress harness at a small size (L3, X, Z): several writer processes on
 every write path with readers beside them; nothing acknowledged is lost. The big run is
 `make bench` (bench/stress.py, 8 writers x 20 s)."""
 

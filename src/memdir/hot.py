@@ -1,7 +1,7 @@
 """Hot memory (H1-H6): HOT.md, the few lines every turn needs, under a hard character cap.
 
 Every change is a read-modify-write under one lock, so appends from several processes are
-never lost; the previous content goes to HOT.md.bak and the new one lands atomically (H4).
+never lost (L3); the previous content goes to HOT.md.bak and the new one lands atomically (H4).
 """
 
 from __future__ import annotations

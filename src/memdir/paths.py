@@ -1,4 +1,4 @@
-"""Where memory lives (L1, L2, L5) and the checks that keep every path inside it (X1).
+"""Where memory lives (L1, L2, L4, L5) and the checks that keep every path inside it (X1).
 
 Paths are plain strings through os.path: pathlib costs ~7 ms of import on every CLI call.
 """

@@ -1,4 +1,4 @@
-"""config.toml -> frozen Settings (section 2). Errors name the file, the line and the key."""
+"""config.toml -> frozen Settings (S). Errors name the file, the line and the key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `memdir` command: parse -> Memory -> render. No memory logic lives here.
+"""The `memdir` command (C): parse -> Memory -> render. No memory logic lives here.
 
 argparse rather than click or typer: the CLI runs many times per agent turn, and click adds
 ~30 ms to every start (typer more), against a ~20 ms floor for the whole search call. For
