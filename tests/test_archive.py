@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from memdir import ConflictError, Memory, ReadOnlyError, ValidationError, archive, archive_check
+from memdir import ConflictError, Memory, ReadOnlyError, ValidationError
+from memdir.curation import archive, archive_check
 from memdir.storage.sqlite import FACT_FIELDS
 from memdir.storage.sqlite_archive import fields
 from memdir.testing import FixedClock

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from memdir import ConflictError, Memory, archive, duplicates, similarity
+from memdir import ConflictError, Memory, duplicates, similarity
+from memdir.curation import archive
+from memdir.curation.importers import run as import_from
 from memdir.errors import ValidationError
-from memdir.importers import run as import_from
 from memdir.storage.migrations import MIGRATIONS
 from memdir.testing import FixedClock
 

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memdir import Memory, archive, sessions
+from memdir import Memory, sessions
+from memdir.curation import archive
 from memdir.errors import MemdirError, ValidationError
 from memdir.paths import (
     DATE_RE,

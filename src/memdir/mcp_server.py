@@ -407,7 +407,7 @@ def _start_embedder(memory: Memory) -> Callable[[], bool]:
     session only loads the model. Returns the stop: True once the thread has ended."""
     import sys
 
-    from . import vectors
+    from .search import vectors
 
     if not memory.settings.enabled:
         return lambda: True

@@ -23,19 +23,19 @@ hits follow the semantic ones, so a fresh import is found at once rather than "n
 
 from __future__ import annotations
 
-from . import procedures, query
-from .errors import ValidationError
+from .. import procedures, query
+from ..errors import ValidationError
+from ..models import Fact, Hit
+from ..paths import Layout
+from ..storage import embeddings
 from .index import CHUNK_KINDS
-from .models import Fact, Hit
-from .paths import Layout
-from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .storage.base import ChunkRow, Store
-    from .storage.embeddings import Embedder, Vectors
+    from ..storage.base import ChunkRow, Store
+    from ..storage.embeddings import Embedder, Vectors
 
 KINDS = ("fact", *CHUNK_KINDS)
 MODES = ("lexical", "semantic", "hybrid")
@@ -47,7 +47,7 @@ Key = tuple[str, int | str]  # (fact, id), (chunk, id) or (path, a procedure's p
 
 
 def check_limit(limit: object) -> int:
-    from .numbers import check_int
+    from ..numbers import check_int
 
     return check_int(limit, "limit", high=MAX_LIMIT)
 

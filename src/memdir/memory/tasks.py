@@ -6,33 +6,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
-from . import advice, facts
-from .errors import MemdirError, NotFoundError, StorageError, ValidationError
-from .lazy import lazy
-from .memory_base import MemoryBase
-from .models import (
-    Applied,
-    Entry,
-    Ingested,
-    Note,
-    Pruned,
-    Recalled,
-    Similar,
-    Task,
-)
-from .paths import shown_path
-from .records import Record
-from .storage import embeddings
+from .. import advice, facts
+from ..errors import MemdirError, NotFoundError, StorageError, ValidationError
+from ..lazy import lazy
+from ..models import Applied, Entry, Ingested, Note, Pruned, Recalled, Similar, Task
+from ..paths import shown_path
+from ..records import Record
+from ..storage import embeddings
+from .base import MemoryBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import duplicates, entries, hot, index, markers, recall, tasks, vectors
+    from .. import duplicates, entries, hot, markers, recall, tasks
+    from ..search import index, vectors
 else:
-    vectors = lazy("memdir.vectors")
+    vectors = lazy("memdir.search.vectors")
     duplicates = lazy("memdir.duplicates")
     entries = lazy("memdir.entries")
     hot = lazy("memdir.hot")
-    index = lazy("memdir.index")
+    index = lazy("memdir.search.index")
     markers = lazy("memdir.markers")
     recall = lazy("memdir.recall")
     tasks = lazy("memdir.tasks")
@@ -320,7 +312,7 @@ class WorkflowMemory(MemoryBase):
         ancestors', the two sections within `max_chars` (default memory.max_inject_chars)."""
         step_policy = recall.policy_from(policy)
         budget = self.settings.max_inject_chars if max_chars is None else max_chars
-        from .numbers import MAX_CHARS, check_int
+        from ..numbers import MAX_CHARS, check_int
 
         check_int(budget, "recall budget (characters)", low=0, high=MAX_CHARS)
         if not self.settings.enabled:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from .. import entries, index
+from ... import entries
+from ...search import index
 from .checks import (
     check_duplicates,
     check_entries,
@@ -21,7 +22,7 @@ from .report import SEVERITIES, Finding, Report, checked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ...memory import Memory
 
 STALE_DAYS = 90
 # checks that rebuilding MEMORY.md (with the entry cache) repairs, those that need the
@@ -34,7 +35,7 @@ SWEPT = {"tasks.orphan", "tasks.expired"}
 def run(memory: Memory, *, fix: bool = False, stale_days: int = STALE_DAYS) -> Report:
     """Diagnose; with `fix`, repair what is safe, then diagnose again: the report holds
     what remains and what was done."""
-    from ..numbers import MAX_DAYS, check_int
+    from ...numbers import MAX_DAYS, check_int
 
     stale_days = check_int(stale_days, "stale days (--stale-days)", high=MAX_DAYS)
     started = time.perf_counter()

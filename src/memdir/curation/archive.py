@@ -40,21 +40,21 @@ import os
 import stat
 import sys
 
-from .clock import iso
-from .errors import ConflictError, StorageError, ValidationError
-from .models import ImportItem, ImportReport
-from .paths import HOT_OVERFLOW, Layout, lock_of, safe_path
-from .records import Record
-from .storage import files
-from .storage.sqlite_archive import TABLES
+from ..clock import iso
+from ..errors import ConflictError, StorageError, ValidationError
+from ..models import ImportItem, ImportReport
+from ..paths import HOT_OVERFLOW, Layout, lock_of, safe_path
+from ..records import Record
+from ..storage import files
+from ..storage.sqlite_archive import TABLES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import IO, Any
 
+    from ..memory import Memory
     from .archive_check import Plan
-    from .memory import Memory
 
     Row = dict[str, Any]
 
@@ -95,7 +95,7 @@ def export(memory: Memory, out: IO[bytes]) -> Exported:
     database cursor (one read transaction, so they are consistent) and files one by one."""
     import json
 
-    from . import __version__
+    from .. import __version__
 
     def emit(record: dict[str, Any]) -> None:
         out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -214,7 +214,7 @@ def _file_record(item: StoredFile) -> dict[str, Any]:
 
 
 def latest_schema() -> int:
-    from .storage.migrations import MIGRATIONS
+    from ..storage.migrations import MIGRATIONS
 
     return MIGRATIONS[-1][0]
 
@@ -444,7 +444,8 @@ def _holds_already(target: str, data: str | bytes) -> bool:
 def _rebuild(memory: Memory) -> None:
     """What is derived from the files: MEMORY.md, the entry cache, the search index
     (reindex's first two steps; `memdir import` embeds next, or reindex, or the server)."""
-    from . import entries, index
+    from .. import entries
+    from ..search import index
 
     entries.reindex(memory.layout, memory.store)
     index.sync(memory.layout, memory.store, full=True)

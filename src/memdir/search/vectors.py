@@ -20,16 +20,16 @@ from __future__ import annotations
 import atexit
 import threading
 
-from .errors import MemdirError
-from .storage import embeddings
+from ..errors import MemdirError
+from ..storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .memory import Memory
-    from .storage.base import Store
-    from .storage.embeddings import Embedder
+    from ..memory import Memory
+    from ..storage.base import Store
+    from ..storage.embeddings import Embedder
 
     Progress = Callable[[int, int], None]
 
@@ -172,7 +172,7 @@ class EmbedWorker:
                 self.warn(f"background embedding stopped: {why}")
 
     def _loop(self, embedder: Embedder) -> None:
-        from .memory import Memory
+        from ..memory import Memory
 
         with Memory(self.memory.state.path, embedder=embedder) as own:
             while not self._stop.is_set():

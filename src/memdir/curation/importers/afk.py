@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ..errors import ValidationError
-from ..models import CATEGORIES
+from ...errors import ValidationError
+from ...models import CATEGORIES
 from .mem0 import category_of
 from .plan import FactRow, HotItem, Plan, iso_time, listing, read_or_skip
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import os
 
-from ..errors import ValidationError
-from ..similarity import normalize
+from ...errors import ValidationError
+from ...similarity import normalize
 from .plan import FactRow, Plan, iso_time, read_source
 
 TYPE_CHECKING = False

@@ -10,13 +10,13 @@ import re
 import time
 from collections.abc import Callable
 
-from .. import advice
-from ..errors import MemdirError, StorageError, ValidationError
-from ..paths import HOT_OVERFLOW, STEM_CHECKS, Layout, is_inside, lock_of, shown_path
-from ..records import Record
-from ..storage import files
-from ..storage.migrations import MIGRATIONS
-from ..storage.sqlite import SQLiteStore
+from ... import advice
+from ...errors import MemdirError, StorageError, ValidationError
+from ...paths import HOT_OVERFLOW, STEM_CHECKS, Layout, is_inside, lock_of, shown_path
+from ...records import Record
+from ...storage import files
+from ...storage.migrations import MIGRATIONS
+from ...storage.sqlite import SQLiteStore
 from .report import Finding, few, size_text
 
 TYPE_CHECKING = False

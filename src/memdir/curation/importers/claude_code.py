@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import MemdirError, ValidationError
-from ..storage import frontmatter
+from ...errors import MemdirError, ValidationError
+from ...storage import frontmatter
 from .plan import Plan, is_only_headings, listing, one_line, read_or_skip, read_source, title_of
 
 EXPECTED = (

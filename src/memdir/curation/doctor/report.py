@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from .. import advice
-from ..errors import MemdirError
-from ..records import Record
+from ... import advice
+from ...errors import MemdirError
+from ...records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

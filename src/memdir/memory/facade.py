@@ -11,15 +11,9 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 
-from . import (
-    advice,
-    facts,
-    procedures,
-    search,
-    sessions,
-)
-from .clock import iso
-from .errors import (
+from .. import advice, facts, procedures, search, sessions
+from ..clock import iso
+from ..errors import (
     ConflictError,
     MemdirError,
     MissingExtraError,
@@ -27,36 +21,29 @@ from .errors import (
     StorageError,
     ValidationError,
 )
-from .fact_memory import FactMemory
-from .lazy import lazy
-from .models import (
-    Hit,
-    HotWrite,
-    Ingested,
-    Procedure,
-    Session,
-    Similar,
-)
-from .paths import (
+from ..lazy import lazy
+from ..models import Hit, HotWrite, Ingested, Procedure, Session, Similar
+from ..paths import (
     PROJECT_DIR,
     check_memory_root,
     git_work_tree,
     memory_dir_source,
     resolve_state_dir,
 )
-from .records import Record
-from .settings import config_template, load_settings
-from .storage import embeddings, files
-from .storage.embeddings import DEFAULT_MODEL
-from .workflow_memory import WorkflowMemory
-from .workspace_memory import WorkspaceMemory
+from ..records import Record
+from ..settings import config_template, load_settings
+from ..storage import embeddings, files
+from ..storage.embeddings import DEFAULT_MODEL
+from .agent import WorkspaceMemory
+from .facts import FactMemory
+from .tasks import WorkflowMemory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from . import duplicates, hot, markers
-    from .storage.embeddings import Embedder
+    from .. import duplicates, hot, markers
+    from ..storage.embeddings import Embedder
 else:
     duplicates = lazy("memdir.duplicates")
     hot = lazy("memdir.hot")
@@ -89,7 +76,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
     def hot_set(self, text: str) -> HotWrite:
         self.require_writable("hot")
         self.refuse_secrets("hot memory text", text=text)
-        from .quoting import hot_text
+        from ..quoting import hot_text
 
         return self._hot_update(lambda _current: hot_text(text), replace=True)
 
@@ -238,7 +225,7 @@ class Memory(FactMemory, WorkflowMemory, WorkspaceMemory):
         (issue 12: never silently unsearchable), then the embedding note below."""
         notes = []
         if self.too_big:
-            from .index import MAX_INDEX_BYTES
+            from ..search.index import MAX_INDEX_BYTES
 
             shown = ", ".join(self.too_big[:5]) + (" ..." if len(self.too_big) > 5 else "")
             notes.append(

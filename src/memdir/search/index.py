@@ -11,21 +11,21 @@ import os
 import stat
 import time
 
-from .clock import iso
-from .paths import STEM_CHECKS, Layout
-from .storage import files
-from .storage.hashing import text_hash
+from ..clock import iso
+from ..paths import STEM_CHECKS, Layout
+from ..storage import files
+from ..storage.hashing import text_hash
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..storage.base import FileState, NewChunk, Store
     from . import chunks
-    from .storage.base import FileState, NewChunk, Store
 else:
-    from .lazy import lazy
+    from ..lazy import lazy
 
-    chunks = lazy("memdir.chunks")  # only when a file changed
+    chunks = lazy("memdir.search.chunks")  # only when a file changed
 
 # kind of hit -> folder under the memory root
 TIERS = (("procedure", "procedures"), ("global", "global"), ("task", "tasks"), ("daily", "daily"))

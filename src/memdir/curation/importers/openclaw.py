@@ -16,8 +16,8 @@ import json
 import os
 import re
 
-from ..errors import ValidationError
-from ..identity import IDENTITY_FILES
+from ...errors import ValidationError
+from ...identity import IDENTITY_FILES
 from .plan import (
     FileItem,
     Plan,

@@ -8,19 +8,12 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from . import (
-    advice,
-    search,
-    sessions,
-)
-from .clock import Clock, iso
-from .errors import ConflictError, DisabledError, MemdirError, NotFoundError
-from .lazy import lazy
-from .models import (
-    Provenance,
-    Session,
-)
-from .paths import (
+from .. import advice, search, sessions
+from ..clock import Clock, iso
+from ..errors import ConflictError, DisabledError, MemdirError, NotFoundError
+from ..lazy import lazy
+from ..models import Provenance, Session
+from ..paths import (
     MEMORY_ENV,
     SESSION_ENV,
     STATE_ENV,
@@ -31,20 +24,20 @@ from .paths import (
     require_state_dir,
     resolve_state_dir,
 )
-from .settings import Settings, load_settings
-from .storage import embeddings
-from .storage.sqlite import SQLiteStore
+from ..settings import Settings, load_settings
+from ..storage import embeddings
+from ..storage.sqlite import SQLiteStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Self
 
-    from . import index, vectors
-    from .storage.embeddings import Embedder
+    from ..search import index, vectors
+    from ..storage.embeddings import Embedder
 else:
-    index = lazy("memdir.index")
-    vectors = lazy("memdir.vectors")
+    index = lazy("memdir.search.index")
+    vectors = lazy("memdir.search.vectors")
 
 SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
 
@@ -203,7 +196,7 @@ class MemoryBase:
         """X2, once per write, before anything is written: every field the write stores
         (its text under `text`, names, descriptions, task ids, workflow, step, section...)
         and this caller's provenance (agent, session id, surface) are scanned together."""
-        from . import secret_scan  # only on writes: reads never pay for the patterns
+        from .. import secret_scan  # only on writes: reads never pay for the patterns
 
         named = {"text": "", **{k: k.replace("_", " ") for k in fields if k != "text"}}
         secret_scan.check_fields(

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import os
 
+from ..errors import MemdirError, ValidationError
+from ..models import TASK_STATES
+from ..paths import safe_path, validate_task_id
+from ..storage import files
 from .archive import DB_FILES, DERIVED, FORMAT, KINDS, ROOTS, ROW_KINDS, latest_schema, root_dir
-from .errors import MemdirError, ValidationError
-from .models import TASK_STATES
-from .paths import safe_path, validate_task_id
-from .storage import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO, Any
 
-    from .memory import Memory
+    from ..memory import Memory
 
     Row = dict[str, Any]
 
@@ -193,7 +193,7 @@ def _check_fields(plan: Plan, number: int, kind: str, record: dict[str, Any]) ->
 
 
 def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> Row:
-    from . import facts, secret_scan, sessions
+    from .. import facts, secret_scan, sessions
 
     try:
         if kind == "fact":
@@ -227,7 +227,7 @@ def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None
     import base64
     import binascii
 
-    from . import secret_scan
+    from .. import secret_scan
 
     root, rel = row["root"], row["path"]
     if root not in ROOTS:

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import os
 
-from .. import advice, entries, heartbeat, hot, index
-from ..clock import epoch, iso
-from ..errors import StorageError
-from ..paths import Layout
-from ..storage import files, frontmatter
+from ... import advice, entries, heartbeat, hot
+from ...clock import epoch, iso
+from ...errors import StorageError
+from ...paths import Layout
+from ...search import index
+from ...storage import files, frontmatter
 from .disk import ReadOnlyStore, Scan
 from .report import SHOWN, Finding, duration, few
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from ...memory import Memory
 
 
 def check_hot(memory: Memory, found: list[Finding]) -> None:
@@ -317,7 +318,7 @@ PLURALS = {"fact": "facts", "entry": "global entries", "procedure": "procedures"
 def check_duplicates(view: Memory, found: list[Finding]) -> None:
     """Exact duplicates are warnings, near ones notes; neither is fixable: which one to
     keep, or how to merge them, is the user's call."""
-    from .. import duplicates
+    from ... import duplicates
 
     for group in duplicates.find_all(view):
         first, rest = group.members[0], group.members[1:]

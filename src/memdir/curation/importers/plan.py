@@ -11,11 +11,11 @@ import os
 import re
 import unicodedata
 
-from ..clock import ISO_FORMAT
-from ..errors import ValidationError
-from ..models import ImportItem
-from ..paths import NAME_MAX
-from ..records import Record
+from ...clock import ISO_FORMAT
+from ...errors import ValidationError
+from ...models import ImportItem
+from ...paths import NAME_MAX
+from ...records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..errors import ValidationError
+from ...errors import ValidationError
 from .plan import EntryItem, Plan, one_line, read_source
 
 EXPECTED = (

@@ -5,22 +5,20 @@ from __future__ import annotations
 
 import os
 
-from . import (
-    facts,
-)
-from .clock import iso
-from .errors import NotFoundError, ValidationError
-from .lazy import lazy
-from .memory_base import MemoryBase
-from .paths import is_memory_file
-from .records import Record
-from .storage import files
+from .. import facts
+from ..clock import iso
+from ..errors import NotFoundError, ValidationError
+from ..lazy import lazy
+from ..paths import is_memory_file
+from ..records import Record
+from ..storage import files
+from .base import MemoryBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from . import daily, distill, entries, heartbeat, hot, identity, stats
+    from .. import daily, distill, entries, heartbeat, hot, identity, stats
 else:
     daily = lazy("memdir.daily")
     distill = lazy("memdir.distill")
@@ -108,7 +106,7 @@ class WorkspaceMemory(MemoryBase):
 
     def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
         """E4: exact lines of a file under the memory root, nothing outside it (X1)."""
-        from .numbers import MAX_LINES, check_int
+        from ..numbers import MAX_LINES, check_int
 
         for value, what in ((from_line, "from_line"), (lines, "lines")):
             if value is not None:
@@ -130,7 +128,7 @@ class WorkspaceMemory(MemoryBase):
         file by the layout (L2) under the memory root, or an identity file of the state dir.
         Anything else, a project's .env or .git/config say, is refused: get is no file
         reader, whatever folder the memory root is."""
-        from .identity import IDENTITY_FILES
+        from ..identity import IDENTITY_FILES
 
         if not isinstance(path, str) or not path.strip() or "\0" in path:
             raise ValidationError(f"bad path {path!r}: {_READABLE}")
@@ -176,7 +174,7 @@ class WorkspaceMemory(MemoryBase):
     def distill(self, *, max_chars: int | None = None) -> distill.Distillation:
         """D1: what was logged since the last distillation, within the budget."""
         budget = self.settings.distill_max_chars if max_chars is None else max_chars
-        from .numbers import MAX_CHARS, check_int
+        from ..numbers import MAX_CHARS, check_int
 
         check_int(budget, "distill budget (characters)", low=500, high=MAX_CHARS)
         gathered = distill.gather(self.layout, self.store, budget)

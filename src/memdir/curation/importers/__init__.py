@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 
-from ..errors import MemdirError, ValidationError
-from ..models import ImportItem, ImportReport
-from ..similarity import normalize
-from ..storage import files
+from ...errors import MemdirError, ValidationError
+from ...models import ImportItem, ImportReport
+from ...similarity import normalize
+from ...storage import files
 from . import afk, claude_code, mcp_memory, mem0, openclaw
 from .plan import EntryItem, FactRow, FileItem, HotItem, Plan, Planned, ProcedureItem
 
@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from ..memory import Memory
+    from ...memory import Memory
 
 FORMATS: tuple[str, ...] = ("claude-code", "openclaw", "mcp-memory", "mem0", "afk")
 READERS: dict[str, ModuleType] = {
@@ -104,7 +104,7 @@ class _Applier:
         return self._file(item)
 
     def _entry(self, item: EntryItem) -> str | None:
-        from .. import entries, facts
+        from ... import entries, facts
 
         memory = self.memory
         path = memory.layout.entry(item.name)  # X1: validates the name
@@ -124,8 +124,8 @@ class _Applier:
         return None
 
     def _procedure(self, item: ProcedureItem) -> str | None:
-        from .. import facts
-        from ..storage import frontmatter
+        from ... import facts
+        from ...storage import frontmatter
 
         memory = self.memory
         path = memory.layout.procedure(item.name)
@@ -184,7 +184,7 @@ class _Applier:
         return None
 
     def _file(self, item: FileItem) -> str | None:
-        from .. import daily, heartbeat
+        from ... import daily, heartbeat
 
         layout = self.memory.layout
         if item.kind == "daily":
@@ -213,7 +213,7 @@ class _Applier:
     def facts(self, rows: list[FactRow]) -> None:
         """F2-F5: check each fact, drop repeats of active facts, then write the rest in one
         transaction with their times and supersede chains (Memory.import_facts)."""
-        from .. import facts
+        from ... import facts
 
         memory = self.memory
         good: list[FactRow] = []

@@ -4,15 +4,15 @@ tool. Mixed into Memory."""
 
 from __future__ import annotations
 
-from . import advice, facts
-from .errors import MemdirError, NotFoundError, ValidationError
-from .lazy import lazy
-from .memory_base import MemoryBase
-from .models import Fact
+from .. import advice, facts
+from ..errors import MemdirError, NotFoundError, ValidationError
+from ..lazy import lazy
+from ..models import Fact
+from .base import MemoryBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import duplicates
+    from .. import duplicates
 else:
     duplicates = lazy("memdir.duplicates")
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 import time
 
-from .clock import iso
-from .records import Record
-from .storage import frontmatter
-from .storage.hashing import text_hash
-from .tasks import NOTE_RE
+from ..clock import iso
+from ..records import Record
+from ..storage import frontmatter
+from ..storage.hashing import text_hash
+from ..tasks import NOTE_RE
 
 MAX_CHARS = 1200
 HARD_CHARS = 4 * MAX_CHARS  # a part without a boundary is cut at a line break, at most this
