@@ -23,7 +23,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memdir import Memory
-from memdir.search.vectors import STEP, EmbedWorker, embed_pending
+from memdir.embed_worker import EmbedWorker
+from memdir.search.vectors import STEP, embed_pending
 from memdir.storage import embeddings
 from memdir.testing import HashEmbedder, cli_command, cli_env
 from memdir.tools import call_tool

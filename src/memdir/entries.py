@@ -15,7 +15,8 @@ from . import advice
 from .errors import MemdirError, NotFoundError, ValidationError
 from .lazy import lazy
 from .models import Entry, Similar
-from .paths import Layout, is_name
+from .names import is_name
+from .paths import ENTRIES_LOCK, Layout
 from .storage import files, frontmatter
 
 TYPE_CHECKING = False
@@ -28,7 +29,7 @@ else:
     similarity = lazy("memdir.similarity")  # only when a file changed or a write compares
 
 DESCRIPTION_MAX = 300
-LOCK = "global"
+LOCK = ENTRIES_LOCK
 
 
 def check_description(description: object) -> str:

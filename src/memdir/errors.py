@@ -3,6 +3,7 @@
 MemdirError                 exit 1: anything the user can fix; str() is one line
 ├── ConfigError             config.toml is malformed (path, line, key)
 ├── ValidationError         a bad name, category, date, size or argument
+│   ├── SecretError         a field of the write holds a secret (X2)
 │   └── UsageError          a command line the CLI cannot parse
 ├── QueryError              a search query FTS5 cannot run (carries a hint)
 ├── NotFoundError           no fact, procedure, session or line with that id/name
@@ -42,6 +43,15 @@ class ConfigError(MemdirError):
 
 class ValidationError(MemdirError):
     pass
+
+
+class SecretError(ValidationError):
+    """X2: a field of the write holds a secret; nothing was written. `kind` names the kind
+    of secret ("a GitHub token"), `field` the field ("" for the text), `line` its line."""
+
+    def __init__(self, message: str, *, kind: str, field: str, line: int) -> None:
+        super().__init__(message)
+        self.kind, self.field, self.line = kind, field, line
 
 
 class UsageError(ValidationError):

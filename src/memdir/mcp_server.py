@@ -400,14 +400,14 @@ JOIN_TIMEOUT = 30.0  # seconds a background thread has to reach its next boundar
 
 
 def _start_embedder(memory: Memory) -> Callable[[], bool]:
-    """Issue 11: the background embedder (vectors.EmbedWorker) when searches use vectors.
+    """Issue 11: the background embedder (embed_worker.EmbedWorker) when searches use vectors.
     It loads the model (the first hybrid search does not wait ~0.35 s for it, and the
     duplicate guard compares meaning from the first write on), then embeds what has no
     vector: at start, after every write, after a search that met such items. A read-only
     session only loads the model. Returns the stop: True once the thread has ended."""
     import sys
 
-    from .search import vectors
+    from .embed_worker import EmbedWorker
 
     if not memory.settings.enabled:
         return lambda: True
@@ -420,7 +420,7 @@ def _start_embedder(memory: Memory) -> Callable[[], bool]:
     def warn(message: str) -> None:
         print(f"memdir: warning: {message}", file=sys.stderr)
 
-    worker = vectors.EmbedWorker(memory, embed=not memory.read_only, warn=warn)
+    worker = EmbedWorker(memory, embed=not memory.read_only, warn=warn)
     if worker.embed:
         memory.embed_later = worker.poke
     worker.start()

@@ -46,7 +46,7 @@ from ..models import ImportItem, ImportReport
 from ..paths import HOT_OVERFLOW, Layout, lock_of, safe_path
 from ..records import Record
 from ..storage import files
-from ..storage.sqlite_archive import TABLES
+from .archive_format import DB_FILES, DERIVED, FORMAT, ROW_KINDS, latest_schema, root_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,12 +58,6 @@ if TYPE_CHECKING:
 
     Row = dict[str, Any]
 
-FORMAT = 1  # the archive format this module writes and reads
-ROW_KINDS = tuple(TABLES)  # fact, fact_usage, task, session, session_write, kv
-KINDS = ("file", *ROW_KINDS)
-ROOTS = ("memory", "state")
-DB_FILES = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal")
-DERIVED = "MEMORY.md"
 NOTE = (
     "config.toml (this machine's settings) is left out; MEMORY.md and the search index "
     "are derived and rebuilt on import"
@@ -211,16 +205,6 @@ def _file_record(item: StoredFile) -> dict[str, Any]:
     except UnicodeDecodeError:
         record["base64"] = base64.b64encode(data).decode("ascii")
     return record
-
-
-def latest_schema() -> int:
-    from ..storage.migrations import MIGRATIONS
-
-    return MIGRATIONS[-1][0]
-
-
-def root_dir(layout: Layout, root: str) -> str:
-    return layout.memory_dir if root == "memory" else layout.state_dir
 
 
 # -- import: decide and write --------------------------------------------------------------

@@ -16,7 +16,16 @@ from ..errors import MemdirError, ValidationError
 from ..models import TASK_STATES
 from ..paths import safe_path, validate_task_id
 from ..storage import files
-from .archive import DB_FILES, DERIVED, FORMAT, KINDS, ROOTS, ROW_KINDS, latest_schema, root_dir
+from .archive_format import (
+    DB_FILES,
+    DERIVED,
+    FORMAT,
+    KINDS,
+    ROOTS,
+    ROW_KINDS,
+    latest_schema,
+    root_dir,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -193,7 +202,7 @@ def _check_fields(plan: Plan, number: int, kind: str, record: dict[str, Any]) ->
 
 
 def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> Row:
-    from .. import facts, secret_scan, sessions
+    from .. import facts, secret_guard, sessions
 
     try:
         if kind == "fact":
@@ -213,8 +222,8 @@ def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> 
             if row["parent_id"] is not None:
                 sessions.check_id(row["parent_id"])
         # X2: every stored field of every row (text, provenance, ids, keys and values)
-        secret_scan.check_fields([(k, v) for k, v in row.items() if k != "content"], kind)
-        secret_scan.check(row.get("content"), kind)
+        secret_guard.check_fields([(k, v) for k, v in row.items() if k != "content"], kind)
+        secret_guard.check(row.get("content"), kind)
     except MemdirError as exc:
         raise plan.error(number, str(exc)) from None
     return row
@@ -227,7 +236,7 @@ def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None
     import base64
     import binascii
 
-    from .. import secret_scan
+    from .. import secret_guard
 
     root, rel = row["root"], row["path"]
     if root not in ROOTS:
@@ -268,7 +277,7 @@ def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None
         except (binascii.Error, ValueError):
             raise plan.error(number, f"the base64 of {rel} does not decode") from None
     try:
-        secret_scan.check_fields([("path", rel), ("", text)], f"file {rel}")
+        secret_guard.check_fields([("path", rel), ("", text)], f"file {rel}")
     except ValidationError as exc:
         return str(exc)  # X2: this file is left out; the rest of the archive is restored
     return None

@@ -196,10 +196,10 @@ class MemoryBase:
         """X2, once per write, before anything is written: every field the write stores
         (its text under `text`, names, descriptions, task ids, workflow, step, section...)
         and this caller's provenance (agent, session id, surface) are scanned together."""
-        from .. import secret_scan  # only on writes: reads never pay for the patterns
+        from .. import secret_guard  # only on writes: reads never pay for the patterns
 
         named = {"text": "", **{k: k.replace("_", " ") for k in fields if k != "text"}}
-        secret_scan.check_fields(
+        secret_guard.check_fields(
             [
                 *((named[k], v) for k, v in fields.items()),
                 ("agent (--agent)", self.agent),

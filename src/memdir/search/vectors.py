@@ -9,25 +9,21 @@ up to 256 waiting items inline: after an import of 2,000 facts the next searches
   a CLI call loads it for that, ~0.35 s, unless [search] embed_on_write = "loaded");
 - in bulk by `memdir import` and `memdir reindex`, with progress from the first item (an
   import's writes are made inside `Memory.bulk()`, which defers their vectors to it);
-- in the MCP server's background (EmbedWorker): after start, after each write, and after
-  a search that met items without a vector (another process wrote them, or a hand edit).
+- in the MCP server's background (embed_worker.EmbedWorker): after start, after each
+  write, and after a search that met items without a vector (another process wrote them,
+  or a hand edit).
 
 Unchanged text reuses the vector it had (by text hash), whoever embeds it.
 """
 
 from __future__ import annotations
 
-import atexit
-import threading
-
-from ..errors import MemdirError
 from ..storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..memory import Memory
     from ..storage.base import Store
     from ..storage.embeddings import Embedder
 
@@ -35,7 +31,6 @@ if TYPE_CHECKING:
 
 PAGE = 1024  # rows read per query of what waits: each scans past the embedded ones
 STEP = 32  # texts embedded, stored and reported at a time (one batch of the model)
-RETRY_AFTER = 5.0  # seconds before the worker tries again after the store refused it
 
 
 def embed_rows(store: Store, embedder: Embedder, rows: list[tuple[str, int, str, str]]) -> int:
@@ -90,103 +85,3 @@ def embed_pending(
 def embed_items(store: Store, embedder: Embedder, fact_ids: list[int], paths: list[str]) -> int:
     """Embed these facts and the chunks of these files, if they have no vector yet."""
     return embed_rows(store, embedder, store.unembedded_items(embedder.name, fact_ids, paths))
-
-
-class EmbedWorker:
-    """The MCP server's background embedder: one thread that loads the model, then embeds
-    whatever has no vector, and sleeps until poked (after a write, or a search that met
-    waiting items). A tool call never waits for it; it has its own connection.
-
-    stop() ends it at the next boundary — between the model's imports, between batches of
-    32 — and joins it: an interpreter that finalises while a thread is inside onnxruntime
-    aborts the process (exit 134, "terminate called without an active exception")."""
-
-    def __init__(
-        self, memory: Memory, embed: bool = True, warn: Callable[[str], None] | None = None
-    ) -> None:
-        """`embed` False: only load the model (a read-only session writes nothing)."""
-        self.memory, self.embed, self.warn = memory, embed, warn
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="memdir-embedder", daemon=True)
-        self._turns = threading.Condition()
-        self._asked = 0  # pokes so far (start is the first)
-        self._answered = 0  # pokes seen by the last pass that ran out of work
-        self.embedded = 0
-
-    def start(self) -> None:
-        # A safety net for a caller that never calls stop(): atexit callbacks run before
-        # the interpreter finalises, so the thread is joined on every normal exit.
-        atexit.register(self.stop)
-        self.poke()
-        self._thread.start()
-
-    def poke(self) -> None:
-        """Something may need vectors: look again. Never blocks."""
-        with self._turns:
-            self._asked += 1
-        self._wake.set()
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait until what was asked before this call is embedded (a flush, and what tests
-        wait for); False on timeout, or when the worker has ended without it."""
-        with self._turns:
-            target = self._asked
-            return (
-                self._turns.wait_for(
-                    lambda: self._answered >= target or not self._thread.is_alive(), timeout
-                )
-                and self._answered >= target
-            )
-
-    def stop(self, timeout: float | None = None) -> bool:
-        """Stop at the next boundary and wait for the thread; False if it is still running
-        after `timeout` seconds."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread.ident is not None:
-            self._thread.join(timeout)
-        if self._thread.is_alive():
-            return False
-        atexit.unregister(self.stop)
-        return True
-
-    def _run(self) -> None:
-        try:
-            self._work()
-        finally:
-            with self._turns:
-                self._turns.notify_all()  # a wait_idle learns that the worker has ended
-
-    def _work(self) -> None:
-        try:
-            if not embeddings.preload(self._stop.is_set):
-                return
-            embedder = self.memory.embedder()  # the served Memory's model, loaded once
-            if not self.embed:
-                return
-            self._loop(embedder)
-        except Exception as exc:  # a thread of its own: what stops it is reported, not raised
-            if self.warn is not None:
-                why = str(exc) if isinstance(exc, MemdirError) else f"{type(exc).__name__}: {exc}"
-                self.warn(f"background embedding stopped: {why}")
-
-    def _loop(self, embedder: Embedder) -> None:
-        from ..memory import Memory
-
-        with Memory(self.memory.state.path, embedder=embedder) as own:
-            while not self._stop.is_set():
-                self._wake.clear()
-                with self._turns:
-                    seen = self._asked
-                wait: float | None = None
-                try:
-                    own.sync_index()
-                    self.embedded += embed_pending(own.store, embedder, stop=self._stop.is_set)
-                except MemdirError:
-                    wait = RETRY_AFTER  # locked or busy: the next poke or a retry takes it
-                else:
-                    with self._turns:
-                        self._answered = seen
-                        self._turns.notify_all()
-                self._wake.wait(wait)

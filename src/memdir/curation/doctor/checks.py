@@ -318,7 +318,7 @@ PLURALS = {"fact": "facts", "entry": "global entries", "procedure": "procedures"
 def check_duplicates(view: Memory, found: list[Finding]) -> None:
     """Exact duplicates are warnings, near ones notes; neither is fixable: which one to
     keep, or how to merge them, is the user's call."""
-    from ... import duplicates
+    from .. import duplicates
 
     for group in duplicates.find_all(view):
         first, rest = group.members[0], group.members[1:]

@@ -14,7 +14,7 @@ import unicodedata
 from ...clock import ISO_FORMAT
 from ...errors import ValidationError
 from ...models import ImportItem
-from ...paths import NAME_MAX
+from ...names import NAME_MAX
 from ...records import Record
 
 TYPE_CHECKING = False
@@ -110,7 +110,7 @@ class Plan:
 
 
 def slug(text: str, fallback: str = "imported") -> str:
-    """A kebab-case name (paths.NAME_RE, at most 64 characters) from a title or file
+    """A kebab-case name (names.NAME_RE, at most 64 characters) from a title or file
     name: accents folded, anything else between words becomes one hyphen."""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     name = _NOT_NAME.sub("-", folded.lower()).strip("-")
