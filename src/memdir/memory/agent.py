@@ -1,81 +1,141 @@
-"""The Memory facade's workspace and episodic memory (E, B, D): daily logs, boot, line
-reads, heartbeat, distillation and stats. Mixed into Memory."""
+"""The Memory facade's agent loop: memorize (M1-M6: the blocks in an agent's output),
+recall (R1-R4) and boot (B), the heartbeat checks (D) and distillation (D1)."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 
-from .. import facts
+from .. import advice, facts
 from ..clock import iso
-from ..errors import NotFoundError, ValidationError
+from ..errors import MemdirError, ValidationError
 from ..lazy import lazy
-from ..paths import is_memory_file
-from ..records import Record
-from ..storage import files
+from ..models import Applied, Ingested, Recalled
+from ..paths import shown_path
 from .base import MemoryBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
-    from .. import daily, distill, entries, heartbeat, hot, identity, stats
+    from .. import distill, entries, heartbeat, hot, identity, markers, recall, tasks
 else:
-    daily = lazy("memdir.daily")
     distill = lazy("memdir.distill")
     entries = lazy("memdir.entries")
     heartbeat = lazy("memdir.heartbeat")
     hot = lazy("memdir.hot")
     identity = lazy("memdir.identity")
-    stats = lazy("memdir.stats")
+    markers = lazy("memdir.markers")
+    recall = lazy("memdir.recall")
+    tasks = lazy("memdir.tasks")
 
 
-_READABLE = (
-    "get reads memory files only: HOT.md, MEMORY.md, global/<name>.md, procedures/<name>.md, "
-    "tasks/<task-id>.md, daily/YYYY-MM-DD.md (under the memory root) and the identity files "
-    "SOUL.md, USER.md, IDENTITY.md, AGENTS.md, TOOLS.md (in the state dir)"
-)
+class AgentMemory(MemoryBase):
+    """What an agent's turn calls: boot and recall before, memorize after, the
+    heartbeat and distillation between."""
 
-
-class Lines(Record):
-    """E4: lines of one memory file, numbered from 1."""
-
-    path: str
-    from_line: int
-    lines: list[tuple[int, str]]
-    total: int
-
-    @property
-    def text(self) -> str:
-        return "".join(line + "\n" for _, line in self.lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "from_line": self.from_line,
-            "total_lines": self.total,
-            "lines": [{"n": n, "text": text} for n, text in self.lines],
+    def ingest(
+        self,
+        output: str,
+        *,
+        task: str | None = None,
+        workflow: str | None = None,
+        step: str | None = None,
+        policy: object = None,
+        blocks: Sequence[object] | None = None,
+    ) -> Ingested:
+        """M1-M6: apply the memorize blocks in an agent's output, and `blocks` given as
+        data (the memorize tool's structured form: no marker needed); return the output
+        without them, what was applied and a warning per block that was not. Never raises
+        for bad input: every problem becomes a warning."""
+        parsed = markers.parse(output, self.settings.marker_prefix, self.settings.max_entry_bytes)
+        warnings = list(parsed.warnings)
+        if blocks:
+            given, refused = markers.requests_from(blocks, self.settings.max_entry_bytes)
+            parsed = parsed._replace(requests=[*parsed.requests, *given])
+            warnings += refused
+        try:
+            step_policy = recall.policy_from(policy)
+            refusal = self._memorize_refusal(step_policy)
+        except MemdirError as exc:
+            step_policy, refusal = recall.Policy(), str(exc)
+        if refusal is not None:
+            if parsed.requests:
+                warnings.append(f"{refusal}: {len(parsed.requests)} memorize request(s) dropped")
+            return Ingested(parsed.output, [], warnings)
+        applied = []
+        with self.bulk():  # issue 12: the blocks first, then one embedding pass for all
+            for request in parsed.requests:
+                try:
+                    applied.append(self._apply(request, task, workflow, step))
+                except (MemdirError, UnicodeEncodeError) as exc:  # a lone surrogate in --agent
+                    named = shown_path(request.name or task or "")  # shown escaped (X1)
+                    warnings.append(f"memorize {request.scope} {named}: {exc}")
+        written = {
+            self.layout.entry(a.target) if a.scope == "global" else self.layout.task_notes(a.target)
+            for a in applied
+            if a.action not in ("unchanged", "duplicate")
         }
+        if written:
+            self._embed_written(files=sorted(written))
+        return Ingested(parsed.output, applied, warnings)
 
+    def _memorize_refusal(self, policy: recall.Policy) -> str | None:
+        if not self.settings.enabled:
+            return "memory is disabled (memory.enabled = false)"
+        if not policy.memorize:
+            return "memorize is off for this step"
+        if self.read_only:
+            return "this is a read-only subagent session"
+        return None
 
-class WorkspaceMemory(MemoryBase):
-    def daily_append(self, text: str, *, section: str | None = None) -> daily.DailyWrite:
-        """E1: a timestamped entry in today's log (local time), under `## HH:MM` or `section`."""
-        facts.check_content(text, self.settings.max_entry_bytes, "log entry")
-        self.require_writable("the daily log")
-        self.refuse_secrets("log entry", text=text, section=section)
-        result = daily.append(self.layout, text, self.clock(), section)
-        self._count("daily")
-        self._embed_written(files=[os.path.join(self.layout.memory_dir, result.path)])
-        return result
+    def _apply(
+        self,
+        request: markers.Request,
+        task: str | None,
+        workflow: str | None,
+        step: str | None,
+    ) -> Applied:
+        if request.scope == "global":
+            assert request.name is not None and request.description is not None
+            self.require_writable("global entries")
+            facts.check_content(request.content, self.settings.max_entry_bytes, "entry")
+            entry, created = self._write_entry(
+                request.name, request.description, request.content, task, workflow
+            )
+            if entry.duplicate:
+                return Applied("global", entry.name, "unchanged", entry.hint)
+            action = "created" if created else "updated"
+            return Applied("global", request.name, action, entry.hint, entry.similar)
+        if task is None:
+            raise ValidationError(
+                f"a task note needs the current task: {advice.memorize_with_task()}"
+            )
+        added = self._add_note(task, request.content, workflow, step)
+        return Applied("task", task, "noted" if added else "duplicate")
 
-    def daily(self, date: str | None = None) -> str:
-        """The log of `date` (YYYY-MM-DD, 'today' or 'yesterday'; default today)."""
-        return self.daily_log(date)[1]
+    def recall(
+        self,
+        *,
+        task: str | None = None,
+        policy: object = None,
+        max_chars: int | None = None,
+    ) -> Recalled:
+        """R1-R4: HOT.md, then the long-term index, then the task's notes and its
+        ancestors', the two sections within `max_chars` (default memory.max_inject_chars)."""
+        step_policy = recall.policy_from(policy)
+        budget = self.settings.max_inject_chars if max_chars is None else max_chars
+        from ..numbers import MAX_CHARS, check_int
 
-    def daily_log(self, date: str | None = None) -> tuple[str, str]:
-        """(the local date as YYYY-MM-DD, its log): `date` as for daily()."""
-        day = daily.resolve_date(date, self.clock())
-        return day, daily.read(self.layout, day)
+        check_int(budget, "recall budget (characters)", low=0, high=MAX_CHARS)
+        if not self.settings.enabled:
+            return Recalled("", 0, 0, 0, 0)
+        if task is not None:
+            self.layout.task_notes(task)
+        wanted = "global" in step_policy.recall and step_policy.read
+        listed = entries.index(self.layout, self.store) if wanted else []
+        lineage = []
+        if task is not None and "task" in step_policy.recall and step_policy.read:
+            lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
+        shown = hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
+        return recall.build(shown, self.path, listed, lineage, budget, step_policy)
 
     def boot(self, *, subagent: bool | None = None) -> identity.Boot:
         """E3: the context a new session starts with. A subagent session (or subagent=True)
@@ -103,58 +163,6 @@ class WorkspaceMemory(MemoryBase):
             index,
             self.settings.hot_cap_chars,
         )
-
-    def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
-        """E4: exact lines of a file under the memory root, nothing outside it (X1)."""
-        from ..numbers import MAX_LINES, check_int
-
-        for value, what in ((from_line, "from_line"), (lines, "lines")):
-            if value is not None:
-                check_int(value, what, high=MAX_LINES)
-        root, rel = self._memory_file(path)
-        try:
-            found, total = files.read_lines(os.path.join(root, rel), from_line, lines, root=root)
-        except FileNotFoundError:
-            where = "the state dir" if root != self.path else "the memory root"
-            raise NotFoundError(f"no file {rel} under {where} {root}") from None
-        except IsADirectoryError:
-            raise ValidationError(f"{rel} is a folder: give a file") from None
-        except ValueError:
-            raise ValidationError(f"{rel} is not a text file") from None
-        return Lines(rel, from_line, [(from_line + i, t) for i, t in enumerate(found)], total)
-
-    def _memory_file(self, path: object) -> tuple[str, str]:
-        """X1: (the root, the path relative to it) of a memory file `get` may read: a tier's
-        file by the layout (L2) under the memory root, or an identity file of the state dir.
-        Anything else, a project's .env or .git/config say, is refused: get is no file
-        reader, whatever folder the memory root is."""
-        from ..identity import IDENTITY_FILES
-
-        if not isinstance(path, str) or not path.strip() or "\0" in path:
-            raise ValidationError(f"bad path {path!r}: {_READABLE}")
-        rel = self._relative(path, self.path)
-        if rel is not None and is_memory_file(rel):
-            return self.path, rel
-        state_rel = self._relative(path, self.state.path) if os.path.isabs(path) else rel
-        if state_rel in IDENTITY_FILES:
-            return self.state.path, state_rel
-        if rel is None or rel.split("/")[0] == "..":
-            raise ValidationError(
-                f"path {path!r} points outside the memory root {self.path}: {_READABLE}"
-            )
-        raise ValidationError(f"{path!r} is not a memory file: {_READABLE}")
-
-    @staticmethod
-    def _relative(path: str, root: str) -> str | None:
-        """`path` relative to `root`, '/'-separated and normalised; None when an absolute
-        path lies outside it (by its own spelling or the root's real path)."""
-        if not os.path.isabs(path):
-            return os.path.normpath(path).replace(os.sep, "/")
-        for base in (os.path.abspath(root), os.path.realpath(root)):
-            rel = os.path.relpath(os.path.normpath(path), base)
-            if rel.split(os.sep)[0] != os.pardir:
-                return rel.replace(os.sep, "/")
-        return None
 
     def heartbeat_due(self) -> list[heartbeat.Check]:
         """B2: the checks that are due now (never done, or their threshold has passed)."""
@@ -189,9 +197,3 @@ class WorkspaceMemory(MemoryBase):
         mark = pending if pending is not None else str(self.clock())
         self.store.set_value(distill.WATERMARK, mark)
         return iso(distill.mark_time(mark))
-
-    def stats(self) -> stats.Stats:
-        """D2: number and size of every tier, HOT.md against its cap, distillation ratio."""
-        return stats.collect(
-            self.layout, self.store, hot.read(self.layout), self.settings.hot_cap_chars
-        )

@@ -1,5 +1,7 @@
 """MemoryBase: what every part of the Memory facade shares — where memory lives, who is
-writing (session, surface, agent), and whether writing is allowed at all."""
+writing (session, surface, agent), whether writing is allowed at all — and the writes that
+more than one part makes (an entry through the duplicate guard, a task note), so that no
+part calls another."""
 
 from __future__ import annotations
 
@@ -8,11 +10,11 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from .. import advice, search, sessions
+from .. import advice, facts, search, sessions
 from ..clock import Clock, iso
-from ..errors import ConflictError, DisabledError, MemdirError, NotFoundError
+from ..errors import ConflictError, DisabledError, MemdirError, NotFoundError, StorageError
 from ..lazy import lazy
-from ..models import Provenance, Session
+from ..models import Entry, Provenance, Session, Similar
 from ..paths import (
     MEMORY_ENV,
     SESSION_ENV,
@@ -33,9 +35,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Self
 
+    from .. import duplicates, entries, tasks
     from ..search import index, vectors
     from ..storage.embeddings import Embedder
 else:
+    duplicates = lazy("memdir.duplicates")
+    entries = lazy("memdir.entries")
+    tasks = lazy("memdir.tasks")
     index = lazy("memdir.search.index")
     vectors = lazy("memdir.search.vectors")
 
@@ -262,3 +268,81 @@ class MemoryBase:
             vectors.embed_rows(self.store, embedder, rows)
         except MemdirError:
             pass  # locked, no extra, or a file gone meanwhile: it waits, as a CLI write does
+
+    # -- what more than one part writes through (a part never calls another part) ----------
+
+    def _write_entry(
+        self,
+        name: str,
+        description: str,
+        content: str,
+        task: str | None,
+        workflow: str | None,
+    ) -> tuple[Entry, bool]:
+        # the content's size was checked by the caller; X2 here, over every stored field
+        self.refuse_secrets(
+            "entry", text=content, name=name, description=description, task=task, workflow=workflow
+        )
+        provenance = {"agent": self.agent, "task": task, "workflow": workflow}
+        entry, created = entries.write(
+            self.layout,
+            self.store,
+            name,
+            description,
+            content,
+            self._now(),
+            provenance,
+            twins=lambda: self._entry_twins(name, content),
+        )
+        if entry.duplicate:
+            same = duplicates.named_hint("entry", entry.name, self.settings.marker_prefix)
+            return entry._replace(hint=same), False
+        self._count("entries")
+        self._embed_written(files=[self.layout.entry(name)])
+        similar = duplicates.merged(entry.similar, self._similar_files("global", name, content))
+        hint = duplicates.similar_hint(similar, name, self.settings.marker_prefix)
+        return entry._replace(similar=similar, hint=hint), created
+
+    def _entry_twins(self, name: str, content: str) -> tuple[Similar, ...]:
+        """The other entries that say this or nearly this. Only entries whose cached
+        fingerprint could match (the body's key, shared band keys) are read."""
+        prints = entries.fingerprints(self.layout, self.store)
+        others = []
+        for other in duplicates.candidates(name, content, prints):
+            with contextlib.suppress(MemdirError):  # a symlink out of the root (X1)
+                text = entries.text_of(self.layout, other) or ""
+                others.append((other, duplicates.body_of(text)))
+        return duplicates.among("entry", name, content, others, self.settings.duplicate_lexical)
+
+    def _similar_files(self, kind: str, name: str, content: str) -> tuple[Similar, ...]:
+        """Entries or procedures that mean nearly this, when the embedding model is loaded
+        (a report: never fails the write)."""
+        if self._embedder is None:
+            return ()
+        semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
+        try:
+            return duplicates.similar_files(self.store, kind, name, content, semantic)
+        except MemdirError:
+            return ()
+
+    def _lineage(self, task_id: str) -> list[str]:
+        try:
+            registry = {t.id: t for t in self.store.all_tasks()}
+        except StorageError:
+            registry = {}  # a broken memory.db: the task's own notes still recall (Z)
+        return tasks.lineage(registry, task_id)
+
+    def _add_note(self, task_id: str, content: str, workflow: str | None, step: str | None) -> bool:
+        """T1/T2 (tasks.add_note, and memorize's task blocks): append a note to the task;
+        False when it was there already (a retry)."""
+        self.layout.task_notes(task_id)
+        content = facts.check_content(content, self.settings.max_entry_bytes, "note")
+        self.require_writable("task notes")
+        self.refuse_secrets("note", text=content, task_id=task_id, workflow=workflow, step=step)
+        added = tasks.add_note(
+            self.layout, task_id, content, self._now(), workflow, step, self.agent
+        )
+        if added:
+            self._count("notes")
+            self._embed_written(files=[self.layout.task_notes(task_id)])
+        return added

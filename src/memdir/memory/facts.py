@@ -1,6 +1,6 @@
-"""The Memory facade's fact archive (F1-F5, issue 7): facts written through the duplicate
-guard, superseded with their validity windows, imported whole from an archive or another
-tool. Mixed into Memory."""
+"""The Memory facade's fact archive (F1-F5): facts written through the duplicate guard
+(X5), superseded with their validity windows, imported whole from an archive or another
+tool."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ else:
 
 
 class FactMemory(MemoryBase):
+    """Facts: add, supersede, remove, read, their history; imports of many."""
+
     def add_fact(self, content: str, category: str, *, valid_from: str | None = None) -> Fact:
         """A new fact. An exact duplicate of an active fact (the same text up to case,
         Unicode form and spacing: similarity.normalize) is not stored: the answer is that
