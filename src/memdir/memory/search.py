@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 
 from .. import advice, facts, search
-from ..errors import MemdirError, MissingExtraError, StorageError, ValidationError
+from ..errors import MemdirError, MissingExtraError, StorageError
 from ..lazy import lazy
 from ..models import Entry, Hit
 from ..records import Record
@@ -61,14 +61,7 @@ class SearchMemory(MemoryBase):
         `min_score` drops semantic candidates below that cosine (default 0.5). `as_of`
         (a date means its end): the facts that held then, superseded ones included; only
         facts keep a history, so only facts are searched, lexically."""
-        if category is not None:
-            facts.check_category(category)
-        when = facts.normalize_as_of(as_of)
-        if min_score is not None and (
-            isinstance(min_score, bool) or not isinstance(min_score, int | float)
-        ):
-            raise ValidationError(f"bad min_score {min_score!r}: a number such as 0.5")
-        wanted_kinds = search.check_kinds(kinds)
+        wanted_kinds, when = search.check_filters(category, kinds, min_score, as_of)
         settings = self.settings
         embedder = None
         self.too_big = []

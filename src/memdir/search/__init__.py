@@ -23,7 +23,7 @@ hits follow the semantic ones, so a fresh import is found at once rather than "n
 
 from __future__ import annotations
 
-from .. import procedures, query
+from .. import facts, procedures, query
 from ..errors import ValidationError
 from ..models import Fact, Hit
 from ..paths import Layout
@@ -60,6 +60,22 @@ def check_kinds(kinds: object) -> tuple[str, ...]:
     if not isinstance(kinds, list | tuple) or not kinds or not set(kinds) <= set(KINDS):
         raise ValidationError(f"bad kind {kinds!r}: the kinds are {', '.join(KINDS)}")
     return tuple(k for k in KINDS if k in kinds)
+
+
+def check_filters(
+    category: str | None, kinds: object, min_score: object, as_of: str | None
+) -> tuple[tuple[str, ...], str | None]:
+    """Q1-Q3: a search's filters checked before anything runs, in this order: the
+    category, the moment `as_of` (normalised: a date alone means its end), `min_score`, the
+    kinds. Returns (kinds, as_of)."""
+    if category is not None:
+        facts.check_category(category)
+    when = facts.normalize_as_of(as_of)
+    if min_score is not None and (
+        isinstance(min_score, bool) or not isinstance(min_score, int | float)
+    ):
+        raise ValidationError(f"bad min_score {min_score!r}: a number such as 0.5")
+    return check_kinds(kinds), when
 
 
 def check_mode(mode: object) -> str:
