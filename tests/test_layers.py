@@ -129,3 +129,18 @@ def test_every_lazy_import_is_seen_by_the_contracts() -> None:
         if m != "memdir.lazy" and not graph.direct_import_exists(importer=m, imported=x)
     ]
     assert unseen == []
+
+
+def test_the_facade_package_binds_no_name_of_a_part() -> None:
+    # importing memory/files.py binds `files` in the package's namespace: a concept module
+    # imported under a part's name there would be replaced by the part (init_project once
+    # called memory.files.ensure_dir that way)
+    package = SRC / "memory"
+    parts = {p.stem for p in package.glob("*.py")} - {"__init__"}
+    bound = set()
+    for node in ast.walk(ast.parse((package / "__init__.py").read_text())):
+        if isinstance(node, ast.ImportFrom) and not (node.level == 1 and node.module):
+            bound |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    assert parts and bound & parts == set()

@@ -147,8 +147,9 @@ def similar_files(
     content: str,
     semantic: tuple[Embedder, float, Any],
 ) -> tuple[Similar, ...]:
-    """Entries (kind "global") or procedures whose indexed sections mean nearly what
-    `content` says: cosine >= the minimum against the vectors of their chunks."""
+    """Entries or procedures (`kind` "entry" or "procedure", as in Similar) whose indexed
+    sections mean nearly what `content` says: cosine >= the minimum against the vectors of
+    their chunks."""
     embedder, minimum, cache = semantic
     vector = embedder.embed([content])[0]
     near = [
@@ -157,17 +158,16 @@ def similar_files(
         if owner == "chunk"
     ]
     chunks = store.chunks_by_id([chunk_id for chunk_id, _ in near])
-    folder = "global/" if kind == "global" else "procedures/"
+    chunk_kind, folder = ("global", "global/") if kind == "entry" else ("procedure", "procedures/")
     best: dict[str, float] = {}
     for chunk_id, score in near:
         row = chunks.get(chunk_id)
-        if row is None or row[2] != kind or not row[1].startswith(folder):
+        if row is None or row[2] != chunk_kind or not row[1].startswith(folder):
             continue
         other = row[1][len(folder) : -len(".md")]
         if other != name:
             best[other] = max(best.get(other, 0.0), score)
-    shown = "entry" if kind == "global" else "procedure"
-    found = [Similar(shown, other, round(score, 3), "semantic") for other, score in best.items()]
+    found = [Similar(kind, other, round(score, 3), "semantic") for other, score in best.items()]
     found.sort(key=lambda s: (-s.score, str(s.ref)))
     return tuple(found[:MAX_REPORTED])
 

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from typing import IO, Any
 
     from ..memory import Memory
-    from .archive_check import Plan
+    from .archive_check import CheckedArchive
 
     Row = dict[str, Any]
 
@@ -224,10 +224,10 @@ def import_archive(
             f"the store {memory.state.path} is not empty (it holds {shown}): import into an "
             "empty state dir (--state-dir DIR), or merge into this one with --force"
         )
-    from .archive_check import read_plan
+    from .archive_check import read_checked
 
     with _opened(path) as (source, name), memory.bulk():  # vectors after: embed_pending
-        plan = read_plan(memory, source, name)
+        plan = read_checked(memory, source, name)
         report = ImportReport("memdir", name, dry_run, [], [])
         if not holds:
             rows = _restore_facts(memory, plan, report, dry_run)
@@ -280,7 +280,7 @@ def _opened(path: str) -> Iterator[tuple[IO[bytes], str]]:
 
 
 def _restore_facts(
-    memory: Memory, plan: Plan, report: ImportReport, dry_run: bool
+    memory: Memory, plan: CheckedArchive, report: ImportReport, dry_run: bool
 ) -> dict[str, list[Row]]:
     """An empty store: every fact with its own id and links, in one transaction."""
     facts = [row for _, row in plan.rows["fact"]]
@@ -292,7 +292,7 @@ def _restore_facts(
 
 
 def _merge_facts(
-    memory: Memory, plan: Plan, report: ImportReport, dry_run: bool
+    memory: Memory, plan: CheckedArchive, report: ImportReport, dry_run: bool
 ) -> dict[str, list[Row]]:
     """A store that holds memory: new ids. A fact the store holds already (same category,
     text and creation time: imported before), or an active one whose text an active fact
@@ -329,7 +329,7 @@ def _merge_facts(
 
 
 def _other_rows(
-    memory: Memory, plan: Plan, report: ImportReport, merge: bool
+    memory: Memory, plan: CheckedArchive, report: ImportReport, merge: bool
 ) -> dict[str, list[Row]]:
     """Tasks, sessions (with what they wrote) and values; in a merge, those whose id or
     key the store holds already are skipped, and the store's own are kept."""
@@ -359,7 +359,7 @@ def _other_rows(
 
 def _write_files(
     memory: Memory,
-    plan: Plan,
+    plan: CheckedArchive,
     source: IO[bytes],
     report: ImportReport,
     dry_run: bool,

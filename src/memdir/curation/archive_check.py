@@ -4,8 +4,9 @@ facts (F2, X3), task and session ids, file paths (X1: inside their root, none of
 own files), file text (X2: no secrets) — then what no line shows alone: the counts against
 the header (a truncated archive), duplicates, links to records the archive lacks.
 
-File contents are checked and then left in the archive: a Plan keeps their offsets, and
-archive.py reads each again as it writes it.
+File contents are checked and then left in the archive: a CheckedArchive keeps their
+offsets, and archive.py reads each again as it writes it. (An importer's Plan, in
+importers/plan.py, is another thing: what a foreign source holds, read into items.)
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ SPEC: dict[str, dict[str, tuple[type, bool]]] = {
 }
 
 
-class Plan:
+class CheckedArchive:
     """A validated archive: every record but the files' contents, which stay in the
     archive (their offsets are kept) until they are written."""
 
@@ -95,9 +96,9 @@ class Plan:
         return ValidationError(f"line {line} of {self.name}: {message}")
 
 
-def read_plan(memory: Memory, source: IO[bytes], name: str) -> Plan:
+def read_checked(memory: Memory, source: IO[bytes], name: str) -> CheckedArchive:
     """Parse and check every line; raise on the first problem, naming its line."""
-    plan = Plan(name)
+    plan = CheckedArchive(name)
     offset, number, seen_header = 0, 0, False
     while True:
         raw = source.readline()
@@ -134,7 +135,7 @@ def read_plan(memory: Memory, source: IO[bytes], name: str) -> Plan:
     return plan
 
 
-def _parse(plan: Plan, raw: bytes, number: int) -> dict[str, Any]:
+def _parse(plan: CheckedArchive, raw: bytes, number: int) -> dict[str, Any]:
     import json
 
     try:
@@ -152,7 +153,7 @@ def _parse(plan: Plan, raw: bytes, number: int) -> dict[str, Any]:
     return record
 
 
-def _check_header(plan: Plan, header: dict[str, Any], number: int) -> None:
+def _check_header(plan: CheckedArchive, header: dict[str, Any], number: int) -> None:
     version = header.get("memdir_export")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValidationError(
@@ -178,7 +179,7 @@ def _check_header(plan: Plan, header: dict[str, Any], number: int) -> None:
     plan.header = header
 
 
-def _check_fields(plan: Plan, number: int, kind: str, record: dict[str, Any]) -> Row:
+def _check_fields(plan: CheckedArchive, number: int, kind: str, record: dict[str, Any]) -> Row:
     spec = SPEC[kind]
     unknown = sorted(set(record) - set(spec))
     if unknown:
@@ -201,7 +202,7 @@ def _check_fields(plan: Plan, number: int, kind: str, record: dict[str, Any]) ->
     return {field: record.get(field) for field in spec}
 
 
-def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> Row:
+def _check_row(memory: Memory, plan: CheckedArchive, number: int, kind: str, row: Row) -> Row:
     from .. import facts, secret_guard, sessions
 
     try:
@@ -229,7 +230,7 @@ def _check_row(memory: Memory, plan: Plan, number: int, kind: str, row: Row) -> 
     return row
 
 
-def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None:
+def _check_file(memory: Memory, plan: CheckedArchive, number: int, row: Row) -> str | None:
     """X1: the path stays inside its root and names no file memdir derives or owns (else
     the archive is refused); bytes that are not UTF-8 must decode from base64. X2: why the
     file is not written (it holds a secret: a hand edit of the source), or None."""
@@ -283,7 +284,7 @@ def _check_file(memory: Memory, plan: Plan, number: int, row: Row) -> str | None
     return None
 
 
-def _check_whole(plan: Plan) -> None:
+def _check_whole(plan: CheckedArchive) -> None:
     """What no line shows alone: the header's counts (a truncated archive), duplicates,
     and links to records the archive does not hold."""
     counts: dict[str, int] = plan.header["counts"]

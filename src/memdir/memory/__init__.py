@@ -45,7 +45,9 @@ from ..paths import (
 )
 from ..records import Record
 from ..settings import config_template, load_settings
-from ..storage import files
+
+# Under another name: importing the part .files binds `files` in this package's namespace.
+from ..storage import files as store_files
 from .agent import AgentMemory
 from .facts import FactMemory
 from .files import FileMemory, Lines
@@ -107,14 +109,14 @@ def init_project(
     state = resolve_state_dir(state_dir, env, cwd)
     path = state.path if state.explicit else os.path.join(cwd, PROJECT_DIR)
     created = not os.path.isdir(path)
-    files.ensure_dir(path)
+    store_files.ensure_dir(path)
     config = os.path.join(path, "config.toml")
     if not os.path.exists(config):
-        files.atomic_write(config, config_template(), root=path)
+        store_files.atomic_write(config, config_template(), root=path)
     settings = load_settings(config)
     memory_dir, named_by = memory_dir_source(path, settings.path, env, cwd)
     check_memory_root(memory_dir, named_by, path, env)
-    files.ensure_dir(memory_dir)
+    store_files.ensure_dir(memory_dir)
     gitignore = _ignore_in_git(path, memory_dir) if named_by is None else None
     return InitResult(path, created, gitignore, memory_dir)
 
@@ -130,7 +132,7 @@ def _ignore_in_git(state_dir: str, memory_dir: str) -> str | None:
     folder = state_dir if top == os.path.abspath(state_dir) else os.path.dirname(state_dir)
     rel = os.path.relpath(memory_dir, folder).replace(os.sep, "/")
     path = os.path.join(folder, ".gitignore")
-    current = files.read_text(path, root=folder) or ""
+    current = store_files.read_text(path, root=folder) or ""
     present = {x.strip().strip("/") for x in current.splitlines()}
     covered = {rel}
     while "/" in rel:  # an ignored parent (".memdir") covers the memory root too

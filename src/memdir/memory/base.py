@@ -299,7 +299,7 @@ class MemoryBase:
             return entry._replace(hint=same), False
         self._count("entries")
         self._embed_written(files=[self.layout.entry(name)])
-        similar = duplicates.merged(entry.similar, self._similar_files("global", name, content))
+        similar = duplicates.merged(entry.similar, self._similar_files("entry", name, content))
         hint = duplicates.similar_hint(similar, name, self.settings.marker_prefix)
         return entry._replace(similar=similar, hint=hint), created
 
