@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .storage.base import Store
-    from .storage.embeddings import Embedder
+    from .types import Embedder
 
 MAX_REPORTED = 3  # near duplicates named in a write's answer
 

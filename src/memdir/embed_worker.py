@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .storage.embeddings import Embedder
+    from .types import Embedder
 
 RETRY_AFTER = 5.0  # seconds before the worker tries again after the store refused it
 

@@ -134,7 +134,9 @@ def read(layout: Layout, name: str) -> Entry:
     text = _read_inside(path, layout)
     if text is None:
         raise NotFoundError(
-            f"no global entry named {name!r}: the entries are in {advice.entry_list()}"
+            f"no global entry named {name!r}: the entries are in {advice.entry_list()}",
+            kind="entry",
+            key=name,
         )
     entry = _entry_from(name, text, path, layout)
     try:
@@ -157,7 +159,9 @@ def remove(layout: Layout, store: Store, name: str) -> Entry:
             files.unlink(layout.entry(name), root=layout.memory_dir)
         except FileNotFoundError:
             raise NotFoundError(
-                f"no global entry named {name!r}: the entries are in {advice.entry_list()}"
+                f"no global entry named {name!r}: the entries are in {advice.entry_list()}",
+                kind="entry",
+                key=name,
             ) from None
         _write_index(layout, store)
     return entry

@@ -150,9 +150,15 @@ def require_state_dir(state: StateDir, create: bool = False) -> None:
         return
     hint = f"create it with `memdir init --state-dir {_quoted(state.path)}`"
     if state.source == "argument":
-        raise NotFoundError(f"state dir {state.path} does not exist: {hint}, or fix the path")
+        raise NotFoundError(
+            f"state dir {state.path} does not exist: {hint}, or fix the path",
+            kind="state dir",
+            path=state.path,
+        )
     raise NotFoundError(
-        f"{STATE_ENV} points at {state.path}, which does not exist: {hint}, or fix the variable"
+        f"{STATE_ENV} points at {state.path}, which does not exist: {hint}, or fix the variable",
+        kind="state dir",
+        path=state.path,
     )
 
 
@@ -172,12 +178,16 @@ def require_memory_dir(
     if named_by == MEMORY_ENV:
         raise NotFoundError(
             f"{MEMORY_ENV} points at {memory_dir}, which does not exist: {hint}, "
-            "or fix the variable"
+            "or fix the variable",
+            kind="memory dir",
+            path=memory_dir,
         )
     config = os.path.join(state_dir, "config.toml")
     raise NotFoundError(
         f"memory dir {memory_dir} (memory.path in {config}) does not exist: {hint}, "
-        "or fix memory.path"
+        "or fix memory.path",
+        kind="memory dir",
+        path=memory_dir,
     )
 
 

@@ -61,7 +61,9 @@ def read(layout: Layout, name: str) -> Procedure:
     text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
     if text is None:
         raise NotFoundError(
-            f"no procedure named {name!r}: find the procedures with {advice.procedure_list()}"
+            f"no procedure named {name!r}: find the procedures with {advice.procedure_list()}",
+            kind="procedure",
+            key=name,
         )
     return _load(layout, name, path, text)
 

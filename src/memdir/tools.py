@@ -20,6 +20,7 @@ from .memory import Memory
 from .models import CATEGORIES
 from .numbers import INT64_MAX, MAX_CHARS, MAX_LINES, check_int, check_number
 from .tool_output import OUTPUT
+from .types import Category, Kind, SearchMode
 
 
 class Tool(NamedTuple):
@@ -52,12 +53,12 @@ class Tool(NamedTuple):
 def memory_search(
     memory: Memory,
     query: str,
-    category: str | None = None,
+    category: Category | None = None,
     limit: int = 10,
     since: str | None = None,
     min_score: float | None = None,
-    kinds: list[str] | None = None,
-    mode: str | None = None,
+    kinds: list[Kind] | None = None,
+    mode: SearchMode | None = None,
     as_of: str | None = None,
 ) -> dict[str, Any]:
     hits = memory.search(
@@ -84,7 +85,7 @@ def memory_update(
     memory: Memory,
     target: str = "fact",
     action: str = "set",
-    category: str | None = None,
+    category: Category | None = None,
     content: str | None = None,
     supersedes: int | None = None,
     id: int | None = None,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .. import duplicates, entries, tasks
     from ..search import index, vectors
-    from ..storage.embeddings import Embedder
+    from ..types import Embedder, Surface
 else:
     duplicates = lazy("memdir.duplicates")
     entries = lazy("memdir.entries")
@@ -61,7 +61,7 @@ class MemoryBase:
         state_dir: str | None = None,
         *,
         session: str | None = None,
-        surface: str = "cli",
+        surface: Surface | str = "cli",
         agent: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
@@ -158,7 +158,9 @@ class MemoryBase:
             found = self.store.get_session(self.session_id)
             if found is None:
                 raise NotFoundError(
-                    f"unknown session {self.session_id!r}: start one with {advice.session_start()}"
+                    f"unknown session {self.session_id!r}: start one with {advice.session_start()}",
+                    kind="session",
+                    key=self.session_id,
                 )
             if self._ambient and self._ambient != found.id:
                 ambient = self.store.get_session(self._ambient)

@@ -13,6 +13,7 @@ from .base import MemoryBase
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import duplicates
+    from ..types import Category
 else:
     duplicates = lazy("memdir.duplicates")
 
@@ -20,7 +21,7 @@ else:
 class FactMemory(MemoryBase):
     """Facts: add, supersede, remove, read, their history; imports of many."""
 
-    def add_fact(self, content: str, category: str, *, valid_from: str | None = None) -> Fact:
+    def add_fact(self, content: str, category: Category, *, valid_from: str | None = None) -> Fact:
         """A new fact. An exact duplicate of an active fact (the same text up to case,
         Unicode form and spacing: similarity.normalize) is not stored: the answer is that
         fact, `duplicate` set, with a hint to supersede it; near duplicates (punctuation
@@ -83,7 +84,7 @@ class FactMemory(MemoryBase):
         self,
         fact_id: int | str,
         content: str,
-        category: str | None = None,
+        category: Category | None = None,
         *,
         valid_from: str | None = None,
     ) -> Fact:
@@ -166,7 +167,9 @@ class FactMemory(MemoryBase):
         fact = self.store.get_fact(fact_id)
         if fact is None:
             raise NotFoundError(
-                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}",
+                kind="fact",
+                key=fact_id,
             )
         return fact
 

@@ -193,7 +193,12 @@ class FileMemory(MemoryBase):
             found, total = files.read_lines(os.path.join(root, rel), from_line, lines, root=root)
         except FileNotFoundError:
             where = "the state dir" if root != self.path else "the memory root"
-            raise NotFoundError(f"no file {rel} under {where} {root}") from None
+            raise NotFoundError(
+                f"no file {rel} under {where} {root}",
+                kind="file",
+                key=rel,
+                path=os.path.join(root, rel),
+            ) from None
         except IsADirectoryError:
             raise ValidationError(f"{rel} is a folder: give a file") from None
         except ValueError:

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import entries
     from ..search import index, vectors
-    from ..storage.embeddings import Embedder
+    from ..types import Category, Embedder, Kind, SearchMode
 else:
     entries = lazy("memdir.entries")
     index = lazy("memdir.search.index")
@@ -48,11 +48,11 @@ class SearchMemory(MemoryBase):
         self,
         query: str,
         *,
-        category: str | None = None,
+        category: Category | None = None,
         limit: int = 10,
         since: str | None = None,
-        kinds: str | list[str] | tuple[str, ...] | None = None,
-        mode: str | None = None,
+        kinds: str | list[Kind] | tuple[Kind, ...] | None = None,
+        mode: SearchMode | None = None,
         min_score: float | None = None,
         as_of: str | None = None,
     ) -> list[Hit]:
@@ -138,7 +138,7 @@ class SearchMemory(MemoryBase):
         self.flush_hits()
         super().close()
 
-    def search_mode(self, mode: str | None = None) -> str:
+    def search_mode(self, mode: SearchMode | None = None) -> str:
         """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
         embeddings extra is installed. Semantic without the extra is a clear error."""
         wanted = mode if mode is not None else self.settings.search_mode
@@ -146,7 +146,7 @@ class SearchMemory(MemoryBase):
             return "hybrid" if self._embedder is not None or embeddings.available() else "lexical"
         run = search.check_mode(wanted)
         if run != "lexical" and self._embedder is None and not embeddings.available():
-            raise MissingExtraError(embeddings.install_hint())
+            raise MissingExtraError(embeddings.install_hint(), extra="embeddings")
         return run
 
     def embedder(self) -> Embedder:

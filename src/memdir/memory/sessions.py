@@ -12,6 +12,7 @@ from .base import MemoryBase
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import hot, stats
+    from ..types import Surface
 else:
     hot = lazy("memdir.hot")
     stats = lazy("memdir.stats")
@@ -20,7 +21,7 @@ else:
 class SessionMemory(MemoryBase):
     """Sessions: start, end, list; and the numbers of every tier."""
 
-    def start_session(self, surface: str = "cli", parent: str | None = None) -> Session:
+    def start_session(self, surface: Surface | str = "cli", parent: str | None = None) -> Session:
         """U1: a new session. With a parent it is a subagent session: read-only (U2)."""
         surface = sessions.check_surface(surface)
         found: Session | None = None
@@ -30,7 +31,9 @@ class SessionMemory(MemoryBase):
             if found is None:
                 raise NotFoundError(
                     f"unknown parent session {parent!r}: the sessions are listed by "
-                    f"{advice.sessions()}"
+                    f"{advice.sessions()}",
+                    kind="session",
+                    key=parent,
                 )
         sessions.check_may_start(self.session, found, self.store.get_session)
         self._enabled("start a session")
@@ -44,7 +47,9 @@ class SessionMemory(MemoryBase):
         found = self.store.get_session(session_id)
         if found is None:
             raise NotFoundError(
-                f"unknown session {session_id!r}: the sessions are listed by {advice.sessions()}"
+                f"unknown session {session_id!r}: the sessions are listed by {advice.sessions()}",
+                kind="session",
+                key=session_id,
             )
         sessions.check_may_end(self.session, found, self.store.get_session)
         if found.is_subagent:

@@ -12,6 +12,7 @@ from .base import MemoryBase
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import tasks
+    from ..types import TaskState
 else:
     tasks = lazy("memdir.tasks")
 
@@ -27,7 +28,7 @@ class TaskMemory(MemoryBase):
         self.refuse_secrets("task", task_id=task_id, parent_task_id=parent)
         return self.store.start_task(task_id, parent, self._now())
 
-    def end_task(self, task_id: str, state: str = "done") -> Task:
+    def end_task(self, task_id: str, state: TaskState = "done") -> Task:
         self.layout.task_notes(task_id)
         tasks.check_end_state(state)
         self.require_writable("tasks")
@@ -38,7 +39,9 @@ class TaskMemory(MemoryBase):
         found = self.store.get_task(task_id)
         if found is None:
             raise NotFoundError(
-                f"unknown task {task_id!r}: tasks are registered with {advice.task_start(task_id)}"
+                f"unknown task {task_id!r}: tasks are registered with {advice.task_start(task_id)}",
+                kind="task",
+                key=task_id,
             )
         return found
 

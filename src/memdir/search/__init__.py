@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..storage.base import ChunkRow, Store
-    from ..storage.embeddings import Embedder, Vectors
+    from ..storage.embeddings import Vectors
+    from ..types import Embedder
 
 KINDS = ("fact", *CHUNK_KINDS)
 MODES = ("lexical", "semantic", "hybrid")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..storage.base import Store
-    from ..storage.embeddings import Embedder
+    from ..types import Embedder
 
     Progress = Callable[[int, int], None]
 
