@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import subprocess
 import sys
 import types as pytypes
@@ -137,3 +138,22 @@ def test_errors_carry_their_context(tmp_path: Path) -> None:  # X2, L1
     with pytest.raises(NotFoundError) as state:
         Memory(str(tmp_path / "nowhere"))
     assert state.value.kind == "state dir" and state.value.path == str(tmp_path / "nowhere")
+
+
+def test_every_type_ignore_in_src_says_why() -> None:
+    # the reason follows the ignore on its line, or a comment just above names the ignore
+    src = Path(memdir.__file__).parent
+    bare = []
+    for path in sorted(src.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "type: ignore" not in line:
+                continue
+            inline = re.search(r"type: ignore\[[^\]]+\]\s*#\s*\S", line)
+            above = any(
+                lines[k].strip().startswith("#") and "ignore" in lines[k]
+                for k in range(max(0, number - 3), number)
+            )
+            if not (inline or above):
+                bare.append(f"{path.relative_to(src)}:{number + 1}")
+    assert bare == []

@@ -470,6 +470,7 @@ def call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> di
     The caller speaks in tool calls: every hint and error names tool calls (advice.py).
     What it returns is inert (R4): no string in it holds a live memorize marker."""
     result = advice.running_as("mcp", _call_tool, memory, name, arguments)
+    # the ignore below: inert() keeps its argument's shape (a dict here) but is typed object
     inert_result: dict[str, Any] = inert(result)  # type: ignore[assignment]
     return inert_result
 

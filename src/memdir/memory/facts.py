@@ -135,6 +135,7 @@ class FactMemory(MemoryBase):
         checked = []
         for row in rows:
             fact = dict(row)
+            # the ignores below: a row's values are objects; each check raises unless a str
             facts.check_category(fact.get("category"))  # type: ignore[arg-type]
             fact["content"] = facts.check_content(
                 fact.get("content"),  # type: ignore[arg-type]

@@ -221,7 +221,7 @@ class _Applier:
             try:
                 facts.check_category(fact.row.get("category"))
                 content = facts.check_content(
-                    fact.row.get("content"),  # type: ignore[arg-type]
+                    fact.row.get("content"),  # type: ignore[arg-type]  # checked: a str or raises
                     memory.settings.max_entry_bytes,
                 )
                 memory.refuse_secrets(
