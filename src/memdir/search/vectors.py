@@ -1,8 +1,8 @@
 """Keeping vectors current (Q2, Q3, issue 11): when items get their embeddings, and by whom.
 
 A search never embeds anything but its question: what has no vector yet is ranked by its
-words (search.py), and the answer says how many items wait. Before, each search embedded
-up to 256 waiting items inline: after an import of 2,000 facts the next searches took 20,
+words (search/__init__.py), and the answer says how many items wait. Before, each search
+embedded up to 256 waiting items inline: after an import of 2,000 facts the next searches took 20,
 8 and 4 s and each ranked differently. Vectors are made instead:
 
 - on a small write, for the written items only (~4 ms an item once the model is loaded;

@@ -4,8 +4,8 @@
 Each check reads through the library (entries, index, tasks, duplicates...), never around
 it, with a few set-based queries (no query per fact) and one scan of the memory root. At
 10k facts the checks take ~45 ms, most of it SQLite's integrity_check; the duplicate
-search (duplicates.find_all) costs more, and far more once facts have vectors, as it then
-compares every embedded fact with every other (bench/doctor.py has the figures).
+search (curation/duplicates.find_all) costs more, and far more once facts have vectors,
+as it then compares every embedded fact with every other (bench/doctor.py has the figures).
 
 Without `fix` nothing is written, not even a cache: the database is read through its own
 connection with `PRAGMA query_only` (writes fail inside SQLite) that never creates or
