@@ -19,6 +19,11 @@ A search embeds nothing but its question (vectors.py says who embeds the rest). 
 with no vector yet is ranked by its words alone and marked `lexical_only`: in hybrid it has
 its lexical score and no semantic part; in semantic mode, which cannot see it, its lexical
 hits follow the semantic ones, so a fresh import is found at once rather than "no matches".
+
+The package: this module checks a search's arguments and runs it; index.py keeps the
+chunk index of the files current, chunks.py cuts a file into sections, vectors.py gives
+facts and chunks their vectors. The parsed query (query.py) stays at the top: the store
+reads it too.
 """
 
 from __future__ import annotations
