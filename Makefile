@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench docs
 	$(BIN)/ruff format --check src tests bench docs
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache  # the layer rule and no import cycles (.importlinter)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

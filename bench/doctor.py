@@ -103,7 +103,7 @@ def run(argv: list[str], env: dict[str, str], codes: tuple[int, ...] = (0, 1)) -
 
 def phases(state: str, stale_days: int, runs: int) -> list[dict[str, Any]]:
     """Each check alone on one Memory (p50 of `runs` calls), in diagnose's order."""
-    from memdir.doctor import checks, diagnosis, disk
+    from memdir.curation.doctor import checks, diagnosis, disk
 
     with common.open_memory(state) as memory:
         layout = memory.layout
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     cached = common.build_store(n, args.seed, args.cache_dir)
     memdir, python = common.venv_bin("memdir"), common.venv_bin("python")
 
-    from memdir import doctor
+    from memdir.curation import doctor
     from memdir.storage import embeddings
 
     with tempfile.TemporaryDirectory(prefix="memdir-bench-doctor-") as scratch:

@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 def doctor_on(memory: Any, probes: list[dict[str, Any]]) -> dict[str, Any]:
     """Doctor's whole check on the store the probes left, timed, and whether its near
     duplicate groups hold each stored near-duplicate probe with its source."""
-    from memdir import doctor, duplicates
+    from memdir.curation import doctor, duplicates
 
     started = time.perf_counter()
     report = doctor.run(memory)

@@ -274,7 +274,7 @@ def fresh_indexing(chunks: int, seed: int, cache_dir: str) -> dict[str, Any]:
 def raw_sql() -> tuple[str, str]:
     """The statements memdir's lexical search runs: facts (SQLiteStore.search_facts with no
     filter) and chunks of every kind (search_chunks)."""
-    from memdir.index import CHUNK_KINDS
+    from memdir.search.index import CHUNK_KINDS
     from memdir.storage.sqlite_index import CHUNK_COLUMNS
 
     columns = ", ".join("c." + c for c in CHUNK_COLUMNS.split(", "))
@@ -335,7 +335,7 @@ def measure(calls: dict[str, Callable[[], Any]], runs: int) -> dict[str, dict[st
 
 
 def lexical_rows(memory: Any, state: str, runs: int) -> list[dict[str, Any]]:
-    from memdir.index import CHUNK_KINDS
+    from memdir.search.index import CHUNK_KINDS
 
     fact_sql, chunk_sql = raw_sql()
     raw = raw_connection(state, memory.settings.busy_timeout_ms)
@@ -460,7 +460,7 @@ print(matrix.shape, (matrix @ matrix[0]).argmax())
 
 
 def cli_rows(state: str, args: Any) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
-    from memdir.index import CHUNK_KINDS
+    from memdir.search.index import CHUNK_KINDS
     from memdir.storage.embeddings import MiniLM
 
     memdir, python = common.venv_bin("memdir"), common.venv_bin("python")

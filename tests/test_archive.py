@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from memdir import ConflictError, Memory, ReadOnlyError, ValidationError, archive, archive_check
+from memdir import ConflictError, Memory, ReadOnlyError, ValidationError
+from memdir.curation import archive, archive_check, archive_format
 from memdir.storage.sqlite import FACT_FIELDS
 from memdir.storage.sqlite_archive import fields
 from memdir.testing import FixedClock
@@ -234,7 +235,7 @@ def test_export_leaves_out_links_and_hidden_folders(tmp_path: Path) -> None:  # 
 
 def test_archive_fields_are_the_tables_columns() -> None:  # issue 7: nothing left behind
     assert set(archive_check.SPEC["fact"]) == set(FACT_FIELDS)
-    for kind in archive.ROW_KINDS:
+    for kind in archive_format.ROW_KINDS:
         assert set(archive_check.SPEC[kind]) == set(fields(kind))
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memdir import Memory, doctor
+from memdir import Memory
+from memdir.curation import doctor
 from memdir.errors import ReadOnlyError
 from memdir.testing import FixedClock
 

@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
-from memdir import ConflictError, Memory, archive, duplicates, similarity
+from memdir import ConflictError, Memory, duplicates, similarity
+from memdir.curation import archive
+from memdir.curation import duplicates as duplicate_scan
+from memdir.curation.importers import run as import_from
 from memdir.errors import ValidationError
-from memdir.importers import run as import_from
 from memdir.storage.migrations import MIGRATIONS
 from memdir.testing import FixedClock
 
@@ -434,7 +436,7 @@ def test_x5_doctor_calls_punctuation_pairs_near_and_same_bodies_a_finding(
     b = memory.add_fact("credit + debit", "convention")
     memory.write_entry("one", "first", "c")
     memory.write_entry("two", "second", "c")
-    groups = {(g.kind, tuple(g.members)): (g.exact, g.how) for g in duplicates.find_all(memory)}
+    groups = {(g.kind, tuple(g.members)): (g.exact, g.how) for g in duplicate_scan.find_all(memory)}
     assert groups[("fact", (a.id, b.id))] == (False, "lexical")
     assert groups[("entry", ("one", "two"))] == (True, "exact")
 
@@ -523,7 +525,7 @@ def test_x5_migration_8_recomputes_the_keys_of_an_old_store(state_dir: Path) -> 
         plus = mem.add_fact("credit + debit", "learning")
         assert not plus.duplicate and [s.ref for s in plus.similar] == [2]
         # two spellings of one text, both kept: reported by doctor, never removed
-        groups = [g for g in duplicates.find_all(mem) if g.kind == "fact" and g.exact]
+        groups = [g for g in duplicate_scan.find_all(mem) if g.kind == "fact" and g.exact]
         assert [g.members for g in groups] == [[3, 4]]
         assert mem.stats().facts_active == 6
         # the entry cache held a body key of the old form: emptied, refilled with the new

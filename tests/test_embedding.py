@@ -23,10 +23,11 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memdir import Memory
+from memdir.embed_worker import EmbedWorker
+from memdir.search.vectors import STEP, embed_pending
 from memdir.storage import embeddings
 from memdir.testing import HashEmbedder, cli_command, cli_env
 from memdir.tools import call_tool
-from memdir.vectors import STEP, EmbedWorker, embed_pending
 
 needs_model = pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra")
 WAIT = 60.0  # seconds a background pass may take at most before a test fails

@@ -25,7 +25,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from memdir import Memory, chunks, daily, hot, tasks  # noqa: F401
+from memdir import Memory, daily, hot, tasks
+from memdir.search import chunks  # noqa: F401
 from memdir.testing import cli_command, cli_env
 from memdir.tools import call_tool
 
@@ -337,7 +338,7 @@ def test_q1_a_5_mb_daily_log_is_searchable_in_bounded_chunks(memory: Memory) -> 
 def test_q1_a_file_too_big_to_index_is_named_by_search_and_doctor(memory: Memory, run: Any) -> None:
     """Q1, Z / issue 12: a file over the index's limit is not silently unsearchable: the
     search's note (CLI and tool) and doctor name it."""
-    from memdir import index
+    from memdir.search import index
 
     folder = Path(memory.path, "daily")
     folder.mkdir(parents=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from memdir import Memory
+from memdir.curation.importers import FORMATS, run
 from memdir.errors import ValidationError
-from memdir.importers import FORMATS, run
 from memdir.models import ImportReport
 
 GITHUB_TOKEN = "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyzAB"  # split: no scanner trips
@@ -601,7 +601,7 @@ def test_report_to_dict(memory: Memory, tmp_path: Path) -> None:
 def test_imported_facts_are_not_stale_on_arrival(memory: Memory, tmp_path: Path) -> None:
     """Issue 7.3/7.5: memories created long ago elsewhere count as stale from the day they
     were imported, not from their creation; a search still records them as found."""
-    from memdir import doctor
+    from memdir.curation import doctor
 
     report = run(memory, "mem0", str(mem0_export(tmp_path)))
     assert report.imported

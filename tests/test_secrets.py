@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from memdir import Memory, ValidationError
-from memdir.secret_scan import SecretError, find
+from memdir.errors import SecretError
+from memdir.secret_scan import find
 
 # Each is built from pieces so that no scanner flags this test file as a leaked secret.
 SECRETS = {

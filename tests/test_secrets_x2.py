@@ -22,9 +22,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memdir import MemdirError, Memory, ValidationError
-from memdir import archive as archive_module
-from memdir.importers import run as import_run
-from memdir.secret_scan import SecretError, find, normalise
+from memdir.curation import archive as archive_module
+from memdir.curation.importers import run as import_run
+from memdir.errors import SecretError
+from memdir.secret_scan import find, normalise
 from memdir.testing import cli_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

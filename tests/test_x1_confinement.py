@@ -17,16 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memdir import Memory, archive, sessions
+from memdir import Memory, sessions
+from memdir.curation import archive
 from memdir.errors import MemdirError, ValidationError
-from memdir.paths import (
-    DATE_RE,
-    NAME_RE,
-    TASK_ID_RE,
-    is_date_name,
-    is_name,
-    is_task_id,
-)
+from memdir.names import NAME_RE, is_name
+from memdir.paths import DATE_RE, TASK_ID_RE, is_date_name, is_task_id
 from memdir.testing import cli_env
 from memdir.tools import call_tool
 

@@ -1,4 +1,10 @@
-"""memdir: memory that outlasts the session for AI agents."""
+"""memdir: memory that outlasts the session for AI agents.
+
+Every record a public Memory method returns is exported here, with the exception tree,
+the Literal aliases and the Embedder protocol (memdir.types). The records of tiers the CLI
+imports lazily (daily, identity, heartbeat, distill, stats) and memdir.types are loaded
+when first named (PEP 562 __getattr__), so `import memdir` costs no more than before.
+"""
 
 from .errors import (
     ConfigError,
@@ -9,33 +15,123 @@ from .errors import (
     NotFoundError,
     QueryError,
     ReadOnlyError,
+    SecretError,
     StorageError,
+    UsageError,
     ValidationError,
 )
-from .memory import Memory, init_project, open_memory
-from .models import CATEGORIES, Fact, Hit, HotWrite, Procedure, Session
+from .memory import InitResult, Lines, Memory, Reindexed, init_project, open_memory
+from .models import (
+    CATEGORIES,
+    Applied,
+    Entry,
+    Fact,
+    Hit,
+    HotWrite,
+    ImportItem,
+    ImportReport,
+    Ingested,
+    Note,
+    Procedure,
+    Provenance,
+    Pruned,
+    Recalled,
+    Session,
+    Similar,
+    Task,
+)
 from .settings import Settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .daily import DailyWrite
+    from .distill import Distillation
+    from .heartbeat import Check as HeartbeatCheck
+    from .identity import Boot
+    from .stats import Stats
+    from .types import Category, Embedder, FactStatus, Kind, SearchMode, Surface, TaskState
 
 __version__ = "0.1.0"
 
+# name -> (module, attribute): imported on first use
+_LAZY = {
+    "Boot": ("memdir.identity", "Boot"),
+    "DailyWrite": ("memdir.daily", "DailyWrite"),
+    "Distillation": ("memdir.distill", "Distillation"),
+    "HeartbeatCheck": ("memdir.heartbeat", "Check"),
+    "Stats": ("memdir.stats", "Stats"),
+    **{
+        name: ("memdir.types", name)
+        for name in (
+            "Category",
+            "Embedder",
+            "FactStatus",
+            "Kind",
+            "SearchMode",
+            "Surface",
+            "TaskState",
+        )
+    },
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'memdir' has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "CATEGORIES",
+    "Applied",
+    "Boot",
+    "Category",
     "ConfigError",
     "ConflictError",
+    "DailyWrite",
     "DisabledError",
+    "Distillation",
+    "Embedder",
+    "Entry",
     "Fact",
+    "FactStatus",
+    "HeartbeatCheck",
     "Hit",
     "HotWrite",
+    "ImportItem",
+    "ImportReport",
+    "Ingested",
+    "InitResult",
+    "Kind",
+    "Lines",
     "MemdirError",
     "Memory",
     "MissingExtraError",
+    "Note",
     "NotFoundError",
     "Procedure",
+    "Provenance",
+    "Pruned",
     "QueryError",
     "ReadOnlyError",
+    "Recalled",
+    "Reindexed",
+    "SearchMode",
+    "SecretError",
     "Session",
     "Settings",
+    "Similar",
+    "Stats",
     "StorageError",
+    "Surface",
+    "Task",
+    "TaskState",
+    "UsageError",
     "ValidationError",
     "init_project",
     "open_memory",

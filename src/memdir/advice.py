@@ -239,7 +239,7 @@ def doctor(fix: bool = False) -> str:
     return _call(
         None,
         ("doctor", *(("--fix",) if fix else ())),
-        ("memdir.doctor.run", "memory", {"fix": True} if fix else {}),
+        ("memdir.curation.doctor.run", "memory", {"fix": True} if fix else {}),
     )
 
 

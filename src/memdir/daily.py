@@ -99,7 +99,7 @@ def append(layout: Layout, text: str, now: float, section: str | None = None) ->
 def read(layout: Layout, date: str) -> str:
     text = files.read_inside(layout.memory_dir, path_of(layout, date), f"daily/{date}.md")
     if text is None:
-        raise NotFoundError(f"no daily log for {date}")
+        raise NotFoundError(f"no daily log for {date}", kind="daily", key=date)
     return text
 
 

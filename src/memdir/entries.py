@@ -15,7 +15,8 @@ from . import advice
 from .errors import MemdirError, NotFoundError, ValidationError
 from .lazy import lazy
 from .models import Entry, Similar
-from .paths import Layout, is_name
+from .names import is_name
+from .paths import ENTRIES_LOCK, Layout
 from .storage import files, frontmatter
 
 TYPE_CHECKING = False
@@ -28,7 +29,7 @@ else:
     similarity = lazy("memdir.similarity")  # only when a file changed or a write compares
 
 DESCRIPTION_MAX = 300
-LOCK = "global"
+LOCK = ENTRIES_LOCK
 
 
 def check_description(description: object) -> str:
@@ -133,7 +134,9 @@ def read(layout: Layout, name: str) -> Entry:
     text = _read_inside(path, layout)
     if text is None:
         raise NotFoundError(
-            f"no global entry named {name!r}: the entries are in {advice.entry_list()}"
+            f"no global entry named {name!r}: the entries are in {advice.entry_list()}",
+            kind="entry",
+            key=name,
         )
     entry = _entry_from(name, text, path, layout)
     try:
@@ -156,7 +159,9 @@ def remove(layout: Layout, store: Store, name: str) -> Entry:
             files.unlink(layout.entry(name), root=layout.memory_dir)
         except FileNotFoundError:
             raise NotFoundError(
-                f"no global entry named {name!r}: the entries are in {advice.entry_list()}"
+                f"no global entry named {name!r}: the entries are in {advice.entry_list()}",
+                kind="entry",
+                key=name,
             ) from None
         _write_index(layout, store)
     return entry

@@ -3,6 +3,7 @@
 MemdirError                 exit 1: anything the user can fix; str() is one line
 ├── ConfigError             config.toml is malformed (path, line, key)
 ├── ValidationError         a bad name, category, date, size or argument
+│   ├── SecretError         a field of the write holds a secret (X2)
 │   └── UsageError          a command line the CLI cannot parse
 ├── QueryError              a search query FTS5 cannot run (carries a hint)
 ├── NotFoundError           no fact, procedure, session or line with that id/name
@@ -44,6 +45,22 @@ class ValidationError(MemdirError):
     pass
 
 
+class SecretError(ValidationError):
+    """X2: a field of the write holds a secret; nothing was written. `kind` names the kind
+    of secret ("a GitHub token"), `field` the field ("" for the text), `line` its line."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str | None = None,
+        field: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind, self.field, self.line = kind, field, line
+
+
 class UsageError(ValidationError):
     """argparse's complaint, raised rather than printed so every front-end error is
     rendered in one place (as JSON with --json)."""
@@ -56,7 +73,20 @@ class QueryError(MemdirError):
 
 
 class NotFoundError(MemdirError):
-    pass
+    """What was missing, when the raiser knows: `kind` ("fact", "entry", "procedure",
+    "session", "task", "daily", "hot line", "hot section", "file", "state dir"...), `key`
+    (its id, name or date) and `path` (a file or directory that is not there)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str | None = None,
+        key: str | int | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind, self.key, self.path = kind, key, path
 
 
 class ReadOnlyError(MemdirError):
@@ -76,4 +106,8 @@ class StorageError(MemdirError):
 
 
 class MissingExtraError(MemdirError):
-    pass
+    """`extra`: the optional extra to install ("embeddings"), when the raiser names it."""
+
+    def __init__(self, message: str, *, extra: str | None = None) -> None:
+        super().__init__(message)
+        self.extra = extra

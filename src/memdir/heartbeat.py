@@ -12,8 +12,9 @@ import os
 import re
 
 from .errors import StorageError, ValidationError
+from .names import full_match
 from .numbers import MAX_UNIX
-from .paths import Layout, full_match
+from .paths import Layout
 from .records import Record
 from .storage import files
 

@@ -170,7 +170,9 @@ def without_line(current: str, line: str) -> str:
     found = exact or [i for i, text in enumerate(lines) if wanted in text]
     if not found:
         raise NotFoundError(
-            f"no line of HOT.md contains {wanted!r}: see its lines with {advice.hot_show()}"
+            f"no line of HOT.md contains {wanted!r}: see its lines with {advice.hot_show()}",
+            kind="hot line",
+            key=wanted,
         )
     if len(found) > 1:
         raise ValidationError(
@@ -198,14 +200,16 @@ def without_section(current: str, heading: str) -> str:
                 end += 1
             return "\n".join(lines[:start] + lines[end:])
     raise NotFoundError(
-        f"HOT.md has no section headed {heading!r}: see its lines with {advice.hot_show()}"
+        f"HOT.md has no section headed {heading!r}: see its lines with {advice.hot_show()}",
+        kind="hot section",
+        key=heading,
     )
 
 
 def _not_empty(current: str, what: str) -> None:
     """Nothing to remove, and nothing to look at either (a pointer to it would fail)."""
     if not strip_marker(current).strip():
-        raise NotFoundError(f"hot memory is empty: {what}")
+        raise NotFoundError(f"hot memory is empty: {what}", kind="hot")
 
 
 def _bare(line: str) -> str:

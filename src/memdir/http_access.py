@@ -214,7 +214,9 @@ def _read_token_file(path: str) -> str:
             text = handle.read(TOKEN_MAX * 4)
     except FileNotFoundError:
         raise NotFoundError(
-            f"no token file {path}: write a token into it first, e.g. {MAKE_TOKEN} > {path}"
+            f"no token file {path}: write a token into it first, e.g. {MAKE_TOKEN} > {path}",
+            kind="token file",
+            path=path,
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"

@@ -8,7 +8,9 @@ calls touch one tier; importing every concept module up front cost ~10 ms a star
         daily = lazy("memdir.daily")
 
 Type checkers see the real module; at run time the first attribute read imports it and
-the proxy takes over the module's namespace, so later reads cost what a module's do.
+the proxy takes over the module's namespace, so later reads cost what a module's do. The
+TYPE_CHECKING import is also what the import contracts (.importlinter) see of a lazy one:
+every lazy() has one (tests/test_layers.py checks).
 """
 
 from __future__ import annotations

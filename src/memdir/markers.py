@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .paths import NAME_MAX, is_name
+from .names import NAME_MAX, is_name
 from .records import Record
 
 SCOPES = ("task", "global")

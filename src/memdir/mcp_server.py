@@ -116,7 +116,8 @@ def build_server(memory: Memory) -> Server[Any]:
             return _error(str(exc))
         except Exception as exc:  # a bug of ours: the agent gets one line, the log the rest
             return _error(_unexpected(exc, f"tool {params.name}"))
-        shown: dict[str, Any] = inert(result)  # type: ignore[assignment]  # R4, at the edge
+        # R4, at the edge. The ignore below: inert() keeps the dict's shape, typed object
+        shown: dict[str, Any] = inert(result)  # type: ignore[assignment]
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(shown, ensure_ascii=False))],
             structured_content=shown,
@@ -425,14 +426,14 @@ JOIN_TIMEOUT = 30.0  # seconds a background thread has to reach its next boundar
 
 
 def _start_embedder(memory: Memory) -> Callable[[], bool]:
-    """Issue 11: the background embedder (vectors.EmbedWorker) when searches use vectors.
+    """Issue 11: the background embedder (embed_worker.EmbedWorker) when searches use vectors.
     It loads the model (the first hybrid search does not wait ~0.35 s for it, and the
     duplicate guard compares meaning from the first write on), then embeds what has no
     vector: at start, after every write, after a search that met such items. A read-only
     session only loads the model. Returns the stop: True once the thread has ended."""
     import sys
 
-    from . import vectors
+    from .embed_worker import EmbedWorker
 
     if not memory.settings.enabled:
         return lambda: True
@@ -445,7 +446,7 @@ def _start_embedder(memory: Memory) -> Callable[[], bool]:
     def warn(message: str) -> None:
         print(f"memdir: warning: {message}", file=sys.stderr)
 
-    worker = vectors.EmbedWorker(memory, embed=not memory.read_only, warn=warn)
+    worker = EmbedWorker(memory, embed=not memory.read_only, warn=warn)
     if worker.embed:
         memory.embed_later = worker.poke
     worker.start()

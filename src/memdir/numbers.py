@@ -54,14 +54,14 @@ def check_number(
     and infinities are refused."""
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if ok:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]  # `ok`: an int or float, unseen by mypy
         ok = (number > low if above else number >= low) and number <= high
     if not ok:
         side = "above" if above else "from"
         raise ValidationError(
             f"bad {what} {_show(value)}: give a number {side} {low:g} to {high:g}"
         )
-    return float(value)  # type: ignore[arg-type]
+    return float(value)  # type: ignore[arg-type]  # `ok` held: an int or float
 
 
 def _show(value: object) -> str:

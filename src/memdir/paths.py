@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 
 from .errors import NotFoundError, ValidationError
+from .names import NAME_MAX, full_match, is_name
 from .records import Record
 
 STATE_ENV = "MEMDIR_STATE_DIR"
@@ -20,10 +21,13 @@ USER_STATE_DIR = os.path.join("~", ".memdir", "state")
 
 ALLOW_ROOT_ENV = "MEMDIR_ALLOW_ROOT"
 
-# Every pattern that validates a name is used with fullmatch, never match: `$` also matches
-# before a trailing newline, so `re.match("^x$", "x\n")` accepts a line break (X1).
-NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-NAME_MAX = 64
+# The locks the writers of global entries (and MEMORY.md) and of procedures hold: named
+# here, beside the other lock names of lock_of, so paths depends on no writer.
+ENTRIES_LOCK = "global"
+PROCEDURES_LOCK = "procedures"
+
+# Every pattern that validates a name is used with fullmatch (names.full_match), never
+# match: `$` also matches before a trailing newline (X1).
 TASK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # \d would take any script\'s digits
 
@@ -146,9 +150,15 @@ def require_state_dir(state: StateDir, create: bool = False) -> None:
         return
     hint = f"create it with `memdir init --state-dir {_quoted(state.path)}`"
     if state.source == "argument":
-        raise NotFoundError(f"state dir {state.path} does not exist: {hint}, or fix the path")
+        raise NotFoundError(
+            f"state dir {state.path} does not exist: {hint}, or fix the path",
+            kind="state dir",
+            path=state.path,
+        )
     raise NotFoundError(
-        f"{STATE_ENV} points at {state.path}, which does not exist: {hint}, or fix the variable"
+        f"{STATE_ENV} points at {state.path}, which does not exist: {hint}, or fix the variable",
+        kind="state dir",
+        path=state.path,
     )
 
 
@@ -168,12 +178,16 @@ def require_memory_dir(
     if named_by == MEMORY_ENV:
         raise NotFoundError(
             f"{MEMORY_ENV} points at {memory_dir}, which does not exist: {hint}, "
-            "or fix the variable"
+            "or fix the variable",
+            kind="memory dir",
+            path=memory_dir,
         )
     config = os.path.join(state_dir, "config.toml")
     raise NotFoundError(
         f"memory dir {memory_dir} (memory.path in {config}) does not exist: {hint}, "
-        "or fix memory.path"
+        "or fix memory.path",
+        kind="memory dir",
+        path=memory_dir,
     )
 
 
@@ -246,17 +260,6 @@ def _quoted(path: str) -> str:
     import shlex  # only on the error path
 
     return shlex.quote(path)
-
-
-def full_match(pattern: re.Pattern[str], value: object) -> bool:
-    """X1: the one test every validator of a name, id, date or word uses: the whole string
-    matches `pattern`, with nothing after it (not even the newline `$` lets through)."""
-    return isinstance(value, str) and pattern.fullmatch(value) is not None
-
-
-def is_name(name: object) -> bool:
-    """X1/P1: kebab-case, at most 64 characters, so a name can never be a path."""
-    return isinstance(name, str) and len(name) <= NAME_MAX and full_match(NAME_RE, name)
 
 
 def is_task_id(task_id: object) -> bool:
@@ -341,20 +344,18 @@ def _absolute(path: str, base: str) -> str:
 def lock_of(rel: str) -> str | None:
     """The lock every writer of memory-root file `rel` ("global/x.md") holds, if any: what
     another writer of it (an import, doctor's temp sweep) must hold too."""
-    from . import entries, procedures  # the writers own their locks' names
-
     if rel in ("HOT.md", "HOT.md.bak", HOT_OVERFLOW):
         return "HOT.md"
     if rel == "heartbeat-state.json":
         return "heartbeat"
     if rel == "MEMORY.md":
-        return entries.LOCK
+        return ENTRIES_LOCK
     folder, _, name = rel.rpartition("/")
     stem = name[:-3] if name.endswith(".md") else ""
     if folder == "global":
-        return entries.LOCK
+        return ENTRIES_LOCK
     if folder == "procedures" and is_name(stem):
-        return procedures.LOCK
+        return PROCEDURES_LOCK
     if folder == "tasks" and is_task_id(stem):
         return f"task-{stem}"
     if folder == "daily" and is_date_name(stem):

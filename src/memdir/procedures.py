@@ -9,7 +9,8 @@ import time
 from . import advice, query
 from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Procedure, Similar
-from .paths import Layout, is_name
+from .names import is_name
+from .paths import PROCEDURES_LOCK, Layout
 from .storage import files, frontmatter
 
 TYPE_CHECKING = False
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from .storage.base import Store
 
 SNIPPET_LINES = 3
-LOCK = "procedures"
+LOCK = PROCEDURES_LOCK
 
 
 def write(
@@ -60,7 +61,9 @@ def read(layout: Layout, name: str) -> Procedure:
     text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
     if text is None:
         raise NotFoundError(
-            f"no procedure named {name!r}: find the procedures with {advice.procedure_list()}"
+            f"no procedure named {name!r}: find the procedures with {advice.procedure_list()}",
+            kind="procedure",
+            key=name,
         )
     return _load(layout, name, path, text)
 

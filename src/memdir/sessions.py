@@ -9,7 +9,7 @@ import time
 from . import advice
 from .errors import ConflictError, ReadOnlyError, ValidationError
 from .models import Session
-from .paths import full_match
+from .names import full_match
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

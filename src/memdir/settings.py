@@ -6,8 +6,8 @@ import os
 import re
 
 from .errors import ConfigError
+from .names import full_match
 from .numbers import MAX_BYTES, MAX_CHARS, MAX_DAYS, MAX_HOURS, MAX_TIMEOUT_MS
-from .paths import full_match
 from .records import Record
 
 TYPE_CHECKING = False

@@ -20,6 +20,7 @@ from .memory import Memory
 from .models import CATEGORIES
 from .numbers import INT64_MAX, MAX_CHARS, MAX_LINES, check_int, check_number
 from .tool_output import OUTPUT
+from .types import Category, Kind, SearchMode
 
 
 class Tool(NamedTuple):
@@ -52,12 +53,12 @@ class Tool(NamedTuple):
 def memory_search(
     memory: Memory,
     query: str,
-    category: str | None = None,
+    category: Category | None = None,
     limit: int = 10,
     since: str | None = None,
     min_score: float | None = None,
-    kinds: list[str] | None = None,
-    mode: str | None = None,
+    kinds: list[Kind] | None = None,
+    mode: SearchMode | None = None,
     as_of: str | None = None,
 ) -> dict[str, Any]:
     hits = memory.search(
@@ -84,7 +85,7 @@ def memory_update(
     memory: Memory,
     target: str = "fact",
     action: str = "set",
-    category: str | None = None,
+    category: Category | None = None,
     content: str | None = None,
     supersedes: int | None = None,
     id: int | None = None,
@@ -469,6 +470,7 @@ def call_tool(memory: Memory, name: str, arguments: dict[str, Any] | None) -> di
     The caller speaks in tool calls: every hint and error names tool calls (advice.py).
     What it returns is inert (R4): no string in it holds a live memorize marker."""
     result = advice.running_as("mcp", _call_tool, memory, name, arguments)
+    # the ignore below: inert() keeps its argument's shape (a dict here) but is typed object
     inert_result: dict[str, Any] = inert(result)  # type: ignore[assignment]
     return inert_result
 

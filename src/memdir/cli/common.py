@@ -13,7 +13,7 @@ from ..memory import Memory
 # argparse passes each of its own strings through gettext, which searches the disk for a
 # catalogue every time (~2 ms a call, with nothing found). memdir speaks English only, so
 # argparse's few strings need no translation either.
-argparse._ = lambda message: message  # type: ignore[attr-defined]
+argparse._ = lambda message: message  # type: ignore[attr-defined]  # private, not in the stubs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class Formatter(argparse.HelpFormatter):
             width = int(columns)
         else:
             try:
+                # the ignore below: sys.__stdout__ is None without a stdout: AttributeError below
                 width = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
             except (OSError, AttributeError, ValueError):
                 width = 80

@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..doctor import Report
+    from ..curation.doctor import Report
 
 LABELS = {"error": "ERROR", "warning": "WARNING", "info": "INFO"}
 
@@ -52,7 +52,7 @@ def add_doctor(b: Builder) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> Any:
-    from .. import doctor
+    from ..curation import doctor
 
     with memory_for(args) as memory:
         report = doctor.run(memory, fix=args.fix, stale_days=args.stale_days)

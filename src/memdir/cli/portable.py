@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..archive import Exported
+    from ..curation.archive import Exported
     from ..models import ImportReport
 
 NATIVE = "memdir"
@@ -82,7 +82,7 @@ def add_import(b: Builder) -> None:
 
 
 def _export(args: argparse.Namespace) -> Any:
-    from .. import archive
+    from ..curation import archive
 
     memory = memory_for(args)
     if args.out is not None:
@@ -113,11 +113,11 @@ def _summary(done: Exported) -> str:
 def _import(args: argparse.Namespace) -> Any:
     memory = memory_for(args)
     if args.fmt == NATIVE:
-        from .. import archive
+        from ..curation import archive
 
         report = archive.import_archive(memory, args.path, dry_run=args.dry_run, force=args.force)
     else:
-        from .. import importers
+        from ..curation import importers
 
         if args.fmt not in importers.FORMATS:
             known = ", ".join((NATIVE, *importers.FORMATS))

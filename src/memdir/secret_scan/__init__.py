@@ -9,6 +9,9 @@ joined, and inside the base64 or hex runs long enough to hide a key (bounded: th
 stays linear). The shapes (patterns.py) are the providers' token formats plus the generic
 credential-named assignment whose value looks like a credential.
 
+This package only finds and masks (it imports nothing of memdir, so the exception tree can
+mask what an error quotes); secret_guard.py refuses the write.
+
 Our own patterns rather than detect-secrets: that library costs ~200 ms of import on every
 CLI write, and its entropy plugins flag ordinary prose unless wrapped in its file filters.
 """
@@ -16,11 +19,9 @@ CLI write, and its entropy plugins flag ordinary prose unless wrapped in its fil
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import NamedTuple
 
-from ..errors import ValidationError
 from . import normalise as _normalise
 from .patterns import (
     ASSIGNMENT,
@@ -37,38 +38,10 @@ MAX_DEPTH = 2  # base64 inside base64 is decoded; deeper is not
 ENCODED = " (encoded)"
 
 
-class SecretError(ValidationError):
-    """X2: the text holds a secret; nothing was written."""
-
-
 class Found(NamedTuple):
     kind: str  # "a GitHub token"
     line: int  # 1-based, in the text as given
     excerpt: str  # masked: enough to recognise it, not enough to use it
-
-
-def check(text: str | None, what: str, field: str | None = None) -> None:
-    """Raise SecretError naming the first secret in `text` (the `field` of a `what`)."""
-    check_fields({field or "": text}, what)
-
-
-def check_fields(fields: Mapping[str, object] | Iterable[tuple[str, object]], what: str) -> None:
-    """X2, once per write: every stored field of a `what` (a fact, an entry...), by name
-    ("" for its text). Raise SecretError for the first that holds a secret."""
-    items = fields.items() if isinstance(fields, Mapping) else fields
-    for field, value in items:
-        if not isinstance(value, str) or not value:
-            continue
-        found = find(value)
-        if found is None:
-            continue
-        where = f"the {what}" if not field else f"the {what}'s {field}"
-        raise SecretError(
-            f"refused: {where} holds what looks like {found.kind} (line {found.line}: "
-            f"{found.excerpt}); memdir never stores secrets: store a reference instead (the "
-            "name of the environment variable or secret-manager entry that holds it); "
-            "nothing was written"
-        )
 
 
 def find(text: str) -> Found | None:

@@ -1,0 +1,28 @@
+"""What an export archive is made of (its format number, the kinds of its records, the two
+roots its files come from): the one place that both the archive's writer (archive.py) and
+its checker (archive_check.py) read, so neither imports the other back."""
+
+from __future__ import annotations
+
+from ..storage.sqlite_archive import TABLES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..paths import Layout
+
+FORMAT = 1  # the archive format this module writes and reads
+ROW_KINDS = tuple(TABLES)  # fact, fact_usage, task, session, session_write, kv
+KINDS = ("file", *ROW_KINDS)
+ROOTS = ("memory", "state")
+DB_FILES = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal")
+DERIVED = "MEMORY.md"
+
+
+def latest_schema() -> int:
+    from ..storage.migrations import MIGRATIONS
+
+    return MIGRATIONS[-1][0]
+
+
+def root_dir(layout: Layout, root: str) -> str:
+    return layout.memory_dir if root == "memory" else layout.state_dir

@@ -1,0 +1,350 @@
+"""MemoryBase: what every part of the Memory facade shares — where memory lives, who is
+writing (session, surface, agent), whether writing is allowed at all — and the writes that
+more than one part makes (an entry through the duplicate guard, a task note), so that no
+part calls another."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+from .. import advice, facts, search, sessions
+from ..clock import Clock, iso
+from ..errors import ConflictError, DisabledError, MemdirError, NotFoundError, StorageError
+from ..lazy import lazy
+from ..models import Entry, Provenance, Session, Similar
+from ..paths import (
+    MEMORY_ENV,
+    SESSION_ENV,
+    STATE_ENV,
+    Layout,
+    check_memory_root,
+    memory_dir_source,
+    require_memory_dir,
+    require_state_dir,
+    resolve_state_dir,
+)
+from ..settings import Settings, load_settings
+from ..storage import embeddings
+from ..storage.sqlite import SQLiteStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Self
+
+    from .. import duplicates, entries, tasks
+    from ..search import index, vectors
+    from ..types import Embedder, Surface
+else:
+    duplicates = lazy("memdir.duplicates")
+    entries = lazy("memdir.entries")
+    tasks = lazy("memdir.tasks")
+    index = lazy("memdir.search.index")
+    vectors = lazy("memdir.search.vectors")
+
+SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
+
+
+class MemoryBase:
+    """One store, seen by one caller. Cheap to create; the database opens on first use.
+
+    A state dir the caller names (the argument, MEMDIR_STATE_DIR) or a memory root it names
+    (MEMDIR_MEMORY_DIR, `memory.path`) must exist: a typo is an error, never a new empty
+    store. `create=True` makes them instead. The default places (the nearest .memdir/,
+    else ~/.memdir/state) are made on the first write."""
+
+    def __init__(
+        self,
+        state_dir: str | None = None,
+        *,
+        session: str | None = None,
+        surface: Surface | str = "cli",
+        agent: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        clock: Clock = time.time,
+        embedder: Embedder | None = None,
+        create: bool = False,
+    ) -> None:
+        env = os.environ if env is None else env
+        cwd = os.getcwd() if cwd is None else cwd
+        self.state = resolve_state_dir(state_dir, env, cwd)
+        require_state_dir(self.state, create)
+        self.settings: Settings = load_settings(os.path.join(self.state.path, "config.toml"))
+        memory_dir, named_by = memory_dir_source(self.state.path, self.settings.path, env, cwd)
+        check_memory_root(memory_dir, named_by, self.state.path, env)
+        require_memory_dir(memory_dir, named_by, self.state.path, create)
+        self.layout = Layout(self.state.path, memory_dir)
+        self.surface = sessions.check_surface(surface)
+        self.agent = agent
+        self.clock = clock
+        self.store = SQLiteStore(
+            self.layout.db,
+            busy_timeout_ms=self.settings.busy_timeout_ms,
+            create=self.settings.enabled,
+        )
+        self._embedder = embedder  # None: the default model, loaded when first needed
+        self._vectors = search.VectorCache()
+        self.unembedded = 0  # facts and chunks without a vector when the last search ran
+        self.too_big: list[str] = []  # files the last index sync left out for their size
+        self._searched = "lexical"  # the mode the last search ran in
+        # Set by a front end that embeds in the background (the MCP server's EmbedWorker):
+        # called when items need vectors, instead of embedding them in the caller's thread.
+        self.embed_later: Callable[[], object] | None = None
+        self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
+        self._hits: dict[int, str] = {}  # fact id -> when a search last found it (unsaved)
+        self._hits_flushed = float("-inf")
+        self._owner: MemoryBase | None = None  # set on a companion(): the model is its
+        self._companions: list[MemoryBase] = []
+        self.session_id: str | None = None
+        self._session: Session | None = None
+        # The session the environment names (inherited from a parent process): a subagent
+        # there cannot switch to another session with --session (U2).
+        ambient = env.get(SESSION_ENV) or None
+        self._ambient = sessions.check_id(ambient) if ambient and session else None
+        self.bind_session(session if session is not None else ambient)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def companion(self) -> Self:
+        """Another Memory on this store for the same caller, with its own SQLite
+        connection and the same model: a server answers reads on it while a long write
+        runs on this one, so no read waits for a write's turn (issue 12)."""
+        other = type(self)(
+            self.state.path,
+            session=self.session_id,
+            surface=self.surface,
+            agent=self.agent,
+            env=self.child_env(),  # the same state dir and memory root, however named
+            clock=self.clock,
+        )
+        other._owner = self
+        self._companions.append(other)
+        return other
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The memory root: every memory file lives under it (L2)."""
+        return self.layout.memory_dir
+
+    def child_env(self) -> dict[str, str]:
+        """L5: what a process that memdir starts needs to reach the same memory."""
+        env = {STATE_ENV: self.state.path, MEMORY_ENV: self.layout.memory_dir}
+        if self.session_id:
+            env[SESSION_ENV] = self.session_id
+        return env
+
+    def bind_session(self, session_id: str | None) -> None:
+        """Act as `session_id` from now on (U4), e.g. a server that started its own session."""
+        self.session_id = sessions.check_id(session_id) if session_id else None
+        self._session = None
+        if getattr(self, "_ambient", None) == self.session_id:
+            self._ambient = None
+
+    @property
+    def session(self) -> Session | None:
+        """The current session's record (U4), or None for a plain top-level caller."""
+        if self.session_id and self._session is None:
+            found = self.store.get_session(self.session_id)
+            if found is None:
+                raise NotFoundError(
+                    f"unknown session {self.session_id!r}: start one with {advice.session_start()}",
+                    kind="session",
+                    key=self.session_id,
+                )
+            if self._ambient and self._ambient != found.id:
+                ambient = self.store.get_session(self._ambient)
+                if ambient is not None:
+                    sessions.check_may_act_as(ambient, found, self.store.get_session)
+            self._session = found
+        return self._session
+
+    @property
+    def read_only(self) -> bool:
+        session = self.session
+        return session is not None and session.is_subagent
+
+    def _now(self) -> str:
+        return iso(self.clock())
+
+    def _provenance(self) -> Provenance:
+        session = self.session
+        surface = session.surface if session is not None else self.surface
+        return Provenance(self.session_id, surface, self.agent)
+
+    def _enabled(self, doing: str) -> None:
+        if not self.settings.enabled:
+            raise DisabledError(
+                f"memory is disabled (memory.enabled = false in {self.layout.config}): "
+                f"cannot {doing}; nothing was stored"
+            )
+
+    def require_writable(self, what: str) -> None:
+        """Every write passes here: memory enabled (S), a top-level session (U2) that is
+        still open."""
+        self._enabled(f"write {what}")
+        session = self.session
+        sessions.refuse_if_subagent(session)
+        if session is not None and session.ended is not None:
+            raise ConflictError(
+                f"session {session.id} ended at {session.ended}: start a new one to write"
+            )
+
+    def refuse_secrets(self, what: str, **fields: object) -> None:
+        """X2, once per write, before anything is written: every field the write stores
+        (its text under `text`, names, descriptions, task ids, workflow, step, section...)
+        and this caller's provenance (agent, session id, surface) are scanned together."""
+        from .. import secret_guard  # only on writes: reads never pay for the patterns
+
+        named = {"text": "", **{k: k.replace("_", " ") for k in fields if k != "text"}}
+        secret_guard.check_fields(
+            [
+                *((named[k], v) for k, v in fields.items()),
+                ("agent (--agent)", self.agent),
+                ("session id", self.session_id),
+                ("surface", self.surface),
+            ],
+            what,
+        )
+
+    def _count(self, kind: str) -> None:
+        if self.session_id:
+            self.store.count_write(self.session_id, kind)
+
+    def _wants_vectors(self) -> bool:
+        """Whether search here uses vectors: [search] mode semantic or hybrid, or auto,
+        with the embeddings extra installed (or a model given)."""
+        if self.settings.search_mode == "lexical":
+            return False
+        return self._embedder is not None or embeddings.available()
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many writes in a row (an import): none embeds on its own; the caller embeds
+        them all at the end in one pass with progress (`embed_pending`)."""
+        saved, self._bulk = self._bulk, True
+        try:
+            yield
+        finally:
+            self._bulk = saved
+
+    def _embed_written(self, fact_ids: Sequence[int] = (), files: Sequence[str] = ()) -> None:
+        """What one small write made gets its vectors now, so the next search finds it by
+        meaning: in a server, from its background worker; elsewhere inline, loading the
+        model if need be (~0.35 s against the ~30 ms of a CLI write) unless [search]
+        embed_on_write = "loaded", which leaves it to `memdir reindex` or the server (until
+        then search ranks it by its words). Never fails the write."""
+        if self._bulk:
+            return
+        if self.embed_later is not None:
+            self.embed_later()
+            return
+        load = self.settings.search_embed_on_write == "always"
+        if self._embedder is None and not load:
+            return  # the CLI's path: not even a look for the extra
+        if len(fact_ids) + len(files) > SMALL_WRITE or not self._wants_vectors():
+            return
+        paths = [os.path.relpath(f, self.layout.memory_dir).replace(os.sep, "/") for f in files]
+        try:
+            if paths:
+                index.sync(self.layout, self.store)  # the written file's chunks
+            model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
+            rows = self.store.unembedded_items(model, list(fact_ids), paths)
+            if not rows or len(rows) > SMALL_WRITE:
+                # Issue 12: a big write (a long note, many blocks) is not embedded here: it
+                # would keep the writer busy for minutes; reindex or the server embed it,
+                # and until then search ranks it by its words and says so
+                return
+            embedder = self._embedder or embeddings.default_embedder()
+            self._embedder = embedder
+            vectors.embed_rows(self.store, embedder, rows)
+        except MemdirError:
+            pass  # locked, no extra, or a file gone meanwhile: it waits, as a CLI write does
+
+    # -- what more than one part writes through (a part never calls another part) ----------
+
+    def _write_entry(
+        self,
+        name: str,
+        description: str,
+        content: str,
+        task: str | None,
+        workflow: str | None,
+    ) -> tuple[Entry, bool]:
+        # the content's size was checked by the caller; X2 here, over every stored field
+        self.refuse_secrets(
+            "entry", text=content, name=name, description=description, task=task, workflow=workflow
+        )
+        provenance = {"agent": self.agent, "task": task, "workflow": workflow}
+        entry, created = entries.write(
+            self.layout,
+            self.store,
+            name,
+            description,
+            content,
+            self._now(),
+            provenance,
+            twins=lambda: self._entry_twins(name, content),
+        )
+        if entry.duplicate:
+            same = duplicates.named_hint("entry", entry.name, self.settings.marker_prefix)
+            return entry._replace(hint=same), False
+        self._count("entries")
+        self._embed_written(files=[self.layout.entry(name)])
+        similar = duplicates.merged(entry.similar, self._similar_files("entry", name, content))
+        hint = duplicates.similar_hint(similar, name, self.settings.marker_prefix)
+        return entry._replace(similar=similar, hint=hint), created
+
+    def _entry_twins(self, name: str, content: str) -> tuple[Similar, ...]:
+        """The other entries that say this or nearly this. Only entries whose cached
+        fingerprint could match (the body's key, shared band keys) are read."""
+        prints = entries.fingerprints(self.layout, self.store)
+        others = []
+        for other in duplicates.candidates(name, content, prints):
+            with contextlib.suppress(MemdirError):  # a symlink out of the root (X1)
+                text = entries.text_of(self.layout, other) or ""
+                others.append((other, duplicates.body_of(text)))
+        return duplicates.among("entry", name, content, others, self.settings.duplicate_lexical)
+
+    def _similar_files(self, kind: str, name: str, content: str) -> tuple[Similar, ...]:
+        """Entries or procedures that mean nearly this, when the embedding model is loaded
+        (a report: never fails the write)."""
+        if self._embedder is None:
+            return ()
+        semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
+        try:
+            return duplicates.similar_files(self.store, kind, name, content, semantic)
+        except MemdirError:
+            return ()
+
+    def _lineage(self, task_id: str) -> list[str]:
+        try:
+            registry = {t.id: t for t in self.store.all_tasks()}
+        except StorageError:
+            registry = {}  # a broken memory.db: the task's own notes still recall (Z)
+        return tasks.lineage(registry, task_id)
+
+    def _add_note(self, task_id: str, content: str, workflow: str | None, step: str | None) -> bool:
+        """T1/T2 (tasks.add_note, and memorize's task blocks): append a note to the task;
+        False when it was there already (a retry)."""
+        self.layout.task_notes(task_id)
+        content = facts.check_content(content, self.settings.max_entry_bytes, "note")
+        self.require_writable("task notes")
+        self.refuse_secrets("note", text=content, task_id=task_id, workflow=workflow, step=step)
+        added = tasks.add_note(
+            self.layout, task_id, content, self._now(), workflow, step, self.agent
+        )
+        if added:
+            self._count("notes")
+            self._embed_written(files=[self.layout.task_notes(task_id)])
+        return added

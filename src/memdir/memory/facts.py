@@ -1,0 +1,180 @@
+"""The Memory facade's fact archive (F1-F5): facts written through the duplicate guard
+(X5), superseded with their validity windows, imported whole from an archive or another
+tool."""
+
+from __future__ import annotations
+
+from .. import advice, facts
+from ..errors import MemdirError, NotFoundError, ValidationError
+from ..lazy import lazy
+from ..models import Fact
+from .base import MemoryBase
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .. import duplicates
+    from ..types import Category
+else:
+    duplicates = lazy("memdir.duplicates")
+
+
+class FactMemory(MemoryBase):
+    """Facts: add, supersede, remove, read, their history; imports of many."""
+
+    def add_fact(self, content: str, category: Category, *, valid_from: str | None = None) -> Fact:
+        """A new fact. An exact duplicate of an active fact (the same text up to case,
+        Unicode form and spacing: similarity.normalize) is not stored: the answer is that
+        fact, `duplicate` set, with a hint to supersede it; near duplicates (punctuation
+        apart, or close words) are stored and named in `similar` (X5). `valid_from`: when
+        it began to hold."""
+        facts.check_category(category)
+        content = facts.check_content(content, self.settings.max_entry_bytes)
+        start = self._valid_from(valid_from)
+        self.require_writable("facts")
+        self.refuse_secrets("fact", text=content, category=category, valid_from=valid_from)
+        fact = self.store.add_fact(category, content, self._now(), self._provenance(), start)
+        if fact.duplicate:
+            return fact._replace(hint=duplicates.fact_hint(fact))
+        fact = self._with_similar(fact)
+        self._embed_written([fact.id])
+        return fact
+
+    def _valid_from(self, valid_from: str | None) -> str | None:
+        """When a fact began to hold: now or before. The archive records what holds, not
+        plans: a fact that takes effect later is written when it does."""
+        start = facts.normalize_since(valid_from)
+        if start is not None and start > self._now():
+            raise ValidationError(
+                f"valid_from {valid_from} is in the future: store the fact when it takes "
+                "effect (memory records what holds now or held before)"
+            )
+        return start
+
+    def _with_similar(self, fact: Fact, exclude: int | None = None) -> Fact:
+        """The near duplicates of a fact just written (a report: never fails the write)."""
+        semantic = None
+        if self._embedder is not None:  # only when loaded: never 0.4 s for one write
+            semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
+        try:
+            similar = duplicates.similar_facts(
+                self.store, fact, self.settings.duplicate_lexical, semantic
+            )
+        except MemdirError:
+            return fact
+        similar = tuple(s for s in similar if s.ref != exclude)
+        return fact._replace(similar=similar, hint=duplicates.similar_hint(similar, fact.id))
+
+    def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
+        """Bulk import: (content, category) pairs in one transaction."""
+        checked = [
+            (
+                facts.check_category(category),
+                facts.check_content(content, self.settings.max_entry_bytes),
+            )
+            for content, category in rows
+        ]
+        self.require_writable("facts")
+        for category, content in checked:
+            self.refuse_secrets("fact", text=content, category=category)
+        ids = self.store.add_facts(checked, self._now(), self._provenance())
+        self._embed_written(ids)
+        return ids
+
+    def supersede_fact(
+        self,
+        fact_id: int | str,
+        content: str,
+        category: Category | None = None,
+        *,
+        valid_from: str | None = None,
+    ) -> Fact:
+        """F3: the new version; the old one's validity ends when the new one's begins
+        (`valid_from`, default now). Text another active fact holds is refused."""
+        fact_id = facts.check_id(fact_id)
+        if category is not None:
+            facts.check_category(category)
+        content = facts.check_content(content, self.settings.max_entry_bytes)
+        start = self._valid_from(valid_from)
+        self.require_writable("facts")
+        self.refuse_secrets("fact", text=content, category=category, valid_from=valid_from)
+        _old, new = self.store.supersede_fact(
+            fact_id, category, content, self._now(), self._provenance(), start
+        )
+        if new.duplicate:
+            return new._replace(hint=f"fact {fact_id} says this already; nothing changed")
+        new = self._with_similar(new, exclude=fact_id)
+        self._embed_written([new.id])
+        return new
+
+    def remove_fact(self, fact_id: int | str) -> Fact:
+        fact_id = facts.check_id(fact_id)
+        self.require_writable("facts")
+        return self.store.remove_fact(fact_id, self._now())
+
+    def fact_saying(self, content: str) -> Fact | None:
+        """The active fact that says exactly `content` (case, Unicode form and spacing
+        aside; punctuation counts, X5)."""
+        return self.store.fact_saying(content)
+
+    def import_facts(
+        self,
+        rows: list[dict[str, object]],
+        *,
+        keep_ids: bool = False,
+        fresh: bool = False,
+        held: dict[int, int] | None = None,
+    ) -> dict[int, int]:
+        """Facts as another store or tool holds them (storage.sqlite.FACT_FIELDS keys: their
+        own ids, supersede links, times, provenance, validity), in one transaction; returns
+        their id -> the id stored. Each row's category and content are checked (F2, X2,
+        X3) before anything is written; a missing `status` is active, missing times are now.
+        `fresh`: brought in from another tool now, so doctor counts them stale from today,
+        not from their (old) creation. `held`: ids of the rows' numbering the store holds
+        already -> the store's ids, for links that lead to them (a merge)."""
+        now = self._now()
+        checked = []
+        for row in rows:
+            fact = dict(row)
+            # the ignores below: a row's values are objects; each check raises unless a str
+            facts.check_category(fact.get("category"))  # type: ignore[arg-type]
+            fact["content"] = facts.check_content(
+                fact.get("content"),  # type: ignore[arg-type]
+                self.settings.max_entry_bytes,
+            )
+            fact["status"] = facts.check_status(fact.get("status"))
+            # X2: every stored field of the row, its provenance too (agent, session, surface)
+            self.refuse_secrets(
+                "fact", text=fact["content"], **{k: v for k, v in fact.items() if k != "content"}
+            )
+            for field in ("created", "updated", "valid_from"):
+                if not fact.get(field):
+                    fact[field] = fact.get("created") or now
+            checked.append(fact)
+        # A superseded fact without an end held until its successor began; a removed one
+        # until it was removed (its last update).
+        begins = {row.get("id"): row["valid_from"] for row in checked}
+        for fact in checked:
+            if fact["status"] != "active" and not fact.get("valid_to"):
+                successor = begins.get(fact.get("superseded_by"))
+                superseded = fact["status"] == "superseded" and successor
+                fact["valid_to"] = successor if superseded else fact["updated"]
+        self.require_writable("facts")
+        stored = self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
+        self._embed_written(list(stored.values()))
+        return stored
+
+    def get_fact(self, fact_id: int | str) -> Fact:
+        fact_id = facts.check_id(fact_id)
+        fact = self.store.get_fact(fact_id)
+        if fact is None:
+            raise NotFoundError(
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}",
+                kind="fact",
+                key=fact_id,
+            )
+        return fact
+
+    def fact_history(self, fact_id: int | str) -> list[Fact]:
+        """F3: the whole supersede chain the fact belongs to, oldest first."""
+        self.get_fact(fact_id)
+        return self.store.fact_chain(facts.check_id(fact_id))

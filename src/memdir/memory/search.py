@@ -1,0 +1,238 @@
+"""The Memory facade's search (Q1-Q3): one store searched across every tier, the index kept
+current, the embedding model loaded when vectors are there to compare, and what a front
+end should say about the last search."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+
+from .. import advice, facts, search
+from ..errors import MemdirError, MissingExtraError, StorageError
+from ..lazy import lazy
+from ..models import Entry, Hit
+from ..records import Record
+from ..storage import embeddings
+from ..storage.embeddings import DEFAULT_MODEL
+from .base import MemoryBase
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .. import entries
+    from ..search import index, vectors
+    from ..types import Category, Embedder, Kind, SearchMode
+else:
+    entries = lazy("memdir.entries")
+    index = lazy("memdir.search.index")
+    vectors = lazy("memdir.search.vectors")
+
+HITS_EVERY = 60.0  # seconds between two writes of the facts searches found
+INSTALL_SHOWN = "search.notice"  # kv: the store was told search is lexical only
+_install_shown = False  # ...or, when the store could not record it, this process was
+
+
+class Reindexed(Record):
+    """What `reindex` rebuilt: the entries (broken ones carry their error), the files
+    chunked, the items embedded."""
+
+    entries: list[Entry]
+    files: int
+    embedded: int
+
+
+class SearchMemory(MemoryBase):
+    """Search, the index and the vectors behind it."""
+
+    def search(
+        self,
+        query: str,
+        *,
+        category: Category | None = None,
+        limit: int = 10,
+        since: str | None = None,
+        kinds: str | list[Kind] | tuple[Kind, ...] | None = None,
+        mode: SearchMode | None = None,
+        min_score: float | None = None,
+        as_of: str | None = None,
+    ) -> list[Hit]:
+        """Q1-Q3: every tier (or `kinds` of them), best first. `mode` lexical, semantic or
+        hybrid (default: [search] mode, hybrid when the embeddings extra is installed);
+        `min_score` drops semantic candidates below that cosine (default 0.5). `as_of`
+        (a date means its end): the facts that held then, superseded ones included; only
+        facts keep a history, so only facts are searched, lexically."""
+        wanted_kinds, when = search.check_filters(category, kinds, min_score, as_of)
+        settings = self.settings
+        embedder = None
+        self.too_big = []
+        if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
+            run_mode, wanted_kinds = "lexical", ("fact",)
+        else:
+            run_mode = search.effective_mode(self.search_mode(mode), query)
+            # Keeping the index current writes, and a search must not fail because another
+            # process holds the write lock: then it answers from the index as it stands.
+            with contextlib.suppress(StorageError):
+                self.sync_index()
+        self.unembedded, self._searched = 0, run_mode
+        if run_mode != "lexical":
+            # Issue 11: a search embeds its question only. What has no vector yet is ranked
+            # by its words. The model is loaded when there are vectors to compare the
+            # question with, or when a server holds it (or is loading it) anyway.
+            model = self._embedder.name if self._embedder is not None else DEFAULT_MODEL
+            stored = 0
+            with contextlib.suppress(StorageError):
+                self.unembedded = self.store.count_unembedded(model)
+                stored = self.store.vector_generation(model)[0]
+            if stored or self.embed_later is not None:
+                embedder = self.embedder()
+            if self.unembedded and self.embed_later is not None:
+                self.embed_later()  # another process wrote them, or a hand edit
+        hits = search.search(
+            self.store,
+            self.layout,
+            query,
+            category=category,
+            since=facts.normalize_since(since),
+            limit=search.check_limit(limit),
+            kinds=wanted_kinds,
+            mode=run_mode,
+            min_score=settings.search_min_score if min_score is None else float(min_score),
+            embedder=embedder,
+            cache=self._vectors,
+            weights=(settings.search_lexical_weight, settings.search_semantic_weight),
+            rrf_k=settings.search_rrf_k,
+            pending=self.unembedded,
+            as_of=when,
+        )
+        self._note_hits(hits)
+        return hits
+
+    def _note_hits(self, hits: list[Hit]) -> None:
+        """Remember which facts a search found (doctor: facts never recalled). Written at
+        once when nothing was written for a minute, else with a later search or on close:
+        a warm server pays one small write a minute, not one per search. A subagent's
+        searches and a store that cannot be written are left out: bookkeeping never fails
+        a search."""
+        if not self.settings.enabled:
+            return
+        now = self._now()
+        for hit in hits:
+            if hit.kind == "fact" and hit.id is not None:
+                self._hits[hit.id] = now
+        if self._hits and self.clock() - self._hits_flushed >= HITS_EVERY:
+            self.flush_hits()
+
+    def flush_hits(self) -> None:
+        for other in self._companions:  # each a Memory, so a SearchMemory
+            if isinstance(other, SearchMemory):
+                other.flush_hits()
+        hits, self._hits = self._hits, {}
+        self._hits_flushed = self.clock()
+        if not hits or not os.path.exists(self.layout.db):
+            return
+        with contextlib.suppress(MemdirError):
+            if not self.read_only:
+                self.store.record_hits(hits)
+
+    def close(self) -> None:
+        self.flush_hits()
+        super().close()
+
+    def search_mode(self, mode: SearchMode | None = None) -> str:
+        """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
+        embeddings extra is installed. Semantic without the extra is a clear error."""
+        wanted = mode if mode is not None else self.settings.search_mode
+        if wanted == "auto":
+            return "hybrid" if self._embedder is not None or embeddings.available() else "lexical"
+        run = search.check_mode(wanted)
+        if run != "lexical" and self._embedder is None and not embeddings.available():
+            raise MissingExtraError(embeddings.install_hint(), extra="embeddings")
+        return run
+
+    def embedder(self) -> Embedder:
+        if self._owner is not None:  # a companion shares its owner's model (one in memory)
+            owner = self._owner  # a Memory, so a SearchMemory: its own part
+            assert isinstance(owner, SearchMemory)
+            return owner.embedder()
+        if self._embedder is None:
+            self._embedder = embeddings.default_embedder()
+        return self._embedder
+
+    def search_notice(self) -> str | None:
+        """What a front end should say about the last search: the files too big to index
+        (issue 12: never silently unsearchable), then the embedding note below."""
+        notes = []
+        if self.too_big:
+            from ..search.index import MAX_INDEX_BYTES
+
+            shown = ", ".join(self.too_big[:5]) + (" ..." if len(self.too_big) > 5 else "")
+            notes.append(
+                f"{len(self.too_big):,} file(s) over {MAX_INDEX_BYTES // 2**20} MB are too big "
+                f"to index and were not searched: {shown}; split them into smaller files"
+            )
+        embedding = self._embedding_notice()
+        if embedding:
+            notes.append(embedding)
+        return "; ".join(notes) or None
+
+    def _embedding_notice(self) -> str | None:
+        """Q2, issue 11: what a front end should say about the last search, if anything:
+        how many items it ranked by their words alone for want of a vector, and how they
+        get one; or, once per store, that search is lexical only without the embeddings
+        extra, with the command that installs it from where memdir was installed."""
+        if self.unembedded:
+            n = self.unembedded
+            them, they = ("them", "they were") if n != 1 else ("it", "it was")
+            items = f"{n:,} item{'s are' if n != 1 else ' is'} not embedded yet"
+            if self._searched == "semantic":
+                seen = f"semantic search cannot see {them}, so {they} matched by words"
+            else:
+                seen = f"{they} ranked by words alone"
+            if self.embed_later is not None:
+                how = f"the server is embedding {them} in the background"
+            else:
+                how = f"to embed {them}: {advice.reindex()}"
+            return f"{items}: {seen}; {how}"
+        if self._embedder is not None or embeddings.available() or not self.settings.enabled:
+            return None
+        global _install_shown
+        if _install_shown:
+            return None
+        try:
+            if self.store.get_value(INSTALL_SHOWN) is not None:
+                return None
+            self.store.set_value(INSTALL_SHOWN, "shown")
+        except StorageError:
+            _install_shown = True  # the store cannot remember it: this process does
+        return f"search is lexical only: {embeddings.install_hint()}"
+
+    def reindex(self, progress: Callable[[str, int, int], None] | None = None) -> Reindexed:
+        """G3, Q3: rebuild MEMORY.md, the entry cache and the search index from the files,
+        and embed everything not embedded yet (when the extra is installed). `progress`
+        is told (stage, done, total) as it goes."""
+        self._enabled("rebuild the index")
+        found = entries.reindex(self.layout, self.store)
+        step = None if progress is None else (lambda d, t: progress("chunks", d, t))
+        files = index.sync(self.layout, self.store, full=True, progress=step)
+        embed = None if progress is None else (lambda d, t: progress("embeddings", d, t))
+        return Reindexed(found, files, self.embed_pending(embed))
+
+    def embed_pending(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Issue 11: give a vector to every fact and file section that has none yet (what
+        `memdir reindex` and `memdir import` end with); `progress` is told (done, total)
+        from the first item on. 0 when search here does not use vectors ([search] mode
+        lexical, or no embeddings extra). Returns how many items were embedded."""
+        if not self._wants_vectors():
+            return 0
+        self._enabled("embed memory")
+        self.sync_index()
+        embedder = self._embedder or embeddings.default_embedder()
+        self._embedder = embedder
+        return vectors.embed_pending(self.store, embedder, progress)
+
+    def sync_index(self) -> None:
+        """Bring the chunk index up to date with the files (cheap when nothing changed).
+        The files too big to index are remembered for the search's note (issue 12)."""
+        if self.settings.enabled:
+            self.too_big = []
+            index.sync(self.layout, self.store, too_big=self.too_big)

@@ -1,0 +1,72 @@
+"""The Memory facade's sessions (U1-U4) and the store's statistics (D2)."""
+
+from __future__ import annotations
+
+from .. import advice, search, sessions
+from ..clock import iso
+from ..errors import ConflictError, NotFoundError
+from ..lazy import lazy
+from ..models import Session
+from .base import MemoryBase
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .. import hot, stats
+    from ..types import Surface
+else:
+    hot = lazy("memdir.hot")
+    stats = lazy("memdir.stats")
+
+
+class SessionMemory(MemoryBase):
+    """Sessions: start, end, list; and the numbers of every tier."""
+
+    def start_session(self, surface: Surface | str = "cli", parent: str | None = None) -> Session:
+        """U1: a new session. With a parent it is a subagent session: read-only (U2)."""
+        surface = sessions.check_surface(surface)
+        found: Session | None = None
+        if parent is not None:
+            sessions.check_id(parent)
+            found = self.store.get_session(parent)
+            if found is None:
+                raise NotFoundError(
+                    f"unknown parent session {parent!r}: the sessions are listed by "
+                    f"{advice.sessions()}",
+                    kind="session",
+                    key=parent,
+                )
+        sessions.check_may_start(self.session, found, self.store.get_session)
+        self._enabled("start a session")
+        now = self.clock()
+        return self.store.start_session(sessions.new_id(now), surface, parent, iso(now))
+
+    def end_session(self, session_id: str) -> Session:
+        """U3: record the end of a top-level session with the counts of what it wrote.
+        A subagent's end is not recorded: it wrote nothing and keeps no record."""
+        sessions.check_id(session_id)
+        found = self.store.get_session(session_id)
+        if found is None:
+            raise NotFoundError(
+                f"unknown session {session_id!r}: the sessions are listed by {advice.sessions()}",
+                kind="session",
+                key=session_id,
+            )
+        sessions.check_may_end(self.session, found, self.store.get_session)
+        if found.is_subagent:
+            return found
+        if found.ended is not None:
+            raise ConflictError(f"session {session_id} already ended at {found.ended}")
+        self._enabled("end a session")
+        ended = self.store.end_session(session_id, self._now())
+        if session_id == self.session_id:
+            self._session = ended
+        return ended
+
+    def sessions(self, limit: int = 100) -> list[Session]:
+        return self.store.list_sessions(search.check_limit(limit))
+
+    def stats(self) -> stats.Stats:
+        """D2: number and size of every tier, HOT.md against its cap, distillation ratio."""
+        return stats.collect(
+            self.layout, self.store, hot.read(self.layout), self.settings.hot_cap_chars
+        )

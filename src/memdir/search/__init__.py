@@ -1,0 +1,382 @@
+"""memory_search (Q1-Q3, F4, P3): one question, every tier, one ranked list.
+
+Lexical: the fact archive's FTS5 index, the chunks index of the markdown files (global
+entries, task notes, daily logs, procedures), and the plain substring match of procedures
+(P3), each ranked on its own. bm25 scores of two indexes do not compare, and in a store of
+a few items they are all near zero (FTS5 floors a word's idf at 1e-6), so each hit's score
+is its share of the best score of its own list: 1.0 is the best match of its kind. The
+lists merge by that share, ties broken by reciprocal rank fusion. Semantic: cosine between
+the question's vector and every fact's and chunk's (brute force with numpy: ~1 ms per 10k
+vectors). Hybrid: the union of both lists, ranked by a weighted sum of scores,
+`lexical_weight * lexical share + semantic_weight * cosine`, where every candidate,
+lexical ones included, gets its cosine (0 when it has no lexical match or no vector).
+Scores rather than ranks: reciprocal rank fusion forgets how far apart two hits are, and
+on LoCoMo it lost to lexical search alone while this sum beat it (bench/locomo.py); a
+convex combination of normalised scores is also what Bruch et al. (2023, "An Analysis of
+Fusion Functions for Hybrid Retrieval") found to beat reciprocal rank fusion.
+
+A search embeds nothing but its question (vectors.py says who embeds the rest). An item
+with no vector yet is ranked by its words alone and marked `lexical_only`: in hybrid it has
+its lexical score and no semantic part; in semantic mode, which cannot see it, its lexical
+hits follow the semantic ones, so a fresh import is found at once rather than "no matches".
+
+The package: this module checks a search's arguments and runs it; index.py keeps the
+chunk index of the files current, chunks.py cuts a file into sections, vectors.py gives
+facts and chunks their vectors. The parsed query (query.py) stays at the top: the store
+reads it too.
+"""
+
+from __future__ import annotations
+
+from .. import facts, procedures, query
+from ..errors import ValidationError
+from ..models import Fact, Hit
+from ..paths import Layout
+from ..storage import embeddings
+from .index import CHUNK_KINDS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..storage.base import ChunkRow, Store
+    from ..storage.embeddings import Vectors
+    from ..types import Embedder
+
+KINDS = ("fact", *CHUNK_KINDS)
+MODES = ("lexical", "semantic", "hybrid")
+MAX_LIMIT = 1000
+SNIPPET_CHARS = 500
+MIN_SHARE = 0.0001  # the least lexical score a hit shows
+
+Key = tuple[str, int | str]  # (fact, id), (chunk, id) or (path, a procedure's path)
+
+
+def check_limit(limit: object) -> int:
+    from ..numbers import check_int
+
+    return check_int(limit, "limit", high=MAX_LIMIT)
+
+
+def check_kinds(kinds: object) -> tuple[str, ...]:
+    if kinds is None:
+        return KINDS
+    if isinstance(kinds, str):
+        kinds = [k.strip() for k in kinds.split(",") if k.strip()]
+    if not isinstance(kinds, list | tuple) or not kinds or not set(kinds) <= set(KINDS):
+        raise ValidationError(f"bad kind {kinds!r}: the kinds are {', '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+def check_filters(
+    category: str | None, kinds: object, min_score: object, as_of: str | None
+) -> tuple[tuple[str, ...], str | None]:
+    """Q1-Q3: a search's filters checked before anything runs, in this order: the
+    category, the moment `as_of` (normalised: a date alone means its end), `min_score`, the
+    kinds. Returns (kinds, as_of)."""
+    if category is not None:
+        facts.check_category(category)
+    when = facts.normalize_as_of(as_of)
+    if min_score is not None and (
+        isinstance(min_score, bool) or not isinstance(min_score, int | float)
+    ):
+        raise ValidationError(f"bad min_score {min_score!r}: a number such as 0.5")
+    return check_kinds(kinds), when
+
+
+def check_mode(mode: object) -> str:
+    if mode not in MODES:
+        raise ValidationError(f"bad search mode {mode!r}: use {', '.join(MODES)}")
+    assert isinstance(mode, str)
+    return mode
+
+
+class VectorCache:
+    """Every vector of one model as a matrix, kept while the store's vectors are unchanged:
+    a warm process answers a semantic query without reading 100k blobs again."""
+
+    def __init__(self) -> None:
+        self.generation: tuple[int, int] | None = None
+        self.keys: list[Key] = []
+        self.rows: dict[Key, int] = {}  # key -> its row of the matrix
+        self.matrix: Vectors | None = None
+
+    def load(self, store: Store, embedder: Embedder) -> tuple[list[Key], Vectors]:
+        generation = store.vector_generation(embedder.name)
+        if generation != self.generation or self.matrix is None:
+            keys: list[Key] = []
+            blobs: list[bytes] = []
+            for owner, owner_id, blob in store.iter_vectors(embedder.name):
+                keys.append((owner, owner_id))
+                blobs.append(blob)
+            self.keys, self.matrix = keys, embeddings.from_blobs(blobs, embedder.dim)
+            self.rows = {key: row for row, key in enumerate(keys)}
+            self.generation = generation
+        return self.keys, self.matrix
+
+
+def effective_mode(mode: str, text: str) -> str:
+    """F4: AND, NOT, "phrases" mean exactly that, and similarity would not: a structured
+    query in hybrid mode runs lexically."""
+    return "lexical" if mode == "hybrid" and query.is_structured(text) else mode
+
+
+def search(
+    store: Store,
+    layout: Layout,
+    text: str,
+    *,
+    category: str | None,
+    since: str | None,
+    limit: int,
+    kinds: tuple[str, ...],
+    mode: str,
+    min_score: float,
+    embedder: Embedder | None,
+    cache: VectorCache,
+    weights: tuple[float, float],
+    rrf_k: int,
+    pending: int = 0,
+    as_of: str | None = None,
+) -> list[Hit]:
+    """`embedder` None in semantic or hybrid mode: the store holds no vector of the model,
+    so there is nothing to compare the question with. `pending`: how many items have no
+    vector yet; semantic mode then adds their lexical hits. `as_of`: the facts that held
+    at that time (issue 7), lexically: files keep no history, and superseded facts keep
+    no vector."""
+    node = query.parse_search(text)
+    if node is None:
+        return []  # nothing to look for: an empty list, not an error (Q2)
+    mode = effective_mode(mode, text)
+    depth = max(3 * limit, 30)
+    if as_of is not None:
+        match = query.to_fts5(node)
+        found = _relative(
+            [
+                (("fact", f.id), _fact_hit(f, score))
+                for f, score in store.search_facts(match, category, since, limit, as_of)
+            ]
+        )
+        return [hit for _, hit in found]
+    lexical: list[list[tuple[Key, Hit]]] = []
+    if mode != "semantic" or pending:
+        lexical = _lexical_lists(store, layout, node, category, since, kinds, depth)
+    if mode == "lexical":
+        return _finish(_fuse(lexical, rrf_k), limit)
+    semantic: list[tuple[Key, Hit]] = []
+    similarity: Callable[[Key], float | None] = lambda key: None  # noqa: E731
+    if embedder is not None:
+        semantic, similarity = _semantic(
+            store, embedder, cache, text, category, since, kinds, depth, min_score
+        )
+    if mode == "semantic":
+        # what has no vector yet, found by its words (the substring list of procedures
+        # aside: their chunks are in the chunk list)
+        indexed = [ranked for ranked in lexical if ranked[0][0][0] != "path"]
+        unseen = [
+            (key, hit._replace(lexical_only=True))
+            for key, hit in _fuse(indexed, rrf_k)
+            if similarity(key) is None
+        ]
+        return _finish(semantic + unseen, limit)
+    return _finish(_combine(lexical, semantic, similarity, weights), limit)
+
+
+def _lexical_lists(
+    store: Store,
+    layout: Layout,
+    node: query.Node,
+    category: str | None,
+    since: str | None,
+    kinds: tuple[str, ...],
+    depth: int,
+) -> list[list[tuple[Key, Hit]]]:
+    match = query.to_fts5(node)
+    lists: list[list[tuple[Key, Hit]]] = []
+    if "fact" in kinds:
+        lists.append(
+            [
+                (("fact", f.id), _fact_hit(f, score))
+                for f, score in store.search_facts(match, category, since, depth)
+            ]
+        )
+    chunk_kinds = tuple(k for k in kinds if k != "fact")
+    if chunk_kinds and category is None:  # categories belong to facts only
+        lists.append(
+            [
+                (("chunk", row[0]), _chunk_hit(row, score))
+                for row, score in store.search_chunks(match, chunk_kinds, since, depth)
+            ]
+        )
+    if "procedure" in kinds and category is None:  # P3: plain substrings always work
+        lists.append(
+            [
+                (
+                    ("path", p.path),
+                    Hit(
+                        "procedure",
+                        snippet,
+                        score,
+                        path=p.path,
+                        name=p.name,
+                        date=p.updated,
+                        lines=lines,
+                    ),
+                )
+                for p, score, lines, snippet in procedures.search(layout, node, since, depth)
+            ]
+        )
+    return [_relative(ranked) for ranked in lists if ranked]
+
+
+def _relative(ranked: list[tuple[Key, Hit]]) -> list[tuple[Key, Hit]]:
+    """Each score as its share of the list's best (bm25 or substring counts), so that 1.0
+    is the best match of its kind, whatever the size of the store or the query; to four
+    decimals, and at least 0.0001: a hit that matched only words found in nearly every
+    item (bm25 near 0) reads as weak, not as 4e-06."""
+    if not ranked:
+        return ranked
+    best = ranked[0][1].score
+    return [
+        (key, hit._replace(score=max(round(hit.score / best, 4), MIN_SHARE) if best > 0 else 1.0))
+        for key, hit in ranked
+    ]
+
+
+def _semantic(
+    store: Store,
+    embedder: Embedder,
+    cache: VectorCache,
+    text: str,
+    category: str | None,
+    since: str | None,
+    kinds: tuple[str, ...],
+    depth: int,
+    min_score: float,
+) -> tuple[list[tuple[Key, Hit]], Callable[[Key], float | None]]:
+    """The hits at or above min_score, best first, and the cosine of any key (None: it
+    has no vector yet), for hybrid ranking."""
+    import numpy as np
+
+    keys, matrix = cache.load(store, embedder)
+    if not keys:
+        return [], lambda key: None
+    scores = matrix @ embedder.embed([text])[0]
+    rows = cache.rows
+
+    def similarity(key: Key) -> float | None:
+        row = rows.get(key)
+        return None if row is None else float(scores[row])
+
+    wanted = min(len(keys), depth * 4)
+    candidates = np.argpartition(-scores, wanted - 1)[:wanted]
+    candidates = candidates[np.argsort(-scores[candidates])]
+    top = [int(i) for i in candidates if scores[i] >= min_score]
+    facts = store.facts_by_id([int(keys[i][1]) for i in top if keys[i][0] == "fact"])
+    chunks = store.chunks_by_id([int(keys[i][1]) for i in top if keys[i][0] == "chunk"])
+    out: list[tuple[Key, Hit]] = []
+    for i in top:
+        owner, owner_id = keys[i]
+        score = round(float(scores[i]), 6)
+        if owner == "fact" and owner_id in facts:
+            f = facts[owner_id]
+            if (
+                "fact" in kinds
+                and f.status == "active"
+                and (category in (None, f.category))
+                and (since is None or f.created >= since)
+            ):
+                out.append((("fact", f.id), _fact_hit(f, score)))
+        elif owner == "chunk" and owner_id in chunks and category is None:
+            row = chunks[owner_id]
+            if row[2] in kinds and (since is None or (row[5] or "") >= since):
+                out.append((("chunk", row[0]), _chunk_hit(row, score)))
+        if len(out) >= depth:
+            break
+    return out, similarity
+
+
+def _fact_hit(fact: Fact, score: float) -> Hit:
+    return Hit(
+        "fact",
+        fact.content,
+        score,
+        id=fact.id,
+        category=fact.category,
+        date=fact.created,
+        valid_to=fact.valid_to,
+    )
+
+
+def _chunk_hit(row: ChunkRow, score: float) -> Hit:
+    chunk_id, path, kind, start, end, date, content = row
+    snippet = content if len(content) <= SNIPPET_CHARS else content[:SNIPPET_CHARS] + " …"
+    name = path.rsplit("/", 1)[-1][:-3]
+    return Hit(kind, snippet, score, path=path, name=name, date=date, lines=(start, end))
+
+
+def _fuse(lists: list[list[tuple[Key, Hit]]], k: int) -> list[tuple[Key, Hit]]:
+    """Lexical lists as one: by the best share a key has in any list, equal shares (the
+    tops of several lists) by reciprocal rank fusion; the first list a key appears in
+    supplies its hit."""
+    shares: dict[Key, float] = {}
+    fused: dict[Key, float] = {}
+    hits: dict[Key, Hit] = {}
+    for ranked in lists:
+        for rank, (key, hit) in enumerate(ranked):
+            shares[key] = max(shares.get(key, 0.0), hit.score)
+            fused[key] = fused.get(key, 0.0) + 1 / (k + rank + 1)
+            hits.setdefault(key, hit)
+    order = sorted(hits, key=lambda key: (-shares[key], -fused[key]))
+    return [(key, hits[key]._replace(score=shares[key])) for key in order]
+
+
+def _combine(
+    lexical: list[list[tuple[Key, Hit]]],
+    semantic: list[tuple[Key, Hit]],
+    similarity: Callable[[Key], float | None],
+    weights: tuple[float, float],
+) -> list[tuple[Key, Hit]]:
+    """Hybrid (Q3): every candidate of the lexical lists and of the semantic list, scored
+    `lexical_weight * its lexical share + semantic_weight * its cosine` (a negative cosine
+    counts as 0). The share (score / the best of its list) puts bm25, whose scale depends
+    on the query and the index, and the substring counts of procedures, on the cosine's
+    0-1 scale. A fact or chunk with no vector yet has its lexical part only."""
+    relative: dict[Key, float] = {}
+    hits: dict[Key, Hit] = {}
+    for ranked in lexical:
+        for key, hit in ranked:
+            relative[key] = max(relative.get(key, 0.0), hit.score)
+            hits.setdefault(key, hit)
+    for key, hit in semantic:
+        hits.setdefault(key, hit)
+    cosine = {key: similarity(key) for key in hits}
+    scored = {
+        key: weights[0] * relative.get(key, 0.0) + weights[1] * max(cosine[key] or 0.0, 0.0)
+        for key in hits
+    }
+    order = sorted(hits, key=lambda key: -scored[key])
+    return [
+        (
+            key,
+            hits[key]._replace(
+                score=round(scored[key], 6),
+                lexical_only=True if cosine[key] is None and key[0] != "path" else None,
+            ),
+        )
+        for key in order
+    ]
+
+
+def _finish(ranked: list[tuple[Key, Hit]], limit: int) -> list[Hit]:
+    """The first `limit` hits, a procedure found twice (as a chunk and by substring) once."""
+    out, seen = [], set()
+    for _, hit in ranked:
+        if hit.kind == "procedure":
+            if hit.path in seen:
+                continue
+            seen.add(hit.path)
+        out.append(hit)
+        if len(out) == limit:
+            break
+    return out

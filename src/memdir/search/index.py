@@ -1,0 +1,123 @@
+"""The search index follows the files (Q1, Q3, G4): before a search, every markdown file
+of the memory root is compared with what the index holds — (mtime, size) first, then the
+content hash — and only files that changed are chunked again; deleted files leave.
+
+A file's chunks are replaced in one transaction, so a search never sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from ..clock import iso
+from ..paths import STEM_CHECKS, Layout
+from ..storage import files
+from ..storage.hashing import text_hash
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..storage.base import FileState, NewChunk, Store
+    from . import chunks
+else:
+    from ..lazy import lazy
+
+    chunks = lazy("memdir.search.chunks")  # only when a file changed
+
+# kind of hit -> folder under the memory root
+TIERS = (("procedure", "procedures"), ("global", "global"), ("task", "tasks"), ("daily", "daily"))
+CHUNK_KINDS = tuple(kind for kind, _ in TIERS)
+# Issue 12: a file up to this size is indexed, in bounded chunks (a 5 MB daily log is a
+# legitimate log: ~0.5 s to chunk once); a bigger one is left out, and search and doctor
+# name it. Reading and chunking grow linearly, so the bound keeps one sync under seconds.
+MAX_INDEX_BYTES = 32 * 1024 * 1024
+
+
+def sync(
+    layout: Layout,
+    store: Store,
+    full: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    too_big: list[str] | None = None,
+) -> int:
+    """Bring the index up to date with the files; returns how many files were (re)chunked.
+    `full` re-reads every file, as `memdir reindex` does. `too_big` collects the files
+    left out for their size (filled before anything is written)."""
+    found = scan(layout, too_big)
+    indexed = store.indexed_files()
+    stale = [
+        (rel, kind, path, mtime, size)
+        for rel, (kind, path, mtime, size) in found.items()
+        if full or indexed.get(rel, ("", -1, -1, ""))[1:3] != (mtime, size)
+    ]
+    changes: list[tuple[str, FileState, list[NewChunk] | None]] = []
+    if progress is not None and stale:
+        progress(0, len(stale))  # a bar from the first file on, not after it
+    for done, (rel, kind, path, mtime, size) in enumerate(stale, 1):
+        text = _read_inside(layout, path)
+        if text is None:
+            continue
+        state: FileState = (kind, mtime, size, text_hash(text))
+        # a touch re-chunks too: chunks are dated by the file's mtime (`since`), and
+        # replace_chunks gives a chunk whose text did not change its vector back
+        changes.append((rel, state, _chunks(kind, rel, text, mtime)))
+        if progress is not None:
+            progress(done, len(stale))
+    gone = [rel for rel in indexed if rel not in found]
+    if changes or gone:
+        store.replace_chunks(changes, gone)
+    return len(changes)
+
+
+def scan(layout: Layout, too_big: list[str] | None = None) -> dict[str, tuple[str, str, int, int]]:
+    """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers;
+    `too_big` collects those left out for their size. A folder named x.md is no file."""
+    found = {}
+    for kind, folder in TIERS:
+        valid = STEM_CHECKS[folder]
+        listing = files.scandir(os.path.join(layout.memory_dir, folder), root=layout.memory_dir)
+        for item in listing:
+            if not item.name.endswith(".md") or not valid(item.name[:-3]):
+                continue  # not a memory file's name (X1): doctor reports it
+            try:
+                info = item.stat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue  # a folder named x.md: doctor reports it (layout.stray)
+            if info.st_size > MAX_INDEX_BYTES:
+                if too_big is not None:
+                    too_big.append(f"{folder}/{item.name}")
+                continue
+            path = os.path.join(layout.memory_dir, folder, item.name)
+            found[f"{folder}/{item.name}"] = (kind, path, info.st_mtime_ns, info.st_size)
+    return found
+
+
+def _read_inside(layout: Layout, path: str) -> str | None:
+    """The file's text; None for a symlink that leads out of the memory root (X1)."""
+    try:
+        text = files.read_text(path, root=layout.memory_dir)
+    except Exception:  # unreadable now: try again at the next search
+        return None
+    return None if text is None or "\0" in text else text
+
+
+def _chunks(
+    kind: str, rel: str, text: str, mtime_ns: int
+) -> list[tuple[int, int, str | None, str, str]]:
+    modified = iso(mtime_ns / 1e9)
+    day = os.path.basename(rel)[:-3] if kind == "daily" else None
+    date = modified
+    if day is not None:
+        try:
+            date = iso(time.mktime(time.strptime(day, "%Y-%m-%d")))
+        except ValueError:
+            pass
+    return [
+        (c.start, c.end, c.date or date, c.content, c.hash)
+        for c in chunks.chunk(kind, text, date, day)
+    ]
