@@ -218,6 +218,43 @@ def test_a_stdio_server_stopped_while_warming_exits_cleanly(
         assert ended is not None
 
 
+def thread_kill(pid: int, tid: int, sig: signal.Signals) -> None:
+    """`sig` to one thread of another process (tgkill): where the kernel may deliver a
+    signal sent to the whole process."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tid, int(sig)) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill {pid} {tid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stdio_server_stops_whichever_thread_the_signal_lands_on(
+    tmp_path: Path, stop: signal.Signals
+) -> None:  # U3 A2
+    """A signal to the process is delivered to any one of its threads. Python runs the
+    handler on the main thread only, and an idle stdio server's main thread sleeps in its
+    event loop's select with no timer due: a signal that landed on the stdin reader or the
+    embedder went unseen and the server never stopped (the held-stdin hang under load).
+    Two servers: the signal goes to the first thread the server started, then to the
+    last."""
+    for run, pick in enumerate((0, -1)):
+        state = tmp_path / f"run{run}"
+        state.mkdir()
+        proc = start_stdio(state)
+        try:
+            threads = sorted(int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir())
+            others = [t for t in threads if t != proc.pid]
+            assert others, "a serving stdio server runs more than its main thread"
+            thread_kill(proc.pid, others[pick], stop)
+            exited_cleanly(proc, stop, state)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
 def signal_storm(proc: subprocess.Popen[bytes], stop: signal.Signals) -> None:
     """The signal again and again (an impatient Ctrl+C, a supervisor that repeats its
     SIGTERM) until the process is gone: every instant of its shutdown gets one."""
