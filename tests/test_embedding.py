@@ -388,6 +388,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 @needs_model
 @pytest.mark.anyio

@@ -64,6 +64,7 @@ def test_readme_first_block_is_the_two_make_commands() -> None:
         assert dry.returncode == 0, dry.stderr
 
 
+@pytest.mark.slow
 def test_readme_blocks_run_as_written(reader: dict[str, str]) -> None:
     """L1, E3, F1-F5, M1, R1, A1: each block after the first, in order, exits 0."""
     if shutil.which("claude", path=reader["PATH"]) is None:

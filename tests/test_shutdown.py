@@ -27,6 +27,8 @@ from memdir.storage import embeddings
 from memdir.testing import MCP_INITIALIZE, cli_command, cli_env, free_port
 
 pytestmark = [
+    pytest.mark.slow,  # real server processes, and the model's warm-up
+    pytest.mark.xdist_group("processes"),  # process storms take turns (Makefile)
     pytest.mark.timeout(240),
     pytest.mark.embeddings,  # the model's warm-up is what a shutdown must survive
     pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra"),
