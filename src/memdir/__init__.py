@@ -16,6 +16,8 @@ from .memory import Memory, init_project, open_memory
 from .models import CATEGORIES, Fact, Hit, HotWrite, Procedure, Session
 from .settings import Settings
 
+# The one version source: hatch reads it for the package metadata (pyproject.toml,
+# [tool.hatch.version]); `memdir --version` prints it.
 __version__ = "0.1.0"
 
 __all__ = [
