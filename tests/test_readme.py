@@ -39,6 +39,11 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     bin_dir = os.path.dirname(sys.executable)
     env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
     env["HOME"] = str(base / "home")
+    # the Claude Code CLI keeps its settings (the servers `claude mcp add` adds) under
+    # CLAUDE_CONFIG_DIR when set, else in HOME: a value inherited from the developer's
+    # shell would have this test write into their real config, shared by parallel runs
+    env["CLAUDE_CONFIG_DIR"] = str(base / "home" / ".claude")
+    env.pop("XDG_CONFIG_HOME", None)
     env["CWD"] = str(base / "project")
     return env
 
