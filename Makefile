@@ -1,5 +1,7 @@
 # Two entry points (see README): `make run` serves memdir, `make test` runs the suite.
 # Both create .venv on first use; a change to pyproject.toml reinstalls.
+# `make test-fast` is the quick lane: the suite without the tests marked slow (real
+# server processes, process storms, stress, bench smoke), in parallel too.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +10,12 @@ STAMP := $(VENV)/.installed
 CLAUDE_VERSION := 2.1.332
 CLAUDE := $(VENV)/node/node_modules/.bin/claude
 
-.PHONY: run test lint bench docs clean
+# pytest-xdist workers: one per core (2 here). Tests that start many processes at once
+# share the xdist group "processes" (loadgroup): they take turns on one worker.
+WORKERS ?= auto
+PYTEST := PATH="$(CURDIR)/$(VENV)/node/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(WORKERS) --dist loadgroup
+
+.PHONY: run test test-fast lint bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +34,10 @@ run: $(STAMP)
 	$(BIN)/memdir serve --http 127.0.0.1:8765
 
 test: $(STAMP) $(CLAUDE) lint
-	PATH="$(CURDIR)/$(VENV)/node/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+	$(PYTEST)
+
+test-fast: $(STAMP) $(CLAUDE)
+	$(PYTEST) -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench docs

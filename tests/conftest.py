@@ -63,3 +63,12 @@ def run(state_dir: Path) -> Callable[..., CLIResult]:
         return CLIResult(proc)
 
     return runner
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that runs the real CLI as a child process (the `run` fixture) is slow: a
+    process start per command, ~0.1 s idle and seconds on a loaded machine. `make test`
+    runs it; `make test-fast` (-m "not slow") leaves it out."""
+    for item in items:
+        if "run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

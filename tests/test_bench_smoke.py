@@ -15,6 +15,8 @@ import pytest
 
 from memdir.storage.embeddings import available as embeddings_available
 
+pytestmark = pytest.mark.slow  # bench scripts run end to end
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 TINY = {
     "search_cli": ["--facts", "500", "--runs", "2"],

@@ -316,6 +316,7 @@ def test_disabled_memory_boots_nothing(state_dir: Path, run: Callable[..., Any])
 # -- the MCP prompt ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mcp_boot_prompt(state_dir: Path) -> None:  # E3 A2
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters

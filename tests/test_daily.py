@@ -420,6 +420,8 @@ with open(os.path.join(sync, f"acked-{idx}.json"), "w") as out:
 """
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("processes")
 def test_two_processes_appending_at_once_lose_nothing(
     tmp_path: Path, state_dir: Path
 ) -> None:  # E1 L3

@@ -170,6 +170,7 @@ with Memory() as mem:
 """
 
 
+@pytest.mark.slow
 def test_processes_adding_one_fact_at_once_store_it_once(state_dir: Path) -> None:  # 7.1 L3
     Memory().add_fact("warm-up", "learning")  # the db exists: the race is on the fact
     env = cli_env(str(state_dir))

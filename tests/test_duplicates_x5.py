@@ -256,6 +256,7 @@ def test_x5_many_entries_with_one_body_are_all_stored_and_a_few_named(
 # -- the CLI -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_x5_cli_facts_procedures_and_memorize(run: Callable[..., Any]) -> None:
     for text in ("credit - debit", "credit + debit", ".5 seconds", "5 seconds"):
         added = run("fact", "add", text, "-c", "convention")
@@ -293,6 +294,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.timeout(60)
 async def test_x5_mcp_tools_store_what_is_distinct(state_dir: Path) -> None:

@@ -389,6 +389,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 @pytest.mark.embeddings
 @needs_model
 @pytest.mark.anyio

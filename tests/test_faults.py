@@ -42,6 +42,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("processes")
 def test_writer_killed_at_random_instants_loses_nothing(tmp_path: Path) -> None:  # H4 L3
     result = subprocess.run(
         [sys.executable, str(BENCH / "faults.py"), "--kills", "25", "--out-dir", str(tmp_path)],

@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,6 +90,7 @@ ARGV = st.tuples(st.sampled_from(sorted(set(MODULES) - {"serve"})), st.lists(WOR
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60,
     deadline=None,

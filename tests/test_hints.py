@@ -140,6 +140,7 @@ class Agent:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path) -> None:
     """Issue 11.2: the duplicate hint used to read `memory_update action=supersede id=1`,
     which fails ("needs 'supersedes'")."""
@@ -382,6 +383,7 @@ class Shell:
         return outs
 
 
+@pytest.mark.slow
 def test_every_hint_on_the_command_line_is_a_command_that_succeeds(tmp_path: Path) -> None:
     """Issue 11.2 on the CLI, with --state-dir given (no MEMDIR_STATE_DIR): the hinted
     commands name the same store, so they run as written from where the user is."""

@@ -196,6 +196,7 @@ def _cli(state_dir: Path, *args: str, input: str | None = None) -> subprocess.Co
 
 @pytest.mark.parametrize("where", ["global", "procedures", "tasks", "daily"])
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_z_one_bad_file_never_breaks_the_rest(state_dir: Path, kind: str, where: str) -> None:
     """Z / issue 12: with one hostile file in a tier, every read surface still answers
     (promptly: a YAML alias bomb is refused, not expanded) and shows the good items; the
@@ -270,6 +271,7 @@ def test_h1_an_oversized_hot_md_is_injected_within_its_cap(memory: Memory, run: 
     assert len(memory.hot()) > 9_000_000  # `hot show` and the file itself are untouched
 
 
+@pytest.mark.slow
 def test_h1_mcp_instructions_and_resource_are_bounded(memory: Memory, state_dir: Path) -> None:
     """H1, A2 / issue 12: the MCP server's instructions and memdir://hot, through a real
     client, hold at most the cap of a 10 MB HOT.md."""
@@ -316,6 +318,7 @@ def test_h3_text_a_cap_cuts_is_kept_and_the_write_says_where(memory: Memory) -> 
 # -- big files are indexed in bounded chunks, or named -----------------------------------
 
 
+@pytest.mark.slow
 def test_q1_a_5_mb_daily_log_is_searchable_in_bounded_chunks(memory: Memory) -> None:
     """Q1, E1 / issue 12: a legitimate 5 MB log is indexed: its last entry is found, and
     no chunk is unbounded (one 5 MB line included)."""
@@ -364,6 +367,7 @@ def _can_bind_mount() -> bool:
     return os.geteuid() == 0 and shutil.which("mount") is not None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _can_bind_mount(), reason="needs root and mount(8) for a bind mount")
 def test_z_reads_work_on_a_read_only_store(state_dir: Path) -> None:
     """Z / issue 12: on a read-only bind mount of the memory folder every read surface
@@ -406,6 +410,7 @@ def test_z_reads_work_on_a_read_only_store(state_dir: Path) -> None:
 # -- no lock is held across work that does not need it ----------------------------------
 
 
+@pytest.mark.slow
 def test_a2_a_search_is_answered_while_a_long_memorize_runs(state_dir: Path) -> None:
     """A2 / issue 12: one server, two calls in flight: a search sent while a 1.7 MB
     memorize is being applied (its first note is on disk) is answered before the memorize

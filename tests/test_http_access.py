@@ -26,7 +26,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from memdir.testing import MCP_INITIALIZE, cli_command, cli_env, free_port
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]  # real server processes
 
 TOKEN = "test-token-0123456789abcdefXYZ"
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

@@ -46,6 +46,7 @@ _CLI = [
 
 @pytest.mark.parametrize("value", [*BAD_COUNTS, "１２", "1_0", "٣", " 1e3"])
 @pytest.mark.parametrize("command", _CLI, ids=lambda c: " ".join(c[:2]))
+@pytest.mark.slow
 def test_every_cli_number_is_range_checked(
     run: Any, command: tuple[str, ...], value: object
 ) -> None:
@@ -101,6 +102,7 @@ def test_every_tool_number_is_range_checked(
     assert "\n" not in str(caught.value) and "SQLite" not in str(caught.value)
 
 
+@pytest.mark.slow
 def test_tool_numbers_over_a_real_mcp_client(state_dir: Path) -> None:
     """A2 / issue 12: the same, over stdio through the SDK client: each bad number is a tool
     error with our one-line message, never a raw exception text, and the server lives on."""

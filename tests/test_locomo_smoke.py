@@ -16,6 +16,8 @@ import pytest
 
 from memdir.storage import embeddings
 
+pytestmark = pytest.mark.slow  # the LoCoMo bench runs end to end
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 METRICS = {"r1", "r5", "r10", "mrr", "s_r1", "s_r3"}
 

@@ -759,6 +759,7 @@ def warning_lines(stderr: bytes) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_cli_memorize_prints_exactly_the_cleaned_output(state_dir: Path) -> None:  # M4 C T1
     data = (
         "Analysis done.\r\n"
@@ -790,6 +791,7 @@ def test_cli_memorize_prints_exactly_the_cleaned_output(state_dir: Path) -> None
     ), text
 
 
+@pytest.mark.slow
 def test_cli_memorize_with_invalid_utf8_on_stdin(state_dir: Path) -> None:  # M4 C Z
     outside_1, outside_2 = b"caf\xe9 \xff\xfe ok\n", b"tail \xc3"
     data = outside_1 + f"{B}\n".encode() + b'{"content": "bad \xff byte"}' + f"\n{E}\n".encode()
@@ -1016,6 +1018,8 @@ def check_notes_text(text: str, what: str) -> None:
         assert NOTE_RE.match(line) or line.startswith("  second line of"), f"{what}: {line!r}"
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("processes")
 def test_many_processes_memorize_into_one_entry_and_one_task(
     pool: Pool, state_dir: Path
 ) -> None:  # L3 M3 G2 G3 T1 T2

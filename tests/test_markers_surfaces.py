@@ -234,6 +234,7 @@ def cli_surfaces(daily: str) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
+@pytest.mark.slow
 def test_no_cli_read_surface_emits_a_live_marker(state_dir: Path, prefix: str) -> None:
     # R4 X4 M1 C: every read command, plain and --json, over markers written every way
     names = plant(state_dir, prefix)
@@ -305,6 +306,7 @@ async def tool_text(client: Client, tool: str, arguments: dict[str, Any]) -> tup
 @pytest.mark.anyio
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("prefix", PREFIXES)
+@pytest.mark.slow
 async def test_no_mcp_surface_emits_a_live_marker(state_dir: Path, prefix: str) -> None:
     # R4 X4 A1 A2: tool list, instructions, tools, resources and prompts, then the echo
     names = plant(state_dir, prefix)

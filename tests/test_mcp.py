@@ -22,10 +22,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from memdir import Memory
-from memdir.testing import FixedClock, cli_command, cli_env
+from memdir.testing import FixedClock, cli_command, cli_env, free_port
 from memdir.tools import tool_schemas
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]  # real server processes
 
 CALL_TIMEOUT = 20  # seconds for any one exchange with a server: a hang fails, never blocks
 
@@ -78,12 +78,6 @@ async def call_error(client: Client, tool: str, arguments: dict[str, Any]) -> st
     assert "Error executing tool" not in text
     assert text.strip() and "\n" not in text.strip() and "Traceback" not in text
     return text
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_port(

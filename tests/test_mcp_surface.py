@@ -20,7 +20,7 @@ from memdir.cli import MODULES
 from memdir.testing import cli_env
 from memdir.tools import TOOLS
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]  # real server processes
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SPEC_CODE_RE = re.compile(r"\b[A-Z]{1,2}\d{1,2}\b")  # R1, E3, H6... as docs/spec.md numbers them

@@ -39,6 +39,11 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     bin_dir = os.path.dirname(sys.executable)
     env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
     env["HOME"] = str(base / "home")
+    # the Claude Code CLI keeps its settings (the servers `claude mcp add` adds) under
+    # CLAUDE_CONFIG_DIR when set, else in HOME: a value inherited from the developer's
+    # shell would have this test write into their real config, shared by parallel runs
+    env["CLAUDE_CONFIG_DIR"] = str(base / "home" / ".claude")
+    env.pop("XDG_CONFIG_HOME", None)
     env["CWD"] = str(base / "project")
     return env
 
@@ -64,6 +69,7 @@ def test_readme_first_block_is_the_two_make_commands() -> None:
         assert dry.returncode == 0, dry.stderr
 
 
+@pytest.mark.slow
 def test_readme_blocks_run_as_written(reader: dict[str, str]) -> None:
     """L1, E3, F1-F5, M1, R1, A1: each block after the first, in order, exits 0."""
     if shutil.which("claude", path=reader["PATH"]) is None:

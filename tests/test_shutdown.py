@@ -27,6 +27,8 @@ from memdir.storage import embeddings
 from memdir.testing import MCP_INITIALIZE, cli_command, cli_env, free_port
 
 pytestmark = [
+    pytest.mark.slow,  # real server processes, and the model's warm-up
+    pytest.mark.xdist_group("processes"),  # process storms take turns (Makefile)
     pytest.mark.timeout(240),
     pytest.mark.embeddings,  # the model's warm-up is what a shutdown must survive
     pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra"),
@@ -216,6 +218,43 @@ def test_a_stdio_server_stopped_while_warming_exits_cleanly(
     for state in stopped_three_times(tmp_path, start_stdio, stop, close_stdin=True):
         [(ended, _)] = sessions_of(state)
         assert ended is not None
+
+
+def thread_kill(pid: int, tid: int, sig: signal.Signals) -> None:
+    """`sig` to one thread of another process (tgkill): where the kernel may deliver a
+    signal sent to the whole process."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tid, int(sig)) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill {pid} {tid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stdio_server_stops_whichever_thread_the_signal_lands_on(
+    tmp_path: Path, stop: signal.Signals
+) -> None:  # U3 A2
+    """A signal to the process is delivered to any one of its threads. Python runs the
+    handler on the main thread only, and an idle stdio server's main thread sleeps in its
+    event loop's select with no timer due: a signal that landed on the stdin reader or the
+    embedder went unseen and the server never stopped (the held-stdin hang under load).
+    Two servers: the signal goes to the first thread the server started, then to the
+    last."""
+    for run, pick in enumerate((0, -1)):
+        state = tmp_path / f"run{run}"
+        state.mkdir()
+        proc = start_stdio(state)
+        try:
+            threads = sorted(int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir())
+            others = [t for t in threads if t != proc.pid]
+            assert others, "a serving stdio server runs more than its main thread"
+            thread_kill(proc.pid, others[pick], stop)
+            exited_cleanly(proc, stop, state)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 def signal_storm(proc: subprocess.Popen[bytes], stop: signal.Signals) -> None:

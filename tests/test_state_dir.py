@@ -96,6 +96,7 @@ def made_nothing(tmp_path: Path) -> bool:
 
 
 @pytest.mark.parametrize("command", STORE_COMMANDS, ids=" ".join)
+@pytest.mark.slow
 def test_a_named_state_dir_that_does_not_exist_is_an_error(
     tmp_path: Path, command: list[str]
 ) -> None:  # L1 (issue 11.6): flag before, flag after, env; never a new empty store
@@ -129,6 +130,7 @@ def test_memorize_with_a_missing_state_dir_stores_nothing_and_says_why(
     assert made_nothing(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_hinted_init_makes_the_store_and_the_command_then_works(tmp_path: Path) -> None:
     # L1: the hint works as written, for the flag and for the variable
     for how in ("flag", "env"):
@@ -203,6 +205,7 @@ def test_a_state_dir_that_is_a_file_is_an_error(tmp_path: Path, run: Callable[..
     assert afile.read_text() == "mine"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["env", "config"])
 def test_a_named_memory_dir_that_does_not_exist_is_an_error(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch, how: str
@@ -233,6 +236,7 @@ def test_a_named_memory_dir_that_does_not_exist_is_an_error(
     assert (missing / "memory.db").exists()
 
 
+@pytest.mark.slow
 def test_default_places_are_made_on_first_use(tmp_path: Path) -> None:  # L1 L2
     home = tmp_path / "home"  # does not exist yet
     work = tmp_path / "work"
@@ -311,6 +315,7 @@ def test_init_in_the_top_of_a_work_tree_used_as_the_state_dir(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("command", [["init"], *STORE_COMMANDS, ["memorize"]], ids=" ".join)
+@pytest.mark.slow
 def test_every_command_answers_json_errors_with_json(
     tmp_path: Path, state_dir: Path, command: list[str]
 ) -> None:  # Z C: a usage error, and an error raised before the store opens

@@ -15,6 +15,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("processes")
 def test_small_stress_run_loses_nothing(tmp_path: Path) -> None:  # L3, H4, F1, G3, T1, E1
     result = subprocess.run(
         [

@@ -226,6 +226,7 @@ def near_ids() -> st.SearchStrategy[str]:
 
 @settings(max_examples=3000, deadline=None)
 @given(st.one_of(st.text(max_size=140), near_names(), near_ids()))
+@pytest.mark.slow
 def test_fuzz_the_name_validators_accept_only_single_safe_components(text: str) -> None:
     """X1 fuzz: whatever a validator accepts is one printable path component with no
     separator, no whitespace, no line break, and never '.' or '..'."""
@@ -558,6 +559,7 @@ def test_cli_refuses_links_out_in_one_line(
     assert (root / "HOT.md").is_symlink()
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mcp_instructions_and_hot_resource_never_show_a_linked_hot(
     state_dir: Path, tmp_path: Path

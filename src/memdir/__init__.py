@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from .stats import Stats
     from .types import Category, Embedder, FactStatus, Kind, SearchMode, Surface, TaskState
 
+# The one version source: hatch reads it for the package metadata (pyproject.toml,
+# [tool.hatch.version]); `memdir --version` prints it.
 __version__ = "0.1.0"
 
 # name -> (module, attribute): imported on first use

@@ -265,7 +265,7 @@ def serve_stdio(memory: Memory, stop: Stop) -> None:
         with anyio.CancelScope() as scope:
             loop = asyncio.get_running_loop()
             stop.when_asked(lambda: loop.call_soon_threadsafe(scope.cancel))
-            with _claimed_stdin() as stdin:
+            with stopping.waking(loop, stop), _claimed_stdin() as stdin:
                 async with stdio_server(stdin=stdin) as (read_stream, write_stream):
                     options = server.create_initialization_options()
                     await server.run(read_stream, write_stream, options)

@@ -11,16 +11,25 @@ from an uncancelled lifespan. Handlers are never put back to the default while t
 process exits, so no late signal kills it with -15 or -2 instead of its exit code.
 
 The exit code says why it stopped: 0 when the client left, 128 + the first signal.
+
+A signal sent to the process may be delivered to any of its threads (the stdin reader,
+the embedder, onnxruntime's pool). Python runs its handler only on the main thread, and
+only once that thread runs bytecode again: a server idle in its event loop's select, no
+timer due, slept on with the signal pending — the stdio stop that hung. So while a loop
+runs, the C handler also writes the signal's number to a socket the loop watches
+(`waking`), as asyncio's own signal handling does, and the loop acts on it at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    import asyncio
+    from collections.abc import Callable, Iterator
     from types import FrameType
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -76,3 +85,35 @@ def install() -> Stop:
             for sig in SIGNALS:
                 signal.signal(sig, _installed.handle)
     return _installed
+
+
+@contextlib.contextmanager
+def waking(loop: asyncio.AbstractEventLoop, stop: Stop) -> Iterator[None]:
+    """While inside, a stop signal wakes `loop` (the main thread's) whichever thread the
+    kernel delivered it to: the C handler writes its number to a socket the loop reads,
+    and the loop calls `stop.handle` (which ignores a repeat of what the Python handler
+    already did). Off the main thread, where no wakeup fd can be set, it does nothing."""
+    import socket
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wake_read, wake_write = socket.socketpair()
+    for sock in (wake_read, wake_write):
+        sock.setblocking(False)
+
+    def numbers() -> None:
+        with contextlib.suppress(OSError):
+            for signum in wake_read.recv(64):
+                if signum in SIGNALS:
+                    stop.handle(signum)
+
+    loop.add_reader(wake_read.fileno(), numbers)
+    before = signal.set_wakeup_fd(wake_write.fileno(), warn_on_full_buffer=False)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(before)
+        loop.remove_reader(wake_read.fileno())
+        wake_read.close()
+        wake_write.close()

@@ -3,6 +3,7 @@ storage: every helper here works on a real store on disk."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Mapping
@@ -30,13 +31,38 @@ def cli_env(state_dir: str, extra: Mapping[str, str] | None = None) -> dict[str,
     return env
 
 
+PORT_BLOCK = 1000  # ports each test process draws from; blocks start at PORT_BASE
+PORT_BASE = 16000
+
+
 def free_port(address: str = "127.0.0.1") -> int:
-    """A TCP port free on `address` now, for a server a test starts."""
+    """A TCP port free on `address` now, for a server a test starts.
+
+    Never one from bind(0): that draws from the kernel's ephemeral range, which every
+    outgoing connection draws from too, so between this check and the server's bind a
+    client in a parallel test could take it (the server then exits with "address in
+    use"). Instead each pytest-xdist worker has a block of its own below that range
+    (gw0 16000-16999, gw1 17000-..., a serial run the block after the last), walked from
+    an offset its pid picks, so no two tests of one run ever share a port."""
     import socket
 
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    number = worker[2:] if worker.startswith("gw") else ""
+    index = int(number) % 15 if number.isdigit() else 15  # blocks end below 32768
+    start = PORT_BASE + PORT_BLOCK * index
+    for step in itertools.islice(_port_steps, PORT_BLOCK):
+        port = start + step % PORT_BLOCK
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((address, port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port in {start}-{start + PORT_BLOCK - 1} on {address}")
+
+
+_port_steps = itertools.count(os.getpid() % PORT_BLOCK)
 
 
 # The first JSON-RPC message an MCP client sends: for tests that speak to a server raw.
