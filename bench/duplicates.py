@@ -1,4 +1,4 @@
-"""The duplicate guard (issue 7.1): how many injected duplicates it catches, how many
+"""The duplicate guard (N1): how many injected duplicates it catches, how many
 distinct facts it wrongly flags, and what it costs a write.
 
 A store of N synthetic facts (common.make_facts) is built with Memory.add_facts. Then, one

@@ -1,10 +1,10 @@
-"""The first searches after an import (issue 11.3): `memdir import` of N facts (a mem0
+"""The first searches after an import (Q2): `memdir import` of N facts (a mem0
 JSON export of the bench corpus) with and without embedding, then the first search on
 each store in the default mode against a lexical search on the same store — as a whole
 `memdir search` process, and in a fresh process's first `Memory.search` (interpreter start
 left out). The sides run alternately, so machine load hits both alike.
 
-Before issue 11 the first searches after an import of 2,000 facts took 20, 8 and 4 s
+In earlier versions the first searches after an import of 2,000 facts took 20, 8 and 4 s
 (each embedded up to 256 items inline) and ranked differently each time. Now a search
 embeds only its question; an item without a vector is ranked by its words. Checked, not
 timed: consecutive searches on the same store answer the same ids in the same order.

@@ -214,7 +214,7 @@ def test_undecodable_arguments_are_a_clear_error() -> None:  # Z
     assert b"Traceback" not in proc.stderr
 
 
-def test_version(run) -> None:  # C (issue 11.7): `memdir --version`, the installed version
+def test_version(run) -> None:  # C: `memdir --version`, the installed version
     from importlib.metadata import version
 
     import memdir

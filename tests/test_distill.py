@@ -92,7 +92,7 @@ def test_gathers_daily_logs_and_ended_tasks_oldest_first(
     ]
     assert data["items"][1]["time"] == iso(T0 + 200)
     assert data["items"][1]["chars"] == len(gathered.items[1].text)
-    # the same material; the instruction names the calls of the caller's surface (issue 11)
+    # the same material; the instruction names the calls of the caller's surface (D1, C)
     token = advice.use("cli")
     try:
         on_the_command_line = instruction()

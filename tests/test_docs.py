@@ -4,6 +4,7 @@ code cites (STYLE 13)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +131,29 @@ def test_no_spec_outside_the_repository_is_referred_to() -> None:
             if path.suffix in {".py", ".md"}:
                 assert "SPEC.md" not in path.read_text(encoding="utf-8"), path
     assert "SPEC.md" not in (ROOT / "README.md").read_text()
+
+
+ISSUE_RE = re.compile(r"(?i)\bissues? \d")
+
+
+def test_nothing_cites_an_issue_number() -> None:
+    """Code and docs cite the ids of docs/spec.md, which lead a reader to the rule meant; a
+    number in the issue tracker leads nowhere from the repository."""
+    paths = [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
+    for folder in ("src", "tests", "bench", "docs"):
+        paths += (p for p in (ROOT / folder).rglob("*") if p.is_file())
+    found = []
+    for path in sorted(paths):
+        if "__pycache__" in path.parts:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # not text
+        for number, line in enumerate(text.splitlines(), 1):
+            if ISSUE_RE.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "cite spec ids, not issue numbers:\n" + "\n".join(found)
 
 
 def test_readme_starts_with_the_two_commands() -> None:

@@ -1,4 +1,4 @@
-"""`memdir doctor [--json] [--fix]` (issue 7): each check fires on a store broken in exactly
+"""`memdir doctor [--json] [--fix]` (N2): each check fires on a store broken in exactly
 its way, says what to do, and --fix repairs only what is safe, leaving the rest untouched.
 Real files, real SQLite, the real CLI; no mocks."""
 
@@ -85,7 +85,7 @@ def test_healthy_store_has_nothing_to_report(healthy: Memory) -> None:
 
 
 def test_plain_doctor_writes_nothing(healthy: Memory, run: Callable, state_dir: Path) -> None:
-    # issue 7: without --fix nothing is written: not the db, not MEMORY.md, not a cache.
+    # N2: without --fix nothing is written: not the db, not MEMORY.md, not a cache.
     # A store with something for every fixable check, so a write would have had reasons.
     root = Path(healthy.path)
     (root / "global" / "ci-duration.md").unlink()
@@ -142,7 +142,7 @@ def test_hand_edited_memory_md_is_found_and_rebuilt(healthy: Memory) -> None:
     report = doctor.run(healthy)
     [finding] = report.findings
     assert (finding.check, finding.severity, finding.fixable) == ("entries.index", "warning", True)
-    # issue 11: advice in the caller's terms, here the library's
+    # N2: advice in the caller's terms, here the library's
     assert "my own note" in finding.message and "doctor.run(memory, fix=True)" in finding.action
     fixed = doctor.run(healthy, fix=True)
     assert fixed.findings == [] and any("MEMORY.md" in line for line in fixed.fixed)

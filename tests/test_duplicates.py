@@ -1,4 +1,4 @@
-"""Issue 7.1: the duplicate guard on every write path — facts, entries, procedures, markers,
+"""N1: the duplicate guard on every write path — facts, entries, procedures, markers,
 the agent tools and the CLI — and its measures (similarity.py)."""
 
 from __future__ import annotations
@@ -59,24 +59,24 @@ def test_band_keys_are_stable_and_the_vectorised_path_agrees() -> None:
 # -- facts -----------------------------------------------------------------------------------
 
 
-def test_an_exact_duplicate_fact_is_not_stored_twice(memory: Memory) -> None:  # 7.1 F3 X5
+def test_an_exact_duplicate_fact_is_not_stored_twice(memory: Memory) -> None:  # N1 F3 X5
     first = memory.add_fact("The user prefers dark mode.", "preference")
     again = memory.add_fact("  the USER   prefers DARK mode.\n", "decision")
     assert again.duplicate and again.id == first.id and again.content == first.content
-    # issue 11: the hint is the library call that does it
+    # X5: the hint is the library call that does it
     assert again.hint is not None
     assert f"`memory.supersede_fact({first.id}, '<new text>')`" in again.hint
     assert memory.stats().facts_active == 1
 
 
-def test_a_superseded_fact_does_not_block_its_text(memory: Memory) -> None:  # 7.1 F3
+def test_a_superseded_fact_does_not_block_its_text(memory: Memory) -> None:  # N1 F3
     old = memory.add_fact("deploys on Fridays", "convention")
     memory.supersede_fact(old.id, "no deploys on Fridays")
     back = memory.add_fact("deploys on Fridays", "convention")  # only active facts count
     assert not back.duplicate and back.id != old.id
 
 
-def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # 7.1
+def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # N1
     first = memory.add_fact("The user prefers dark mode", "preference")
     memory.add_fact("Deploy staging with make deploy", "convention")
     near = memory.add_fact("User prefers dark mode in editors", "preference")
@@ -88,7 +88,7 @@ def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # 7.1
     assert unrelated.similar == () and unrelated.hint is None
 
 
-def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # 7.1 S
+def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # N1 S
     # semantic = 1.0: only the lexical threshold is under test (a write loads the model)
     (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\nsemantic = 1.0\n", "utf-8")
     with Memory() as mem:
@@ -99,7 +99,7 @@ def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # 7.1 S
         Memory()
 
 
-def test_semantic_near_duplicates_when_the_model_is_loaded(state_dir: Path) -> None:  # 7.1 Q2
+def test_semantic_near_duplicates_when_the_model_is_loaded(state_dir: Path) -> None:  # N1 Q2
     with Memory(embedder=HashEmbedder()) as mem:
         first = mem.add_fact("kiwi " * 10 + "orchard", "learning")
         # Jaccard 1/3: not lexical; the hash embedder's cosine (word counts) is high
@@ -108,14 +108,14 @@ def test_semantic_near_duplicates_when_the_model_is_loaded(state_dir: Path) -> N
         assert near.similar[0].score >= mem.settings.duplicate_semantic
 
 
-def test_supersede_with_the_same_text_changes_nothing(memory: Memory) -> None:  # 7.1 F3
+def test_supersede_with_the_same_text_changes_nothing(memory: Memory) -> None:  # N1 F3
     fact = memory.add_fact("CI takes 12 minutes", "learning")
     same = memory.supersede_fact(fact.id, "CI takes 12 minutes")
     assert same.duplicate and same.id == fact.id and same.status == "active"
     assert len(memory.fact_history(fact.id)) == 1
 
 
-def test_supersede_with_another_facts_text_is_refused(memory: Memory) -> None:  # 7.1 F3
+def test_supersede_with_another_facts_text_is_refused(memory: Memory) -> None:  # N1 F3
     a = memory.add_fact("Python 3.11 everywhere", "decision")
     b = memory.add_fact("Python 3.12 everywhere", "decision")
     with pytest.raises(ConflictError, match=f"fact {b.id} already says this"):
@@ -123,7 +123,7 @@ def test_supersede_with_another_facts_text_is_refused(memory: Memory) -> None:  
     assert memory.get_fact(a.id).status == "active"  # nothing lost
 
 
-def test_bulk_import_maps_duplicates_to_the_fact_they_repeat(memory: Memory) -> None:  # 7.1
+def test_bulk_import_maps_duplicates_to_the_fact_they_repeat(memory: Memory) -> None:  # N1
     existing = memory.add_fact("uses tabs", "convention")
     ids = memory.add_facts(
         [
@@ -138,7 +138,7 @@ def test_bulk_import_maps_duplicates_to_the_fact_they_repeat(memory: Memory) -> 
     assert memory.stats().facts_active == 3
 
 
-def test_the_agent_tool_answers_with_the_existing_id(memory: Memory) -> None:  # 7.1 A1
+def test_the_agent_tool_answers_with_the_existing_id(memory: Memory) -> None:  # N1 A1
     first = call_tool(
         memory, "memory_update", {"content": "ships on Tuesdays", "category": "decision"}
     )
@@ -150,7 +150,7 @@ def test_the_agent_tool_answers_with_the_existing_id(memory: Memory) -> None:  #
     assert "supersede" in second["fact"]["hint"]
 
 
-def test_the_cli_says_not_stored_and_how_to_supersede(run: Any) -> None:  # 7.1 C
+def test_the_cli_says_not_stored_and_how_to_supersede(run: Any) -> None:  # N1 C
     assert run("fact", "add", "Uses tabs for indentation in C", "-c", "convention").code == 0
     again = run("fact", "add", "uses TABS for  indentation in C", "-c", "convention")
     assert again.code == 0 and again.out.startswith("not stored: fact 1 already says this")
@@ -171,7 +171,7 @@ with Memory() as mem:
 
 
 @pytest.mark.slow
-def test_processes_adding_one_fact_at_once_store_it_once(state_dir: Path) -> None:  # 7.1 L3
+def test_processes_adding_one_fact_at_once_store_it_once(state_dir: Path) -> None:  # N1 L3
     Memory().add_fact("warm-up", "learning")  # the db exists: the race is on the fact
     env = cli_env(str(state_dir))
     procs = [
@@ -207,7 +207,7 @@ def test_an_entry_with_another_entrys_body_is_written_and_named(memory: Memory) 
     )
 
 
-def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  # 7.1 G2
+def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  # N1 G2
     memory.write_entry("deploy", "deploying", "Deploy staging with make deploy then smoke test")
     near = memory.write_entry(
         "deploy-staging", "staging", "deploy staging with make deploy then run the smoke test"
@@ -217,7 +217,7 @@ def test_a_near_duplicate_entry_is_written_and_named(memory: Memory) -> None:  #
 
 
 def test_a_memorized_entry_like_another_is_stored_and_reported(memory: Memory) -> None:
-    # 7.1 M4, X5: stored under its name, the other entry named; an exact repeat is a no-op
+    # N1 M4, X5: stored under its name, the other entry named; an exact repeat is a no-op
     memory.write_entry("tz", "timezone", "The user is in Europe/Paris")
     block = json.dumps(
         {
@@ -257,7 +257,7 @@ def test_rewriting_a_procedure_with_what_it_holds_changes_nothing(memory: Memory
     assert not changed.duplicate and memory.procedure("release").content == "1. Tag\n2. Push\n"
 
 
-def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None:  # 7.1 Q2
+def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None:  # N1 Q2
     with Memory(embedder=HashEmbedder()) as mem:
         mem.write_entry("kiwi-orchard", "the orchard", "kiwi " * 10 + "orchard")
         mem.write_procedure("kiwi-picking", "kiwi " * 10 + "picking")
@@ -276,7 +276,7 @@ def test_semantic_near_duplicate_entries_and_procedures(state_dir: Path) -> None
         assert other.similar == ()
 
 
-def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 G4
+def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # N1 G4
     memory.write_entry("first", "one", "alpha beta gamma")
     memory.write_entry("second", "two", "delta epsilon zeta")
     path = Path(memory.path, "global", "second.md")
@@ -300,7 +300,7 @@ def test_the_entry_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 G4
 )
 def test_symbols_that_change_the_meaning_are_not_set_aside(
     memory: Memory, first: str, second: str
-) -> None:  # 7.1: only sentence punctuation and markup are
+) -> None:  # N1: only sentence punctuation and markup are
     a = memory.add_fact(first, "decision")
     b = memory.add_fact(second, "decision")
     assert not b.duplicate and b.id != a.id
@@ -308,7 +308,7 @@ def test_symbols_that_change_the_meaning_are_not_set_aside(
     assert not changed.duplicate and changed.supersedes == a.id
 
 
-def test_a_case_or_punctuation_fix_is_a_real_supersede(memory: Memory) -> None:  # 7.1 F3
+def test_a_case_or_punctuation_fix_is_a_real_supersede(memory: Memory) -> None:  # N1 F3
     fact = memory.add_fact("the flag is feature-x", "convention")
     fixed = memory.supersede_fact(fact.id, "The flag is Feature-X.")
     assert not fixed.duplicate and fixed.content == "The flag is Feature-X."
@@ -316,14 +316,14 @@ def test_a_case_or_punctuation_fix_is_a_real_supersede(memory: Memory) -> None: 
     assert memory.supersede_fact(fixed.id, "The flag is Feature-X.").duplicate  # same text
 
 
-def test_texts_without_words_are_never_duplicates(memory: Memory) -> None:  # 7.1
+def test_texts_without_words_are_never_duplicates(memory: Memory) -> None:  # N1
     assert memory.add_fact("...", "learning").id != memory.add_fact("!!!", "learning").id
     memory.write_procedure("deploy-staging", "---\ndescription: deploy staging\n---\n")
     other = memory.write_procedure("rollback-prod", "---\ndescription: roll back\n---\n")
     assert not other.duplicate
 
 
-def test_the_procedure_guard_sees_hand_edits(memory: Memory) -> None:  # 7.1 P1
+def test_the_procedure_guard_sees_hand_edits(memory: Memory) -> None:  # N1 P1
     memory.write_procedure("release", "1. tag\n2. push\n")
     memory.write_procedure("deploy", "1. build\n2. ship\n")
     path = Path(memory.path, "procedures", "deploy.md")

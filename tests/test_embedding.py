@@ -1,4 +1,4 @@
-"""When items get their vectors (Q2, Q3, S [search] mode; issue 11.3): a search embeds
+"""When items get their vectors (Q2, Q3, S [search] mode): a search embeds
 nothing but its question, ranks what has no vector yet by its words and says so once;
 small writes embed what they wrote where the model is loaded; `memdir import` and
 `memdir reindex` embed with progress from the first item; the MCP server's background
@@ -94,7 +94,7 @@ def write_without_model(rows: list[tuple[str, str]]) -> None:
 
 def test_a_search_embeds_only_its_question_and_ranks_the_same_each_time(
     sem: Memory, embedder: CountingEmbedder
-) -> None:  # Q2 Q3, issue 11.3
+) -> None:  # Q2 Q3
     write_without_model(imported(300))
     before = [sem.search("kiwi orchard pruned", mode="hybrid", limit=20) for _ in range(3)]
     assert embedder.take("kiwi orchard pruned") == []  # nothing but the question
@@ -108,7 +108,7 @@ def test_a_search_embeds_only_its_question_and_ranks_the_same_each_time(
 
 def test_the_answer_says_once_how_many_wait_and_how_they_get_embedded(
     sem: Memory,
-) -> None:  # Q2, issue 11.3
+) -> None:  # Q2
     write_without_model(imported(5))
     sem.search("kiwi", mode="hybrid")
     assert sem.search_notice() == (
@@ -140,7 +140,7 @@ def test_the_answer_says_once_how_many_wait_and_how_they_get_embedded(
 
 def test_semantic_mode_puts_what_has_no_vector_after_the_semantic_hits(
     sem: Memory,
-) -> None:  # Q2, issue 11.3
+) -> None:  # Q2
     seen = sem.add_fact("kiwi vines want a male plant nearby", "learning")  # embedded
     write_without_model([("kiwi harvest starts in march", "learning")])
     hits = sem.search("kiwi vines want a male plant", mode="semantic")
@@ -154,7 +154,7 @@ def test_semantic_mode_puts_what_has_no_vector_after_the_semantic_hits(
 
 def test_hybrid_ranks_what_has_no_vector_by_its_lexical_score_alone(
     sem: Memory,
-) -> None:  # Q3, issue 11.3
+) -> None:  # Q3
     sem.add_fact("kiwi kiwi orchard", "learning")
     write_without_model([("kiwi orchard", "learning")])
     lexical = {h.content: h.score for h in sem.search("kiwi orchard", mode="lexical")}
@@ -179,7 +179,7 @@ def test_hybrid_ranks_what_has_no_vector_by_its_lexical_score_alone(
 
 def test_a_small_write_embeds_only_what_it_wrote(
     sem: Memory, embedder: CountingEmbedder
-) -> None:  # Q2, issue 11.3
+) -> None:  # Q2
     write_without_model(imported(5))
     fact = sem.add_fact("the wiki lives on the old nas", "decision")
     assert embedder.take() == ["the wiki lives on the old nas"]  # once: the guard's vector
@@ -204,7 +204,7 @@ def test_a_small_write_embeds_only_what_it_wrote(
 
 def test_embed_on_write_loaded_leaves_a_cli_write_to_reindex(
     run: Callable[..., Any], state_dir: Path
-) -> None:  # Q2 C, issue 11.3
+) -> None:  # Q2 C
     """With [search] embed_on_write = "loaded" (`memdir fact add` takes ~30 ms and loading
     the model ~0.35 s) the CLI write stores the fact only; search finds it by its words and
     says how it gets its vector."""
@@ -225,7 +225,7 @@ def test_embed_on_write_loaded_leaves_a_cli_write_to_reindex(
 @needs_model
 def test_a_cli_write_embeds_what_it_wrote_so_search_finds_it_by_meaning(
     run: Callable[..., Any], state_dir: Path
-) -> None:  # Q2 S, issue 11.3: embed_on_write = "always", the default
+) -> None:  # Q2 S: embed_on_write = "always", the default
     write_without_model(imported(3))
     result = run("fact", "add", "giraffes sleep standing up", "--category", "learning")
     assert result.code == 0, result.err
@@ -247,7 +247,7 @@ def test_a_cli_write_embeds_what_it_wrote_so_search_finds_it_by_meaning(
 
 def test_reindex_reports_progress_from_the_first_item(
     sem: Memory, embedder: CountingEmbedder
-) -> None:  # Q3 G3, issue 11.3
+) -> None:  # Q3 G3
     write_without_model(imported(STEP * 2 + 5))
     steps: list[tuple[str, int, int]] = []
     done = sem.reindex(progress=lambda stage, d, t: steps.append((stage, d, t)))
@@ -286,7 +286,7 @@ def mem0_file(tmp_path: Path, n: int) -> Path:
 @needs_model
 def test_import_embeds_what_it_brought_with_progress_on_a_terminal(
     tmp_path: Path, state_dir: Path, run: Callable[..., Any]
-) -> None:  # Q2 C, issue 11.3
+) -> None:  # Q2 C
     source = mem0_file(tmp_path, 40)
     leader, follower = pty.openpty()  # stderr a terminal: the progress bar is drawn
     try:
@@ -327,7 +327,7 @@ def test_import_embeds_what_it_brought_with_progress_on_a_terminal(
 @needs_model
 def test_import_no_embed_leaves_it_to_reindex(
     tmp_path: Path, run: Callable[..., Any]
-) -> None:  # Q2 C, issue 11.3
+) -> None:  # Q2 C
     result = run("import", "--from", "mem0", str(mem0_file(tmp_path, 12)), "--no-embed", "--json")
     assert result.code == 0, result.err
     assert result.json()["embedded"] == 0 and len(result.json()["imported"]) == 12
@@ -346,7 +346,7 @@ def test_import_no_embed_leaves_it_to_reindex(
 
 def test_the_worker_embeds_after_start_after_writes_and_after_searches(
     sem: Memory, embedder: CountingEmbedder
-) -> None:  # Q2 A2, issue 11.3
+) -> None:  # Q2 A2
     write_without_model(imported(40))
     worker = EmbedWorker(sem)
     sem.embed_later = worker.poke

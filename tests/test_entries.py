@@ -195,7 +195,7 @@ def test_no_tier_reads_a_symlink_out_of_the_root(memory: Memory, tmp_path: Path)
     assert secret.read_text().startswith("- 2026")
 
 
-# -- provenance through upserts (G1, G2; issue 11.7) ----------------------------------------
+# -- provenance through upserts (G1, G2) ----------------------------------------------------
 
 MEMORIZE = (
     "MEMDIR_MEMORIZE_BEGIN\n"

@@ -138,7 +138,7 @@ def test_bad_check_names(state_dir: Path, run: Callable[..., Any]) -> None:  # B
     assert not state_file(state_dir).exists()
 
 
-def test_due_lists_only_what_is_due(state_dir: Path) -> None:  # B2 (issue 11.7)
+def test_due_lists_only_what_is_due(state_dir: Path) -> None:  # B2
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
         mem.heartbeat_mark("email")
@@ -154,7 +154,7 @@ def test_due_lists_only_what_is_due(state_dir: Path) -> None:  # B2 (issue 11.7)
 
 
 def test_cli_due_status_and_mark(state_dir: Path, run: Callable[..., Any]) -> None:
-    # B1 B2 C (issue 11.7: `due` lists what is due, `status` every check)
+    # B1 B2 C: `due` lists what is due, `status` every check
     for command in ("due", "status"):
         res = run("heartbeat", command, "--json")
         assert res.code == 0, res.err

@@ -1,5 +1,5 @@
-"""Every hint memdir gives is a call that works as written (issue 11.2, A1, A3, F3, G2, P1,
-H5, M4, R1, R4): each hint is provoked for real, the call it names is parsed out of the
+"""Every hint memdir gives is a call that works as written (A1, A2, A3, C, F3, G2,
+P1, H5, M4, R1, R4): each hint is provoked for real, the call it names is parsed out of the
 message, its placeholders ("<new text>") filled, and it is made — through the `mcp` SDK's
 client against `memdir serve`, as a `memdir` command line in a shell, and as a method call
 on a Memory — and must succeed.
@@ -142,7 +142,7 @@ class Agent:
 @pytest.mark.anyio
 @pytest.mark.slow
 async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path) -> None:
-    """Issue 11.2: the duplicate hint used to read `memory_update action=supersede id=1`,
+    """A2: the duplicate hint used to read `memory_update action=supersede id=1`,
     which fails ("needs 'supersedes'")."""
     fill = Filler(**{"<name>": "ci-duration"})
     async with client_for(state_dir) as client:
@@ -385,7 +385,7 @@ class Shell:
 
 @pytest.mark.slow
 def test_every_hint_on_the_command_line_is_a_command_that_succeeds(tmp_path: Path) -> None:
-    """Issue 11.2 on the CLI, with --state-dir given (no MEMDIR_STATE_DIR): the hinted
+    """The same on the CLI (C), with --state-dir given (no MEMDIR_STATE_DIR): the hinted
     commands name the same store, so they run as written from where the user is."""
     store = tmp_path / "elsewhere"
     (tmp_path / "steps.md").write_text("# Deploy\n1. make test\n", encoding="utf-8")
@@ -452,7 +452,7 @@ def test_every_hint_on_the_command_line_is_a_command_that_succeeds(tmp_path: Pat
     [out] = sh.follow(recalled.split("[Long-term Memory]\n", 1)[1].split("\n", 1)[0])
     assert out.startswith("The main CI")
 
-    # doctor's advice (issue 7) too: an empty procedure is written with the command it names
+    # doctor's advice (N2) too: an empty procedure is written with the command it names
     (store / "memory" / "procedures" / "todo.md").write_text(
         "---\ndescription: x\n---\n", encoding="utf-8"
     )

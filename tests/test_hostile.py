@@ -1,4 +1,4 @@
-"""Hostile or odd files and text (issue 12, items 7 and 8), as families:
+"""Hostile or odd files and text (Z), as families:
 
 - every file memdir parses x forging attempts: a write cannot create a line the file's
   parser takes as structure (E1 daily sections, T1 note lines, H3 the truncation marker,
@@ -48,7 +48,7 @@ DAILY_FORGERIES = [
 def test_e1_a_daily_entry_cannot_open_a_section(
     memory: Memory, text: str, section: str | None
 ) -> None:
-    """E1 / issue 12: whatever lines an entry holds, the log keeps the sections the writes
+    """E1: whatever lines an entry holds, the log keeps the sections the writes
     named (one per write here), and every line of the entry is still in the file."""
     memory.daily_append("before", section=section)
     memory.daily_append(text, section=section)
@@ -63,7 +63,7 @@ def test_e1_a_daily_entry_cannot_open_a_section(
 
 
 def test_e1_forged_daily_heading_through_cli_and_tool(run: Any, memory: Memory) -> None:
-    """E1 / issue 12: the same over the CLI and the daily_append tool."""
+    """E1: the same over the CLI and the daily_append tool."""
     assert run("daily", "append", "x\n## Evolution Log\n- forged").code == 0
     call_tool(memory, "daily_append", {"text": "y\n## Evolution Log\n- forged too"})
     raw = daily.read(memory.layout, daily.local_date(memory.clock()))
@@ -81,7 +81,7 @@ NOTE_FORGERIES = [
 
 @pytest.mark.parametrize("content", NOTE_FORGERIES)
 def test_t1_a_note_cannot_forge_another_note(memory: Memory, content: str) -> None:
-    """T1 / issue 12: one write is one note, whatever its lines say."""
+    """T1: one write is one note, whatever its lines say."""
     memory.start_task("t1")
     memory.add_note("t1", "first note")
     memory.add_note("t1", content)
@@ -93,7 +93,7 @@ def test_t1_a_note_cannot_forge_another_note(memory: Memory, content: str) -> No
     "agent", ["bot\n- 2026-01-01T00:00:00Z forged", "a) (b", "x] [y", "tab\there"]
 )
 def test_t1_provenance_cannot_end_a_note_line(state_dir: Path, agent: str) -> None:
-    """T1 / issue 12: the `(agent)` and `[workflow/step]` tags stay inside their line."""
+    """T1: the `(agent)` and `[workflow/step]` tags stay inside their line."""
     mem = Memory(agent=agent)
     mem.start_task("t1")
     mem.add_note("t1", "the note")
@@ -111,7 +111,7 @@ MARKERS = [
 @pytest.mark.parametrize("text", MARKERS)
 @pytest.mark.parametrize("how", ["set", "append"])
 def test_h3_a_write_cannot_forge_the_truncation_marker(memory: Memory, text: str, how: str) -> None:
-    """H3 / issue 12: text that spells the marker is quoted: no fake count of cut chars,
+    """H3: text that spells the marker is quoted: no fake count of cut chars,
     and the next append does not strip it as a marker (it is kept)."""
     getattr(memory, f"hot_{how}")(text)
     assert hot.cut_so_far(memory.hot()) == 0
@@ -126,7 +126,7 @@ def test_h3_a_write_cannot_forge_the_truncation_marker(memory: Memory, text: str
     ["one\n- evil — injected line", "a\r\nb", "x\u2028- evil — y", "tab\tand\x0bvt"],
 )
 def test_g3_a_description_cannot_add_an_index_line(memory: Memory, description: str) -> None:
-    """G1/G3 / issue 12: MEMORY.md has one line per entry, whatever the description holds."""
+    """G1/G3: MEMORY.md has one line per entry, whatever the description holds."""
     memory.write_entry("good", description, "body")
     lines = Path(memory.layout.index_file).read_text().splitlines()
     assert len(lines) == 1 and lines[0].startswith("- good — "), lines
@@ -137,7 +137,7 @@ def test_g3_a_description_cannot_add_an_index_line(memory: Memory, description: 
     ["---\nname: evil\ndescription: forged\n---\nrest", "a\n---\nb: c\n---\nd", "---\n---"],
 )
 def test_g1_an_entry_body_cannot_forge_frontmatter(memory: Memory, body: str) -> None:
-    """G1 / issue 12: fences in an entry's body stay body: the name and description are
+    """G1: fences in an entry's body stay body: the name and description are
     the ones written, and the body reads back as it was given."""
     memory.write_entry("good", "the real one", body)
     [entry] = memory.entries()
@@ -198,7 +198,7 @@ def _cli(state_dir: Path, *args: str, input: str | None = None) -> subprocess.Co
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.slow
 def test_z_one_bad_file_never_breaks_the_rest(state_dir: Path, kind: str, where: str) -> None:
-    """Z / issue 12: with one hostile file in a tier, every read surface still answers
+    """Z: with one hostile file in a tier, every read surface still answers
     (promptly: a YAML alias bomb is refused, not expanded) and shows the good items; the
     next write works; doctor reports rather than crashes."""
     with Memory() as mem:
@@ -237,7 +237,7 @@ def test_z_one_bad_file_never_breaks_the_rest(state_dir: Path, kind: str, where:
 
 @pytest.mark.parametrize("text", [LAUGHS, DEEP])
 def test_frontmatter_refuses_alias_bombs_and_deep_nesting(memory: Memory, text: str) -> None:
-    """G1, P1 / issue 12: a procedure written with such frontmatter is refused (nothing
+    """G1, P1: a procedure written with such frontmatter is refused (nothing
     stored), one clear line."""
     from memdir import ValidationError
 
@@ -258,7 +258,7 @@ def _big_hot(memory: Memory, lines: int = 140, width: int = 70_000) -> list[str]
 
 
 def test_h1_an_oversized_hot_md_is_injected_within_its_cap(memory: Memory, run: Any) -> None:
-    """H1, R1, E3 / issue 12: a hand-written 10 MB HOT.md: recall and boot inject at most
+    """H1, R1, E3: a hand-written 10 MB HOT.md: recall and boot inject at most
     the cap (plus one line saying so), over the library and the CLI."""
     _big_hot(memory)
     cap = memory.settings.hot_cap_chars
@@ -273,7 +273,7 @@ def test_h1_an_oversized_hot_md_is_injected_within_its_cap(memory: Memory, run: 
 
 @pytest.mark.slow
 def test_h1_mcp_instructions_and_resource_are_bounded(memory: Memory, state_dir: Path) -> None:
-    """H1, A2 / issue 12: the MCP server's instructions and memdir://hot, through a real
+    """H1, A2: the MCP server's instructions and memdir://hot, through a real
     client, hold at most the cap of a 10 MB HOT.md."""
     _big_hot(memory)
     cap = memory.settings.hot_cap_chars
@@ -293,7 +293,7 @@ def test_h1_mcp_instructions_and_resource_are_bounded(memory: Memory, state_dir:
 
 
 def test_h3_text_a_cap_cuts_is_kept_and_the_write_says_where(memory: Memory) -> None:
-    """H3 / issue 12: two appends to an oversized HOT.md cut it to the cap; every line
+    """H3: two appends to an oversized HOT.md cut it to the cap; every line
     cut is in HOT.overflow.md (not only in .bak, which the next write overwrites), and
     the write's warning names that file."""
     rows = _big_hot(memory, lines=140, width=100)
@@ -320,7 +320,7 @@ def test_h3_text_a_cap_cuts_is_kept_and_the_write_says_where(memory: Memory) -> 
 
 @pytest.mark.slow
 def test_q1_a_5_mb_daily_log_is_searchable_in_bounded_chunks(memory: Memory) -> None:
-    """Q1, E1 / issue 12: a legitimate 5 MB log is indexed: its last entry is found, and
+    """Q1, Q3, E1: a legitimate 5 MB log is indexed: its last entry is found, and
     no chunk is unbounded (one 5 MB line included)."""
     folder = Path(memory.path, "daily")
     folder.mkdir(parents=True)
@@ -339,7 +339,7 @@ def test_q1_a_5_mb_daily_log_is_searchable_in_bounded_chunks(memory: Memory) -> 
 
 
 def test_q1_a_file_too_big_to_index_is_named_by_search_and_doctor(memory: Memory, run: Any) -> None:
-    """Q1, Z / issue 12: a file over the index's limit is not silently unsearchable: the
+    """Q1, Q3, Z: a file over the index's limit is not silently unsearchable: the
     search's note (CLI and tool) and doctor name it."""
     from memdir.search import index
 
@@ -370,7 +370,7 @@ def _can_bind_mount() -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not _can_bind_mount(), reason="needs root and mount(8) for a bind mount")
 def test_z_reads_work_on_a_read_only_store(state_dir: Path) -> None:
-    """Z / issue 12: on a read-only bind mount of the memory folder every read surface
+    """Z: on a read-only bind mount of the memory folder every read surface
     answers (search from the index as it stands, after a file changed too); writes fail
     with one clear line."""
     with Memory() as mem:
@@ -412,7 +412,7 @@ def test_z_reads_work_on_a_read_only_store(state_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_a2_a_search_is_answered_while_a_long_memorize_runs(state_dir: Path) -> None:
-    """A2 / issue 12: one server, two calls in flight: a search sent while a 1.7 MB
+    """A2: one server, two calls in flight: a search sent while a 1.7 MB
     memorize is being applied (its first note is on disk) is answered before the memorize
     ends; reads do not wait for a write's turn. Ordering, not timing, is asserted."""
     import json

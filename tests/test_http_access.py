@@ -1,4 +1,4 @@
-"""Who may use `memdir serve --http` (A2, X; issue 12.10): real server processes, real HTTP
+"""Who may use `memdir serve --http` (A2, X): real server processes, real HTTP
 requests (httpx2, as the mcp SDK uses) and the SDK's streamable HTTP client.
 
 On loopback the Host and Origin checks hold (DNS rebinding, a web page's cross-site

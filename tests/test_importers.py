@@ -1,4 +1,4 @@
-"""Importers from other agents' memory (issue 7.5): each format on a small sample written
+"""Importers from other agents' memory (N4): each format on a small sample written
 as that tool writes it, imported into a fresh store; dry runs, --force, secrets (X2) and
 garbled sources (Z). Real files and databases, no mocks."""
 
@@ -83,7 +83,7 @@ def claude_auto_memory(root: Path) -> Path:
 
 
 def test_claude_code_project_files_become_entries(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: CLAUDE.md files -> global entries (G1)
+    # N4: CLAUDE.md files -> global entries (G1)
     report = run(memory, "claude-code", str(claude_project(tmp_path)))
     assert imported(report) == {"claude-md": "CLAUDE.md", "claude-local-md": "CLAUDE.local.md"}
     entry = memory.entry("claude-md")
@@ -95,7 +95,7 @@ def test_claude_code_project_files_become_entries(memory: Memory, tmp_path: Path
 
 
 def test_claude_code_auto_memory_topics_and_index(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: topic files -> entries named from the file; MEMORY.md of links only is skipped
+    # N4: topic files -> entries named from the file; MEMORY.md of links only is skipped
     report = run(memory, "claude-code", str(claude_auto_memory(tmp_path)))
     assert imported(report) == {"debugging": "debugging.md", "build-setup": "build.md"}
     debugging = memory.entry("debugging")
@@ -110,7 +110,7 @@ def test_claude_code_auto_memory_topics_and_index(memory: Memory, tmp_path: Path
 
 
 def test_claude_code_memory_md_with_content_is_kept(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: a project folder holding memory/ (PATH/memory/), MEMORY.md with its own text
+    # N4: a project folder holding memory/ (PATH/memory/), MEMORY.md with its own text
     project = claude_project(tmp_path)
     write(project / "memory" / "MEMORY.md", "# Memory\n\nAda reviews PRs on Fridays.\n")
     write(project / "memory" / "ci.md", "# CI\n\nMain's CI takes 12 minutes.\n")
@@ -120,7 +120,7 @@ def test_claude_code_memory_md_with_content_is_kept(memory: Memory, tmp_path: Pa
 
 
 def test_claude_code_same_text_twice_is_two_entries(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5, X5: the name is the identity: .claude/CLAUDE.md repeating CLAUDE.md is
+    # N4, X5: the name is the identity: .claude/CLAUDE.md repeating CLAUDE.md is
     # imported under its own name, with a note naming the entry it repeats
     project = claude_project(tmp_path)
     write(project / ".claude" / "CLAUDE.md", (project / "CLAUDE.md").read_text())
@@ -132,7 +132,7 @@ def test_claude_code_same_text_twice_is_two_entries(memory: Memory, tmp_path: Pa
 
 
 def test_claude_code_not_that_format(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5, Z: a folder with nothing of Claude Code's is a one-line ValidationError
+    # N4, Z: a folder with nothing of Claude Code's is a one-line ValidationError
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValidationError, match="not Claude Code memory: expected a Claude Code"):
         run(memory, "claude-code", str(tmp_path / "empty"))
@@ -165,7 +165,7 @@ def openclaw_workspace(root: Path) -> Path:
 
 
 def test_openclaw_workspace(memory: Memory, tmp_path: Path, state_dir: Path) -> None:
-    # issue 7.5: MEMORY.md split by `## `, daily logs (E1), identity files (E2), heartbeat (B1)
+    # N4: MEMORY.md split by `## `, daily logs (E1), identity files (E2), heartbeat (B1)
     report = run(memory, "openclaw", str(openclaw_workspace(tmp_path)))
     assert imported(report, "entry") == {
         "memory-md": "MEMORY.md",
@@ -199,7 +199,7 @@ def test_openclaw_workspace(memory: Memory, tmp_path: Path, state_dir: Path) -> 
 def test_openclaw_never_overwrites_without_force(
     memory: Memory, tmp_path: Path, state_dir: Path
 ) -> None:
-    # issue 7.5: an existing entry, daily log, identity file and heartbeat state stay as they
+    # N4: an existing entry, daily log, identity file and heartbeat state stay as they
     # are without --force, and are replaced with it
     ws = openclaw_workspace(tmp_path)
     memory.write_entry("preferences", "Mine", "- Long answers\n")
@@ -227,7 +227,7 @@ def test_openclaw_never_overwrites_without_force(
 
 
 def test_openclaw_dry_run_writes_nothing(memory: Memory, tmp_path: Path, state_dir: Path) -> None:
-    # issue 7.5: a dry run reports what would come in and writes nothing, not even memory.db
+    # N4: a dry run reports what would come in and writes nothing, not even memory.db
     ws = openclaw_workspace(tmp_path)
     before = snapshot(state_dir)
     report = run(memory, "openclaw", str(ws), dry_run=True)
@@ -265,7 +265,7 @@ def test_openclaw_secret_is_skipped_and_never_reaches_disk(
 
 
 def test_mcp_memory_entities_and_relations(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: each entity -> an entry with its observations and relations, both ways
+    # N4: each entity -> an entry with its observations and relations, both ways
     lines = [
         {
             "type": "entity",
@@ -349,7 +349,7 @@ def mem0_export(root: Path) -> Path:
 
 
 def test_mem0_export_to_facts(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5, F2, F5: categories mapped, times and authors kept, repeats and secrets left out
+    # N4, F2, F5: categories mapped, times and authors kept, repeats and secrets left out
     stored = memory.add_fact("releases are cut on TUESDAYS", "convention")
     report = run(memory, "mem0", str(mem0_export(tmp_path)))
     ids = {source: int(target) for target, source in imported(report, "fact").items()}
@@ -386,7 +386,7 @@ def test_mem0_export_to_facts(memory: Memory, tmp_path: Path) -> None:
 def test_mem0_dry_run_does_not_create_the_database(
     memory: Memory, tmp_path: Path, state_dir: Path
 ) -> None:
-    # issue 7.5: nothing at all is written by a dry run, memory.db included
+    # N4: nothing at all is written by a dry run, memory.db included
     before = snapshot(state_dir)
     report = run(memory, "mem0", str(mem0_export(tmp_path)), dry_run=True)
     assert {i.target for i in report.imported} == {"new fact"}
@@ -455,7 +455,7 @@ def afk_state(root: Path, *, nested: bool = False, hot: str | None = None) -> Pa
 
 
 def test_afk_state_dir(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5, F3: supersede chains rebuilt with their times, categories mapped, hot, procedures
+    # N4, F3: supersede chains rebuilt with their times, categories mapped, hot, procedures
     source = afk_state(tmp_path)
     db_before = (source / "memory.db").read_bytes()
     report = run(memory, "afk", str(source))
@@ -492,7 +492,7 @@ def test_afk_state_dir(memory: Memory, tmp_path: Path) -> None:
 
 
 def test_afk_nested_layout_and_repeats(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: the memory/ subfolder layout; a chain whose current fact is already stored
+    # N4: the memory/ subfolder layout; a chain whose current fact is already stored
     # is left out whole, with its earlier versions
     stored = memory.add_fact("deploys go out on tuesdays", "convention")
     report = run(memory, "afk", str(afk_state(tmp_path, nested=True)))
@@ -505,7 +505,7 @@ def test_afk_nested_layout_and_repeats(memory: Memory, tmp_path: Path) -> None:
 
 
 def test_afk_dry_run_with_existing_memory(memory: Memory, tmp_path: Path, state_dir: Path) -> None:
-    # issue 7.5: a dry run over a store in use checks repeats and existence as a real run
+    # N4: a dry run over a store in use checks repeats and existence as a real run
     # would, and changes no file
     stored = memory.add_fact("Deploys go out on Tuesdays", "convention")
     memory.write_procedure("deploy", "# Deploy\nour own way\n")
@@ -522,7 +522,7 @@ def test_afk_dry_run_with_existing_memory(memory: Memory, tmp_path: Path, state_
 
 
 def test_afk_hot_over_the_cap_is_cut_and_kept_whole(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5, H3: never cut silently: HOT.md is cut to the cap, the whole text kept in an entry
+    # N4, H3: never cut silently: HOT.md is cut to the cap, the whole text kept in an entry
     lines = [f"- line {n:04d}: something durable the agent wrote down" for n in range(160)]
     text = "\n".join(lines) + "\n"
     cap = memory.settings.hot_cap_chars
@@ -537,7 +537,7 @@ def test_afk_hot_over_the_cap_is_cut_and_kept_whole(memory: Memory, tmp_path: Pa
 
 
 def test_afk_existing_hot_needs_force(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: a non-empty HOT.md is never overwritten without --force
+    # N4: a non-empty HOT.md is never overwritten without --force
     memory.hot_set("# mine\n")
     source = afk_state(tmp_path)
     report = run(memory, "afk", str(source))
@@ -568,7 +568,7 @@ def test_afk_garbled_database_is_a_clear_error(memory: Memory, tmp_path: Path) -
 
 
 def test_unknown_format_and_missing_path(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: clear one-line errors
+    # N4: clear one-line errors
     assert FORMATS == ("claude-code", "openclaw", "mcp-memory", "mem0", "afk")
     with pytest.raises(ValidationError, match="unknown import format 'letta': one of claude-code"):
         run(memory, "letta", str(tmp_path))
@@ -591,7 +591,7 @@ def test_subagent_cannot_import(state_dir: Path, tmp_path: Path) -> None:
 
 
 def test_report_to_dict(memory: Memory, tmp_path: Path) -> None:
-    # issue 7.5: what the CLI renders
+    # N4: what the CLI renders
     report = run(memory, "claude-code", str(claude_project(tmp_path)), dry_run=True)
     data = report.to_dict()
     assert data["format"] == "claude-code" and data["dry_run"] is True
@@ -599,7 +599,7 @@ def test_report_to_dict(memory: Memory, tmp_path: Path) -> None:
 
 
 def test_imported_facts_are_not_stale_on_arrival(memory: Memory, tmp_path: Path) -> None:
-    """Issue 7.3/7.5: memories created long ago elsewhere count as stale from the day they
+    """N2, N4: memories created long ago elsewhere count as stale from the day they
     were imported, not from their creation; a search still records them as found."""
     from memdir.curation import doctor
 
@@ -613,7 +613,7 @@ def test_imported_facts_are_not_stale_on_arrival(memory: Memory, tmp_path: Path)
 
 def test_one_unreadable_file_is_skipped_and_the_rest_imported(
     memory: Memory, tmp_path: Path
-) -> None:  # issue 7.5, Z
+) -> None:  # N4, Z
     workspace = tmp_path / "ws"
     (workspace / "memory").mkdir(parents=True)
     (workspace / "MEMORY.md").write_bytes(b"\xff\xfe not utf-8")

@@ -1,4 +1,4 @@
-"""Limits and odd numbers (issue 12, item 7): every whole number from outside is
+"""Limits and odd numbers (X3): every whole number from outside is
 range-checked at the boundary (CLI options, tool arguments over a real MCP client, the
 library, config.toml, the heartbeat state file), so none reaches SQLite or the time
 functions: one clear line, never an internal error or a raw exception text."""
@@ -50,7 +50,7 @@ _CLI = [
 def test_every_cli_number_is_range_checked(
     run: Any, command: tuple[str, ...], value: object
 ) -> None:
-    """Issue 12 / F1, E4, R1, D1: each number an option or argument takes is refused out of
+    """X3 / F1, E4, R1, D1: each number an option or argument takes is refused out of
     range with one line naming it (recall's budget may be 0: nothing injected)."""
     if command[0] == "recall" and value == 0:
         return
@@ -95,7 +95,7 @@ def _args(arguments: dict[str, Any], value: object) -> dict[str, Any]:
 def test_every_tool_number_is_range_checked(
     memory: Memory, tool: str, arguments: dict[str, Any], value: object
 ) -> None:
-    """A2 / issue 12: JSON numbers (ints out of range, floats, bools, strings) where a tool
+    """A2 / X3: JSON numbers (ints out of range, floats, bools, strings) where a tool
     wants a whole number are refused by the schema check, before any tool runs."""
     with pytest.raises(ValidationError) as caught:
         call_tool(memory, tool, _args(arguments, value))
@@ -104,7 +104,7 @@ def test_every_tool_number_is_range_checked(
 
 @pytest.mark.slow
 def test_tool_numbers_over_a_real_mcp_client(state_dir: Path) -> None:
-    """A2 / issue 12: the same, over stdio through the SDK client: each bad number is a tool
+    """A2 / X3: the same, over stdio through the SDK client: each bad number is a tool
     error with our one-line message, never a raw exception text, and the server lives on."""
 
     async def main() -> list[str]:
@@ -149,7 +149,7 @@ def test_tool_numbers_over_a_real_mcp_client(state_dir: Path) -> None:
     ],
 )
 def test_config_numbers_are_range_checked(state_dir: Path, line: str) -> None:
-    """Section 2 / issue 12: config ints and floats out of range (huge, negative, inf, nan)
+    """S / X3: config ints and floats out of range (huge, negative, inf, nan)
     are a ConfigError naming the key, not a crash later."""
     (state_dir / "config.toml").write_text(line + "\n")
     key = line.split("\n")[1].split(" =")[0]
@@ -159,7 +159,7 @@ def test_config_numbers_are_range_checked(state_dir: Path, line: str) -> None:
 
 @pytest.mark.parametrize("last", ["1e300", "-5", "NaN", "Infinity", str(10**30), "true"])
 def test_heartbeat_state_numbers_are_range_checked(memory: Memory, last: str) -> None:
-    """B1 / issue 12: a hand-written heartbeat-state.json with a time no date can show is a
+    """B1 / X3: a hand-written heartbeat-state.json with a time no date can show is a
     clear error naming the file, left as it is."""
     path = Path(memory.path, "heartbeat-state.json")
     path.parent.mkdir(parents=True, exist_ok=True)

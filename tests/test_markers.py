@@ -421,7 +421,7 @@ LAYOUTS = [
     (f"{B}{J}{E} {B}{J}{E}\n", " \n"),
     (f"text {B}\n{J}\n{E}\nafter", "text \nafter"),
     (f"before\n{B}\n{J}\n{E} after", "before\n after"),
-    # a marker that forms no block is text: kept where it is, defanged (R4, issue 12)
+    # a marker that forms no block is text: kept where it is, defanged (M1, R4)
     (f"x {E}\ny", f"x {DE}\ny"),
     (f"x\n  {E}\ny", f"x\n  {DE}\ny"),
     (f"keep\n  {B}\n{J}\nkept", f"keep\n  {DB}\n{J}\nkept"),

@@ -1,4 +1,4 @@
-"""No read surface emits a live memorize marker (R4, X4; issue 12.4), as a family.
+"""No read surface emits a live memorize marker (R4, X4), as a family.
 
 For each marker prefix (the default MEMDIR, APIARY, and one more configured), markers spelt
 every way an agent might turn into a live one — exact, padded with blanks and tabs, lower
@@ -263,7 +263,7 @@ def test_no_cli_read_surface_emits_a_live_marker(state_dir: Path, prefix: str) -
 
 
 def test_cli_memorize_keeps_an_unterminated_marker_as_text(state_dir: Path) -> None:
-    # M4 R4 (issue 12.4): a marker in prose with no END loses the agent nothing
+    # M4 R4: a marker in prose with no END loses the agent nothing
     answer = (
         "To store a note, an agent writes MEMDIR_MEMORIZE_BEGIN, then JSON.\n"
         "The rest of my answer: the build is green.\n"

@@ -507,7 +507,7 @@ async def test_memorize_tool_and_recall_prompt(state_dir: Path) -> None:  # M1, 
 
 @pytest.mark.anyio
 async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -> None:
-    """Issue 7.1 and 7.2 through a real MCP client: an exact duplicate answers with the
+    """N1 and F3 through a real MCP client: an exact duplicate answers with the
     fact it repeats; with the model loaded (the server warms it), a paraphrase is named as
     a semantic near duplicate; memory_search(as_of=...) answers what held then."""
     async with stdio_client(state_dir) as client:
@@ -531,7 +531,7 @@ async def test_the_server_guards_duplicates_and_answers_as_of(state_dir: Path) -
             )
         )["fact"]
         assert again["duplicate"] is True and again["id"] == react["id"]
-        # issue 11: the hint is the tool call that does it
+        # A2: the hint is the tool call that does it
         hinted = {"action": "supersede", "supersedes": react["id"], "content": "<new text>"}
         assert f"`memory_update {json.dumps(hinted)}`" in again["hint"]
         near = (

@@ -1,4 +1,4 @@
-"""What an MCP client sees of `memdir serve` (issue 11.8; A1, A2, U2): tool annotations that
+"""What an MCP client sees of `memdir serve` (A1, A2, U2): tool annotations that
 are complete and true to each tool, an output schema for every structured result (checked
 by the SDK's client on every call), the standard list methods and ping answered, no spec
 codes in what a client shows, and a README that lists what the server offers."""

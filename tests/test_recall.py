@@ -54,7 +54,7 @@ def test_order_hot_then_index_then_own_then_ancestor_notes(memory: Memory) -> No
     text = memory.recall(task="child").text
     assert text.startswith("# Hot\nName: Ada\n\n[Long-term Memory]\n")
     preamble = text.split("\n")[4]
-    # issue 11: how to read one, in the caller's terms (here the library's)
+    # R1: how to read one, in the caller's terms (here the library's)
     assert memory.path in preamble and "`memory.entry('<name>')`" in preamble
     assert "\n- ci-duration — CI takes ~12 min\n" in text
     assert "details" not in text  # the index, not the full entries

@@ -534,7 +534,7 @@ def test_unchanged_text_is_not_embedded_again(
     ]
     sem.search("alpha", mode="semantic")
     sem.search("alpha", mode="hybrid")
-    assert embedder.take("alpha") == []  # a search embeds its question only (issue 11)
+    assert embedder.take("alpha") == []  # a search embeds its question only (Q2)
     assert len(vector_rows(sem)) == 3
 
     path = Path(sem.path, "global", "greek.md")
@@ -720,7 +720,7 @@ WITHOUT_EXTRA = (
 
 def test_the_lexical_only_notice_is_shown_once_across_cli_calls(
     state_dir: Path,
-) -> None:  # Q2 C, issue 11.7
+) -> None:  # Q2 C
     env = cli_env(str(state_dir))
     with Memory() as mem:
         mem.add_fact("kiwi harvest is in March", "learning")
@@ -742,7 +742,7 @@ def test_the_lexical_only_notice_is_shown_once_across_cli_calls(
 
 
 def test_the_install_command_follows_where_memdir_was_installed(tmp_path: Path) -> None:
-    """Q2, issue 11.7: the notice names a command that works from this install."""
+    """Q2, C: the notice names a command that works from this install."""
     py = "/opt/env/bin/python"
     editable = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {"editable": True}})
     plain_dir = json.dumps({"url": "file:///home/ada/src/memdir", "dir_info": {}})
@@ -799,12 +799,12 @@ def test_the_install_command_follows_where_memdir_was_installed(tmp_path: Path) 
     assert here.startswith(f"cd {Path(__file__).resolve().parents[1]} && ")
 
 
-# -- lexical scores: readable in any store (issue 11.7) -------------------------------------
+# -- lexical scores: readable in any store (Q1) ---------------------------------------------
 
 
 def test_lexical_scores_are_readable_in_a_small_store(
     memory: Memory, run: Callable[..., Any]
-) -> None:  # Q1 F4, issue 11.7
+) -> None:  # Q1 F4
     """bm25 in a store of one to three items is ~1e-6 (FTS5 floors a word's idf there):
     a score is the hit's share of the best match of its kind, 1.0 for the best."""
 

@@ -126,7 +126,7 @@ def test_unknown_session_is_a_clear_error(memory: Memory) -> None:  # U4
         memory.start_session(parent="missing")
 
 
-# -- U2: who may end or start which session (issue 12, item 6) ----------------------------
+# -- U2: who may end or start which session -----------------------------------------------
 
 
 def _tree(memory: Memory) -> dict[str, str]:

@@ -142,7 +142,7 @@ def stopped_three_times(
     return states
 
 
-# -- every instant of a stop (issue 12.9) ------------------------------------------------
+# -- every instant of a stop (A2, U3) ----------------------------------------------------
 
 
 def start_stdio(state: Path) -> subprocess.Popen[bytes]:

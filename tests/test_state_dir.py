@@ -1,6 +1,6 @@
 """A state dir or memory root that is named but missing is an error, never a new empty store;
 `memdir init` makes one where it is told; .gitignore only inside a git work tree (L1, L2,
-L5, L6; issue 11.6). With --json every error is JSON on stdout (Z, C; issue 11.7)."""
+L5, L6). With --json every error is JSON on stdout (Z, C)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def made_nothing(tmp_path: Path) -> bool:
 @pytest.mark.slow
 def test_a_named_state_dir_that_does_not_exist_is_an_error(
     tmp_path: Path, command: list[str]
-) -> None:  # L1 (issue 11.6): flag before, flag after, env; never a new empty store
+) -> None:  # L1: flag before, flag after, env; never a new empty store
     missing = str(tmp_path / "typo" / "state")
     argv = argv_of(command, tmp_path)
     for args, state in (
@@ -311,7 +311,7 @@ def test_init_in_the_top_of_a_work_tree_used_as_the_state_dir(tmp_path: Path) ->
     assert not (tmp_path / ".gitignore").exists()
 
 
-# -- with --json, errors are JSON too (Z, C; issue 11.7) -------------------------------------
+# -- with --json, errors are JSON too (Z, C) -------------------------------------------------
 
 
 @pytest.mark.parametrize("command", [["init"], *STORE_COMMANDS, ["memorize"]], ids=" ".join)

@@ -1,5 +1,5 @@
-"""Issue 7.2: validity windows — what was true when (search --as-of, fact history) — and the
-record of which facts searches find (doctor's "never recalled")."""
+"""F3: validity windows — what was true when (search --as-of, fact history) — and the
+record of which facts searches find (doctor's "never recalled", N2)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ def moved(memory: Memory) -> tuple[int, int, int]:
     return berlin.id, paris.id, lisbon.id
 
 
-def test_a_new_fact_holds_from_its_creation(memory: Memory) -> None:  # 7.2 F5
+def test_a_new_fact_holds_from_its_creation(memory: Memory) -> None:  # F3 F5
     fact = memory.add_fact("CI takes 12 minutes", "learning")
     assert fact.valid_from == fact.created and fact.valid_to is None
 
 
 def test_supersede_closes_the_old_window_where_the_new_one_opens(memory: Memory) -> None:
-    berlin, paris, lisbon = moved(memory)  # 7.2 F3
+    berlin, paris, lisbon = moved(memory)  # F3
     chain = memory.fact_history(paris)
     assert [f.id for f in chain] == [berlin, paris, lisbon]
     assert [(f.valid_from, f.valid_to) for f in chain] == [
@@ -40,7 +40,7 @@ def test_supersede_closes_the_old_window_where_the_new_one_opens(memory: Memory)
     ]
 
 
-def test_a_removed_fact_ends_when_it_was_removed(state_dir: Path) -> None:  # 7.2 F3
+def test_a_removed_fact_ends_when_it_was_removed(state_dir: Path) -> None:  # F3
     clock = FixedClock(1_700_000_000.0)
     with Memory(clock=clock) as mem:
         fact = mem.add_fact("temporary fact", "learning")
@@ -63,7 +63,7 @@ def test_a_removed_fact_ends_when_it_was_removed(state_dir: Path) -> None:  # 7.
     ],
 )
 def test_search_as_of_answers_what_held_then(memory: Memory, as_of: str, city: str | None) -> None:
-    moved(memory)  # 7.2
+    moved(memory)  # F3
     hits = memory.search("where does the user live", as_of=as_of)
     assert [h.content.rsplit(" ", 1)[-1] for h in hits] == ([city] if city else [])
     assert all(h.kind == "fact" for h in hits)
@@ -71,7 +71,7 @@ def test_search_as_of_answers_what_held_then(memory: Memory, as_of: str, city: s
 
 def test_as_of_searches_facts_only_and_a_superseded_hit_says_when_it_ended(
     memory: Memory,
-) -> None:  # 7.2 Q1
+) -> None:  # F3 Q1
     berlin, _paris, _lisbon = moved(memory)
     memory.write_entry("berlin-notes", "Berlin notes", "Berlin has good bakeries")
     [hit] = memory.search("Berlin", as_of="2022-01-01")
@@ -80,7 +80,7 @@ def test_as_of_searches_facts_only_and_a_superseded_hit_says_when_it_ended(
     assert [h.kind for h in now] == ["global"]  # today, only the entry mentions Berlin
 
 
-def test_as_of_honours_category_and_since(memory: Memory) -> None:  # 7.2 F4
+def test_as_of_honours_category_and_since(memory: Memory) -> None:  # F3 F4
     moved(memory)
     memory.add_fact("The user lives far from Paris", "learning", valid_from="2021-01-01")
     assert len(memory.search("Paris", as_of="2024-07-01")) == 2
@@ -89,20 +89,20 @@ def test_as_of_honours_category_and_since(memory: Memory) -> None:  # 7.2 F4
     ] == ["learning"]
 
 
-def test_a_removed_fact_is_never_true_as_of_any_date(memory: Memory) -> None:  # 7.2
+def test_a_removed_fact_is_never_true_as_of_any_date(memory: Memory) -> None:  # F3
     wrong = memory.add_fact("The user hates coffee", "preference", valid_from="2020-01-01")
     memory.remove_fact(wrong.id)
     assert memory.search("coffee", as_of="2020-06-01") == []
 
 
-def test_bad_dates_are_clear_errors(memory: Memory) -> None:  # 7.2 Z
+def test_bad_dates_are_clear_errors(memory: Memory) -> None:  # F3 Z
     with pytest.raises(ValidationError, match="bad date 'yesterday-ish'"):
         memory.search("x", as_of="yesterday-ish")
     with pytest.raises(ValidationError, match="bad date"):
         memory.add_fact("x y z", "learning", valid_from="31/12/2020")
 
 
-def test_the_tool_takes_as_of_and_valid_from(memory: Memory) -> None:  # 7.2 A1
+def test_the_tool_takes_as_of_and_valid_from(memory: Memory) -> None:  # F3 A1
     first = call_tool(
         memory,
         "memory_update",
@@ -123,7 +123,7 @@ def test_the_tool_takes_as_of_and_valid_from(memory: Memory) -> None:  # 7.2 A1
     assert then["hits"][0]["valid_to"] == "2025-01-01T00:00:00Z"
 
 
-def test_the_cli_timeline_and_as_of(run: Any) -> None:  # 7.2 C
+def test_the_cli_timeline_and_as_of(run: Any) -> None:  # F3 C
     run("fact", "add", "Lead is Ana", "-c", "decision", "--valid-from", "2023-01-01")
     run("fact", "supersede", "1", "Lead is Bo", "--valid-from", "2025-01-01")
     timeline = run("fact", "history", "2").out.splitlines()
@@ -138,7 +138,7 @@ def test_the_cli_timeline_and_as_of(run: Any) -> None:  # 7.2 C
     assert bad.code == 1 and bad.err.startswith("memdir: error: bad date 'soon'")
 
 
-def test_searches_record_which_facts_they_found(state_dir: Path) -> None:  # 7.3 doctor
+def test_searches_record_which_facts_they_found(state_dir: Path) -> None:  # N2
     clock = FixedClock(1_700_000_000.0)  # 2023-11-14T22:13:20Z
     with Memory(clock=clock) as mem:
         found = mem.add_fact("kiwi harvest is in March", "learning")
@@ -150,7 +150,7 @@ def test_searches_record_which_facts_they_found(state_dir: Path) -> None:  # 7.3
         assert [f.id for f in stale] == [never.id] and found.id != never.id
 
 
-def test_a_subagent_search_records_nothing(memory: Memory, run: Any) -> None:  # 7.3 U2
+def test_a_subagent_search_records_nothing(memory: Memory, run: Any) -> None:  # N2 U2
     memory.add_fact("kiwi harvest is in March", "learning")
     parent = memory.start_session()
     child = memory.start_session(parent=parent.id)
@@ -167,7 +167,7 @@ def test_a_subagent_search_records_nothing(memory: Memory, run: Any) -> None:  #
 
 def test_a_fact_cannot_begin_in_the_future_or_before_what_it_replaces(
     memory: Memory,
-) -> None:  # 7.2 Z
+) -> None:  # F3 Z
     with pytest.raises(ValidationError, match="in the future"):
         memory.add_fact("Office is in Munich", "decision", valid_from="2999-01-01")
     berlin = memory.add_fact("Office is in Berlin", "decision", valid_from="2025-01-01")
@@ -179,7 +179,7 @@ def test_a_fact_cannot_begin_in_the_future_or_before_what_it_replaces(
 
 
 def test_imported_superseded_facts_held_until_their_successor(memory: Memory) -> None:
-    """7.2 on import: a superseded fact that brings no end held until the next version
+    """F3 on import (N3, N4): a superseded fact that brings no end held until the next version
     began, so --as-of finds it in between."""
     memory.import_facts(
         [

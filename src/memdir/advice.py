@@ -1,4 +1,4 @@
-"""What to do next, said in the caller's own terms (issue 11): every hint memdir gives names
+"""What to do next, said in the caller's own terms (A2, A3, C): every hint memdir gives names
 a call that works as written on the surface the caller is using.
 
     MCP, tools.call_tool: `memory_update {"action": "supersede", "supersedes": 3, ...}`

@@ -83,7 +83,7 @@ def append(layout: Layout, text: str, now: float, section: str | None = None) ->
         title, sections = _parse(files.read_for_rewrite(path, root=layout.memory_dir) or "")
         if section is None:
             heading = clock
-            # a `## ` line of the entry would open a section of its own: quoted (issue 12)
+            # a `## ` line of the entry would open a section of its own: quoted (E1)
             entry = quote_lines(text.strip("\n"), DAILY_HEADING)
             _add(sections, heading, entry.split("\n"), join_last=True)
         else:

@@ -1,4 +1,4 @@
-"""How to install an extra from where memdir was installed (Q2, issue 11).
+"""How to install an extra from where memdir was installed (Q2).
 
 "pip install 'memdir[embeddings]'" is wrong for most installs: a pipx or `uv tool` install
 has its own venv that pip outside it does not reach, a venv made by uv has no pip at all,

@@ -1,4 +1,4 @@
-"""Who may talk to `memdir serve --http` (A2, X; issue 12.10), checked on every request.
+"""Who may talk to `memdir serve --http` (A2, X), checked on every request.
 
 1. Host: the name the client used must be one this server answers to — the loopback
    names, the bind address, and each `--host-name`; else 421. This is what defeats DNS

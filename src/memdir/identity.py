@@ -86,7 +86,7 @@ def boot(
     index_text: str,
     hot_cap: int = 5250,
 ) -> Boot:
-    """Each part is bounded whatever is on disk (issue 12): HOT.md by its cap, any other
+    """Each part is bounded whatever is on disk (E3, H3): HOT.md by its cap, any other
     file by PART_CHARS, with a last line saying what was left out and where it is."""
     from . import hot
 

@@ -64,7 +64,7 @@ def build_server(memory: Memory) -> Server[Any]:
     offered = tools(read_only=read_only)
     names = {tool.name for tool in offered}
     lock = anyio.Lock()  # one Memory, one SQLite connection: writes take turns
-    # Issue 12: the read-only tools run on a companion Memory (its own connection) under
+    # A2: the read-only tools run on a companion Memory (its own connection) under
     # their own lock, so a search never waits for a long write (an 868 KB memorize) to end.
     read_lock = anyio.Lock()
     reading: list[Memory] = []
@@ -279,7 +279,7 @@ def serve_stdio(memory: Memory, stop: Stop) -> None:
 class _StdinLines(anyio.AsyncFile[str]):
     """The wire's lines, each read on a worker thread that a cancel abandons: the SDK's own
     reader cannot be cancelled while it waits, so a stop with the client's stdin still open
-    waited for the client's next line for ever (issue 12.9)."""
+    waited for the client's next line for ever (A2, U3)."""
 
     async def readline(self) -> str:
         return await anyio.to_thread.run_sync(self.wrapped.readline, abandon_on_cancel=True)
@@ -426,7 +426,7 @@ JOIN_TIMEOUT = 30.0  # seconds a background thread has to reach its next boundar
 
 
 def _start_embedder(memory: Memory) -> Callable[[], bool]:
-    """Issue 11: the background embedder (embed_worker.EmbedWorker) when searches use vectors.
+    """Q2: the background embedder (embed_worker.EmbedWorker) when searches use vectors.
     It loads the model (the first hybrid search does not wait ~0.35 s for it, and the
     duplicate guard compares meaning from the first write on), then embeds what has no
     vector: at start, after every write, after a search that met such items. A read-only

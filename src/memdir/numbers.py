@@ -1,6 +1,6 @@
 """Whole numbers from outside (CLI options, tool arguments, config, hand-written files):
 one validator, so every number is range-checked at the boundary and none reaches SQLite,
-time functions or a loop unchecked (issue 12). Each kind of number has its range here."""
+time functions or a loop unchecked (X3). Each kind of number has its range here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""User text cannot forge the structure of a file memdir parses (issue 12): a line of an
+"""User text cannot forge the structure of a file memdir parses (E1, H3, T1): a line of an
 entry that the file's parser would take as structure is quoted visibly, never dropped.
 Each parser names its structure here, next to the writer that has to respect it."""
 

@@ -64,7 +64,7 @@ class Settings(Record):
     search_semantic_weight: float = 1.0
     search_rrf_k: int = 60
     search_embed_on_write: str = "always"
-    # [duplicates] (issue 7): a write that resembles an active item this much is reported:
+    # [duplicates] (N1): a write that resembles an active item this much is reported:
     # Jaccard of content words, and cosine when the embedding model is loaded.
     duplicate_lexical: float = 0.7
     duplicate_semantic: float = 0.8
@@ -262,7 +262,7 @@ def _memory_values(memory: dict[str, Any], text: str, path: str) -> dict[str, An
     return values
 
 
-# The range of each whole-number key (issue 12: every number is range-checked on the way in).
+# The range of each whole-number key (X3: every number is range-checked on the way in).
 _INT_RANGES = {
     "max_inject_chars": (1, MAX_CHARS),
     "max_entry_bytes": (1, MAX_BYTES),

@@ -1,4 +1,4 @@
-"""How `memdir serve` stops (U3, A2; issue 12.9): SIGTERM and SIGINT, at any instant.
+"""How `memdir serve` stops (U3, A2): SIGTERM and SIGINT, at any instant.
 
 One policy from the moment `memdir serve` starts until the process is gone, installed
 before the SDK's second of imports: the first signal asks the server to stop, gracefully,

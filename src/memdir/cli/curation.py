@@ -1,4 +1,4 @@
-"""Commands that look after a store as a whole: doctor."""
+"""Commands that look after a store as a whole: doctor (N2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reading an archive of `memdir export` before anything is written (issue 7): every line
+"""Reading an archive of `memdir export` before anything is written (N3): every line
 parsed and checked — the header (format, schema, counts), each record's fields and types,
 facts (F2, X3), task and session ids, file paths (X1: inside their root, none of memdir's
 own files), file text (X2: no secrets) — then what no line shows alone: the counts against

@@ -61,7 +61,7 @@ class AgentMemory(MemoryBase):
                 warnings.append(f"{refusal}: {len(parsed.requests)} memorize request(s) dropped")
             return Ingested(parsed.output, [], warnings)
         applied = []
-        with self.bulk():  # issue 12: the blocks first, then one embedding pass for all
+        with self.bulk():  # Q2: the blocks first, then one embedding pass for all
             for request in parsed.requests:
                 try:
                     applied.append(self._apply(request, task, workflow, step))

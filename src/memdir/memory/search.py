@@ -75,7 +75,7 @@ class SearchMemory(MemoryBase):
                 self.sync_index()
         self.unembedded, self._searched = 0, run_mode
         if run_mode != "lexical":
-            # Issue 11: a search embeds its question only. What has no vector yet is ranked
+            # Q2: a search embeds its question only. What has no vector yet is ranked
             # by its words. The model is loaded when there are vectors to compare the
             # question with, or when a server holds it (or is loading it) anyway.
             model = self._embedder.name if self._embedder is not None else DEFAULT_MODEL
@@ -160,7 +160,7 @@ class SearchMemory(MemoryBase):
 
     def search_notice(self) -> str | None:
         """What a front end should say about the last search: the files too big to index
-        (issue 12: never silently unsearchable), then the embedding note below."""
+        (Q3: never silently unsearchable), then the embedding note below."""
         notes = []
         if self.too_big:
             from ..search.index import MAX_INDEX_BYTES
@@ -176,7 +176,7 @@ class SearchMemory(MemoryBase):
         return "; ".join(notes) or None
 
     def _embedding_notice(self) -> str | None:
-        """Q2, issue 11: what a front end should say about the last search, if anything:
+        """Q2: what a front end should say about the last search, if anything:
         how many items it ranked by their words alone for want of a vector, and how they
         get one; or, once per store, that search is lexical only without the embeddings
         extra, with the command that installs it from where memdir was installed."""
@@ -218,7 +218,7 @@ class SearchMemory(MemoryBase):
         return Reindexed(found, files, self.embed_pending(embed))
 
     def embed_pending(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Issue 11: give a vector to every fact and file section that has none yet (what
+        """Q2: give a vector to every fact and file section that has none yet (what
         `memdir reindex` and `memdir import` end with); `progress` is told (done, total)
         from the first item on. 0 when search here does not use vectors ([search] mode
         lexical, or no embeddings extra). Returns how many items were embedded."""
@@ -232,7 +232,7 @@ class SearchMemory(MemoryBase):
 
     def sync_index(self) -> None:
         """Bring the chunk index up to date with the files (cheap when nothing changed).
-        The files too big to index are remembered for the search's note (issue 12)."""
+        The files too big to index are remembered for the search's note (Q3)."""
         if self.settings.enabled:
             self.too_big = []
             index.sync(self.layout, self.store, too_big=self.too_big)

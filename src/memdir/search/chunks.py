@@ -136,7 +136,7 @@ def _sections(body: list[str], offset: int) -> list[tuple[int, int, list[str]]]:
 
 def _split(start: int, lines: list[str]) -> list[tuple[int, list[str]]]:
     """Cut a long section before blank lines or list items, each part at most MAX_CHARS
-    where a boundary allows, and at most HARD_CHARS whatever the text (issue 12: a chunk
+    where a boundary allows, and at most HARD_CHARS whatever the text (Q3: a chunk
     is bounded, so a 5 MB log is indexed as thousands of small ones): (first line, lines)
     of each part."""
     if sum(len(x) + 1 for x in lines) <= MAX_CHARS:

@@ -1,4 +1,4 @@
-"""Importers from other agents' memory (issue 7.5): `memdir import --from FORMAT PATH`.
+"""Importers from other agents' memory (N4): `memdir import --from FORMAT PATH`.
 
 Each format's module reads its source into a Plan (importers/plan.py) and writes nothing;
 `run` then applies the plan through the public Memory API, so every rule of a normal write

@@ -1,4 +1,4 @@
-"""An AFK-style state folder (issue 7.5) -> hot memory, facts with their history, procedures.
+"""An AFK-style state folder (N4) -> hot memory, facts with their history, procedures.
 
 The folder (or its `memory/` subfolder: both layouts are accepted) holds `HOT.md`,
 `memory.db` and `procedures/*.md`. In memory.db a `facts` table has an id, a category,

@@ -1,4 +1,4 @@
-"""Claude Code's memory (issue 7.5) -> global entries.
+"""Claude Code's memory (N4) -> global entries.
 
 Claude Code reads instructions from CLAUDE.md files in a project (`CLAUDE.md`,
 `CLAUDE.local.md`, `.claude/CLAUDE.md`) and keeps an auto-memory folder per project

@@ -1,4 +1,4 @@
-"""The MCP reference memory server's knowledge graph (issue 7.5) -> global entries.
+"""The MCP reference memory server's knowledge graph (N4) -> global entries.
 
 Its file (`memory.jsonl`; older versions `memory.json`, same content) holds one JSON
 object a line:

@@ -1,4 +1,4 @@
-"""A mem0 export (issue 7.5) -> facts (F2, F5).
+"""A mem0 export (N4) -> facts (F2, F5).
 
 mem0's `get_all` / export answers a JSON list of memories, or `{"results": [...]}` /
 `{"memories": [...]}`; each memory has `memory` (its text), `id`, `created_at`,

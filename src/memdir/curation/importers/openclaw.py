@@ -1,4 +1,4 @@
-"""An OpenClaw-style workspace (issue 7.5) -> entries, daily logs, identity files (E1, E2).
+"""An OpenClaw-style workspace (N4) -> entries, daily logs, identity files (E1, E2).
 
 The workspace holds `MEMORY.md` (curated long-term memory), `memory/YYYY-MM-DD.md` (one
 log a day; the session hook also writes `memory/YYYY-MM-DD-<slug>.md`),

@@ -1,4 +1,4 @@
-"""What an importer means to bring in (issue 7.5): a Plan of items read from another agent's
+"""What an importer means to bring in (N4): a Plan of items read from another agent's
 memory, built by pure readers (no writes), applied by one shared step (importers/__init__).
 
 Also the small pure helpers every reader shares: kebab-case names (P1, X1), one-line
