@@ -335,25 +335,33 @@ FLAG = Lazy(
 )
 ASSIGNMENT_NEEDLES = ("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "sig", "pat")
 
-PLACEHOLDER = Lazy(
+PLACEHOLDER = Lazy(  # the whole value is one of these: a placeholder whatever else it is
     r"(?i)^(?:<[^>]*>|\[[^\]]*\]|\$\{?[\w.:-]+\}?|\$\(.*\)|%\(?\w+\)?s?|%\w+%|\{\{?[^}]*\}\}?"
     r"|[*•·●]+|[x]+|[.]+|[-]+|[_]+|[#]+|[?]+|0+|1234\d*|"
     r"null|none|nil|nan|undefined|true|false|yes|no|on|off|empty|redacted|removed|hidden|"
     r"masked|secret|password|passwd|token|changeme|change[_-]?me|replace[_-]?me|"
-    r"example\w*|sample\w*|dummy\w*|fake\w*|test|testing|placeholder\w*|default|"
-    r"your[_-]?\w+|my[_-]?\w+|\w*[_-]here|todo|tbd|fixme|required|optional|string|str|"
-    r"int|bool|text|bytes|any|value|xxx+\w*|\w*x{4,}\w*|\w*\*{3,}\w*|.*\.\.\.|.*…)$"
+    r"test|testing|default|todo|tbd|fixme|required|optional|string|str|"
+    r"int|bool|text|bytes|any|value|.*\.\.\.|.*…)$"
+)
+# A placeholder by its first or last words (`your_api_key`, `my-token`, `token_here`,
+# `example_key`, `sk_live_xxxx`): only when the value is words as a whole (`wordy`), as a
+# random credential that happens to start "my" or hold "xXxX" is not.
+PLACEHOLDER_WORDS = Lazy(
+    r"(?i)^(?:your[\w.-]+|my[\w.-]+|[\w.-]*[_-]here|(?:example|sample|dummy|fake|placeholder)"
+    r"[\w.-]*|xxx+[\w.-]*|[\w.-]*x{4,}[\w.-]*|[\w.-]*\*{3,}[\w.-]*)$"
 )
 # What a value may say of itself that makes it an example, not a credential.
-EXAMPLE = Lazy(
-    r"(?i)your|example|placeholder|dummy|changeme|change[_-]me|replace[_-]?me|redacted|"
-    r"x{4}|\*{3}|<[^>]*>|\.\.\.|…|insert|fill[_-]?in"
+EXAMPLE = Lazy(  # "your" as a word and x-runs of one case: not letters a random value holds
+    r"(?<![A-Za-z0-9])(?:your|Your|YOUR)|(?i:example|placeholder|dummy|changeme|change[_-]me|"
+    r"replace[_-]?me|redacted|insert|fill[_-]?in)|xxxx|XXXX|\*{3}|<[^>]*>|\.\.\.|…"
 )
 CODE = Lazy(  # an identifier, a reference, a call or a lookup: code, not a value
     r"(?:[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+|[A-Za-z_]\w*\(.*|[A-Za-z_]\w*\[.*|"
-    r"_*[A-Za-z]+|_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+|"
-    r"_*[a-z]+(?:[A-Z][a-z]+|[A-Z]{2,5}[0-9]?)+|"  # camelCase: challengePassword
-    r"(?:[A-Z]{1,6}[0-9]?|[A-Z][a-z]{2,})+)"  # PascalCase: PKCS7PrivateKeyTypes
+    r"_*[a-z]+|_*[A-Z]+|_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+)"
+)
+IDENTIFIER = Lazy(  # mixed case: code only when its pieces are words (`wordy`)
+    r"_*[A-Za-z]+|_*[a-z]+(?:[A-Z][a-z]+|[A-Z]{2,5}[0-9]?)+|"  # camelCase: challengePassword
+    r"(?:[A-Z]{1,6}[0-9]?|[A-Z][a-z]{2,})+"  # PascalCase: PKCS7PrivateKeyTypes
 )
 PATH = Lazy(r"(?:~?/|\.\.?/|[A-Za-z]:\\|\\\\)[^\s]*")
 
@@ -368,14 +376,113 @@ def entropy(value: str) -> float:
     return -sum(n / size * math.log2(n / size) for n in counts.values())
 
 
+_FILLER = Lazy(r"x{4,}|X{4,}|\*{3,}|\.{3,}|…")  # what stands for the elided part
+_PIECE = Lazy(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[A-Z]")  # camelCase cut in words
+_CONSONANTS = Lazy(r"[b-df-hj-np-tv-xz]{5}")  # five consonants in a row: no English word
+
+
+def wordy(value: str) -> bool:
+    """Whether `value` reads as words (`my_api_key`, `YourTokenHere`, `MY_SECRET`,
+    `sk_live_xxxx`, `token2`), not as random characters: few digits, camelCase pieces
+    long enough to be words, vowels in them. A random credential of 24 characters or
+    more fails it on one count or another all but ~1 in 1,000 times, and it is asked only
+    of a value already shaped like a placeholder or an identifier (starting "my", say),
+    so together a random credential is taken for one far less often than that."""
+    letters: list[str] = []
+    numbers = 0
+    for part in re.split(r"[^A-Za-z0-9]+", _FILLER.regex.sub(" ", value)):
+        if not part:
+            continue
+        pieces = _PIECE.regex.findall(part)
+        digits = [p for p in pieces if p.isdigit()]
+        numbers += len(digits)
+        if len(digits) > 1 or numbers > 2 or any(len(d) > 4 for d in digits):
+            return False  # digits inside a word, or a long number: random
+        words = [p for p in pieces if not p.isdigit()]
+        letters += words
+        if part == part.upper() or part == part.lower():
+            continue  # one word (MY_SECRET, my_db_pw): the separators cut it
+        if sum(1 for w in words if len(w) >= 2 and w.isupper()) > 2:
+            return False  # camelCase with many capital runs: random letters
+        if len(part) >= 12 and sum(map(len, words)) < 3 * len(words):
+            return False  # a long camelCase of pieces shorter than words
+        if sum(1 for w in words if len(w) == 1) > 1:
+            return False
+        short = sum(1 for w in words if len(w) <= 2)
+        if short > 2 and 3 * short > len(words):
+            return False
+    if not letters:
+        return False
+    bare = 0
+    for word in letters:
+        low = word.lower()
+        if _CONSONANTS.search(low):
+            return False
+        if len(word) >= 3 and not (word.isupper() and len(word) <= 5):  # HTTP, PKCS: fine
+            bare += not any(c in "aeiouy" for c in low)
+    return bare <= 1
+
+
+def placeholder_form(value: str) -> bool:
+    """The value as a whole is a placeholder (`<token>`, `changeme`, `your-api-key`)."""
+    if PLACEHOLDER.match(value):
+        return True
+    return bool(PLACEHOLDER_WORDS.match(value)) and wordy(value)
+
+
 def placeholder(value: str) -> bool:
-    return bool(PLACEHOLDER.match(value)) or EXAMPLE.search(value) is not None
+    return placeholder_form(value) or EXAMPLE.search(value) is not None
+
+
+def code_like(value: str) -> bool:
+    """An identifier, a reference or a call: code, not a value (camelCase only when its
+    pieces are words: a random token can spell a camelCase shape)."""
+    if CODE.fullmatch(value):
+        return True
+    return bool(IDENTIFIER.fullmatch(value)) and wordy(value)
+
+
+_PRINTF = Lazy(r"%[sdr](?![0-9A-Fa-f])")  # not %d3: a URL escape
+_BASE64_VALUE = Lazy(r"[A-Za-z0-9+/]{16,}={0,2}")
+
+
+def path_like(value: str) -> bool:
+    """A file path (`/run/secrets/db_password`), not a base64 value that starts with `/`
+    (a Kubernetes secret's data): a path's parts are mostly words."""
+    if not PATH.fullmatch(value):
+        return False
+    if not _BASE64_VALUE.fullmatch(value) or value.isupper() or value.islower():
+        return True
+    if "+" in value or value.endswith("="):
+        return False  # base64's other symbols, in a mixed-case value: not a path
+    parts = [p for p in re.split(r"[/\\]", value) if p]
+    random_chars = sum(len(p) for p in parts if len(p) >= 4 and not _path_word(p))
+    return 2 * random_chars < len(value)
+
+
+def _path_word(part: str) -> bool:
+    """A path's part: words (`Projects`, `db_password`), or one case (`tmpa8f3kz9q`)."""
+    if part.isupper() or part.islower():
+        return True
+    return wordy(part) and not any(c.isdigit() for c in part)
+
+
+def random_enough(value: str) -> bool:
+    """Entropy a random credential of this length and alphabet reaches: a hex value has
+    at most 4 bits a character and a short one less (a random 32-character hex token is
+    under 3.3 bits in ~1.7% of draws), so the bar falls with both."""
+    n = len(value)
+    if all(c in "0123456789abcdef" for c in value) or all(c in "0123456789ABCDEF" for c in value):
+        bar = min(2.7, 2.2 + 0.03 * (n - 16))  # below a random hex value's 0.01% quantile
+    else:
+        bar = min(3.3, 2.8 + 0.1 * (n - 16))
+    return entropy(value) >= bar
 
 
 def tokenish(value: str) -> bool:
     """A random-looking credential: long enough, letters and digits, varied characters."""
     core = value.strip("=")
-    if len(core) < 16 or PLACEHOLDER.match(core):  # "EXAMPLE" inside: still the format
+    if len(core) < 16 or placeholder_form(core):  # "EXAMPLE" inside: still the format
         return False
     if not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):
         return False
@@ -385,7 +492,7 @@ def tokenish(value: str) -> bool:
 def varied(value: str) -> bool:
     """Random-looking without needing digits (a Hugging Face token is letters only)."""
     core = value.strip("=")
-    return len(core) >= 16 and not PLACEHOLDER.match(core) and len(set(core)) >= 6
+    return len(core) >= 16 and not placeholder_form(core) and len(set(core)) >= 6
 
 
 def keyrun(value: str) -> bool:
@@ -399,7 +506,7 @@ def spoken(value: str) -> bool:
     """A password given in prose ("the password is ..."): not a word, it has a digit or
     a symbol next to letters."""
     value = value.rstrip(".,;:!?)")
-    if placeholder(value) or value.isalpha() or CODE.fullmatch(value):
+    if placeholder(value) or value.isalpha() or code_like(value):
         return False
     return len(value) >= 6 and any(c.isalpha() for c in value)
 
@@ -407,14 +514,12 @@ def spoken(value: str) -> bool:
 def hexmix(value: str) -> bool:
     """A hex body that is not all digits or all letters (not a run of one character)."""
     body = value[-32:]
-    return (
-        any(c.isdigit() for c in body) and any(c.isalpha() for c in body) and entropy(body) >= 3.0
-    )
+    return any(c.isdigit() for c in body) and any(c.isalpha() for c in body) and random_enough(body)
 
 
 def password_like(value: str) -> bool:
     """A password: not a placeholder, a reference or a path, and not a plain word."""
-    if len(value) < 6 or placeholder(value) or PATH.fullmatch(value):
+    if len(value) < 6 or placeholder(value) or path_like(value):
         return False
     if value.startswith(("$", "%", "{", "<", "@", "#", "!")) or any(c in value for c in "()[]{}"):
         return False  # a variable, a template, a YAML tag (!vault), a call, a lookup
@@ -422,7 +527,7 @@ def password_like(value: str) -> bool:
         return False  # words in a URL's example: a%20secret
     if value.isalpha() and value.lower() == value and len(value) < 12:
         return False  # a word: "password: required", "pwd: changed"
-    return not (CODE.fullmatch(value) and not any(c.isdigit() for c in value))
+    return not (code_like(value) and not any(c.isdigit() for c in value))
 
 
 def _percent_decoded(value: str) -> str:
@@ -489,12 +594,14 @@ def credential_value(what: str, value: str) -> bool:
     if value.endswith(("...", "…")) or value.startswith(("pk_live_", "pk_test_")):
         return False  # elided (an example), or a Stripe publishable key (public)
     value = value.rstrip(".)]},:")
-    if not value or " " in value or "\t" in value or PATH.fullmatch(value):
+    if not value or " " in value or "\t" in value or path_like(value):
         return False
     if what == "password":
         return password_like(value)
     if placeholder(value) or any(ch in value for ch in "()[]{}$<>`"):
         return False
-    if CODE.fullmatch(value):
+    if "%" in value and _PRINTF.search(value):
+        return False  # a format string: "__attr_factory_%s"
+    if code_like(value):
         return False  # settings.API_KEY, config.token, forward_hf_token
-    return len(value) >= 16 and entropy(value) >= 3.3 and not value.isalpha()
+    return len(value) >= 16 and random_enough(value) and not value.isalpha()
