@@ -69,6 +69,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "stress": ([], ["--procs", "3", "--seconds", "3", "--readers", "1"]),
     "faults": ([], ["--kills", "10"]),
     "secrets_fp": ([], ["--code-lines", "2000", "--package-lines", "2000", "--samples", "2"]),
+    "secrets_recall": ([], ["--samples", "50", "--seeds", "1"]),
     "doctor": ([], ["--facts", "2000", "--entries", "20", "--notes", "10", "--runs", "3"]),
     "duplicates": ([], ["--facts", "2000", "--exact", "50", "--near", "80", "--distinct", "50"]),
     "first_search": ([], ["--facts", "300", "--runs", "2"]),
@@ -226,6 +227,16 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "value": summary["false_positive_rate"],
                 "target": "",
                 "ok": None,
+            }
+        ]
+    if name == "secrets_recall":
+        return [
+            {
+                "bench": name,
+                "figure": f"secret scanner misses ({summary['samples']:,} fresh credentials)",
+                "value": summary["missed"],
+                "target": "0",
+                "ok": summary["missed"] == 0,
             }
         ]
     if name == "doctor":
