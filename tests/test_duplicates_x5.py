@@ -24,7 +24,7 @@ import pytest
 from memdir import ConflictError, Memory, archive, duplicates, similarity
 from memdir.errors import ValidationError
 from memdir.importers import run as import_from
-from memdir.storage.migrations import MIGRATIONS
+from memdir.storage.sqlite.migrations import MIGRATIONS
 from memdir.testing import FixedClock
 
 # Texts that differ only in punctuation, symbols or markup: different facts (X5).

@@ -46,7 +46,7 @@ from .models import ImportItem, ImportReport
 from .paths import HOT_OVERFLOW, Layout, lock_of, safe_path
 from .records import Record
 from .storage import files
-from .storage.sqlite_archive import TABLES
+from .storage.rows import ARCHIVE_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     Row = dict[str, Any]
 
 FORMAT = 1  # the archive format this module writes and reads
-ROW_KINDS = tuple(TABLES)  # fact, fact_usage, task, session, session_write, kv
+ROW_KINDS = ARCHIVE_KINDS  # fact, fact_usage, task, session, session_write, kv
 KINDS = ("file", *ROW_KINDS)
 ROOTS = ("memory", "state")
 DB_FILES = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal")
@@ -214,9 +214,9 @@ def _file_record(item: StoredFile) -> dict[str, Any]:
 
 
 def latest_schema() -> int:
-    from .storage.migrations import MIGRATIONS
+    from .storage import latest_schema
 
-    return MIGRATIONS[-1][0]
+    return latest_schema()
 
 
 def root_dir(layout: Layout, root: str) -> str:

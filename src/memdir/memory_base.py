@@ -32,8 +32,7 @@ from .paths import (
     resolve_state_dir,
 )
 from .settings import Settings, load_settings
-from .storage import embeddings
-from .storage.sqlite import SQLiteStore
+from .storage import embeddings, open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from . import index, vectors
+    from .storage.base import Store
     from .storage.embeddings import Embedder
 else:
     index = lazy("memdir.index")
@@ -82,11 +82,7 @@ class MemoryBase:
         self.surface = sessions.check_surface(surface)
         self.agent = agent
         self.clock = clock
-        self.store = SQLiteStore(
-            self.layout.db,
-            busy_timeout_ms=self.settings.busy_timeout_ms,
-            create=self.settings.enabled,
-        )
+        self.store: Store = open_store(self.layout, self.settings)
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vectors = search.VectorCache()
         self.unembedded = 0  # facts and chunks without a vector when the last search ran

@@ -11,6 +11,7 @@ from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Procedure, Similar
 from .paths import Layout, is_name
 from .storage import files, frontmatter
+from .storage.rows import ProcedurePrint
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
         cache = store.procedure_prints()
     except MemdirError:
         cache = {}  # a broken or locked memory.db: the files are read instead
-    current: dict[str, tuple[int, int, int | None, str]] = {}
+    current: dict[str, ProcedurePrint] = {}
     bodies: dict[str, tuple[int, int, str]] = {}
     for name in _names(layout):
         path = layout.procedure(name)
@@ -111,8 +112,8 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
     if bodies:
         names = list(bodies)
         prints = similarity.fingerprints([bodies[n][2] for n in names])
-        changed: dict[str, tuple[int, int, int | None, str]] = {
-            name: (*bodies[name][:2], *fingerprint)
+        changed = {
+            name: ProcedurePrint(*bodies[name][:2], *fingerprint)
             for name, fingerprint in zip(names, prints, strict=True)
         }
         current.update(changed)

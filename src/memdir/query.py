@@ -1,9 +1,8 @@
 """User search queries: FTS5 syntax (AND, OR, NOT, "phrases", prefix*) parsed and validated
-here, then rebuilt as a safe FTS5 expression. User text never reaches MATCH as typed.
-
-Every word is re-emitted quoted, so punctuation inside a word (`foo-bar`, `node.js`,
-`key:value`) can never become FTS5 syntax, and words with no letter or digit in them
-(`-`, `:`, an emoji) are dropped, since they could only ever match nothing.
+here into a tree (storage/match.py), which is what crosses to the store: each backend
+renders it in its own syntax (SQLite: storage/sqlite/fts5.py, every word quoted), so user
+text never reaches MATCH as typed. Words with no letter or digit in them (`-`, `:`, an
+emoji) are dropped, since they could only ever match nothing.
 
 Precedence follows FTS5: NOT binds tightest, then AND (also implied between words), then OR.
 The same tree evaluates as substring tests for the files that are not in FTS5 (P3).
@@ -14,25 +13,12 @@ from __future__ import annotations
 import re
 
 from .errors import QueryError
-from .records import Record
+from .storage.match import Node as Node
+from .storage.match import Op as Op
+from .storage.match import Word as Word
 
 OPERATORS = ("AND", "OR", "NOT")
 SYNTAX_HINT = 'use words, "exact phrases", prefix*, AND, OR, NOT and parentheses'
-
-
-class Word(Record):
-    text: str
-    prefix: bool = False  # `word*`
-    phrase: bool = False  # `"several words"`
-
-
-class Op(Record):
-    op: str  # AND | OR | NOT
-    left: Node
-    right: Node
-
-
-Node = Word | Op
 
 
 STOPWORDS = frozenset(
@@ -99,13 +85,6 @@ def parse(query: str) -> Node:
     if parser.peek() is not None:
         raise QueryError("unbalanced ')' in the search query", hint="remove it or add a '('")
     return node
-
-
-def to_fts5(node: Node) -> str:
-    if isinstance(node, Word):
-        quoted = '"' + node.text.replace('"', '""') + '"'
-        return quoted + "*" if node.prefix else quoted
-    return f"({to_fts5(node.left)} {node.op} {to_fts5(node.right)})"
 
 
 def matches(node: Node, text: str) -> bool:

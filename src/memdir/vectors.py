@@ -22,6 +22,7 @@ import threading
 
 from .errors import MemdirError
 from .storage import embeddings
+from .storage.rows import NewVector
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .memory import Memory
     from .storage.base import Store
     from .storage.embeddings import Embedder
+    from .storage.rows import Unembedded
 
     Progress = Callable[[int, int], None]
 
@@ -38,7 +40,7 @@ STEP = 32  # texts embedded, stored and reported at a time (one batch of the mod
 RETRY_AFTER = 5.0  # seconds before the worker tries again after the store refused it
 
 
-def embed_rows(store: Store, embedder: Embedder, rows: list[tuple[str, int, str, str]]) -> int:
+def embed_rows(store: Store, embedder: Embedder, rows: list[Unembedded]) -> int:
     """Store a vector for each (owner, id, text, hash) row: a text embedded before (same
     hash) reuses its vector, the rest are embedded. Returns how many rows were given."""
     if not rows:
@@ -46,10 +48,11 @@ def embed_rows(store: Store, embedder: Embedder, rows: list[tuple[str, int, str,
     known = store.vectors_by_hash(embedder.name, [h for _, _, _, h in rows])
     todo = [row for row in rows if row[3] not in known]
     fresh = embedder.embed([text for _, _, text, _ in todo]) if todo else None
-    out = [(o, i, h, known[h]) for o, i, _, h in rows if h in known]
+    out = [NewVector(o, i, h, known[h]) for o, i, _, h in rows if h in known]
     if fresh is not None:
         out += [
-            (o, i, h, embeddings.to_blob(v)) for (o, i, _, h), v in zip(todo, fresh, strict=True)
+            NewVector(o, i, h, embeddings.to_blob(v))
+            for (o, i, _, h), v in zip(todo, fresh, strict=True)
         ]
     store.put_vectors(embedder.name, out)
     return len(rows)

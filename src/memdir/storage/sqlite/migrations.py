@@ -269,7 +269,7 @@ def _curation(db: sqlite3.Connection) -> None:
         );
         """,
     )
-    from .. import similarity
+    from ... import similarity
 
     rows = db.execute("SELECT id, content FROM facts WHERE status = 'active'").fetchall()
     db.executemany(
@@ -318,7 +318,7 @@ def _exact_keys(db: sqlite3.Connection) -> None:
     nothing is refused or removed."""
     import unicodedata
 
-    from .. import similarity
+    from ... import similarity
 
     rows = db.execute("SELECT id, content, status, norm FROM facts").fetchall()
     keys = [(similarity.text_key(content), fact_id) for fact_id, content, _, _ in rows]

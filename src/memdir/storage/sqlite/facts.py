@@ -1,0 +1,314 @@
+"""Facts (F1-F5): add, supersede, remove, read and search them, in the transactions that
+keep the duplicate guard's rows (curation.py) in step."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ... import advice
+from ...errors import ConflictError, NotFoundError
+from ...lazy import lazy
+from ...models import Fact, Provenance
+from ..rows import FactSize, NewFact, ScoredFact, Superseded
+from .curation import F_COLUMNS, CurationRows
+from .fts5 import to_fts5
+from .index import FACT_COLUMNS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ... import similarity
+    from ..match import Node
+else:
+    similarity = lazy("memdir.similarity")  # writes and the duplicate guard only
+
+
+class FactRows(CurationRows):
+    def add_fact(
+        self,
+        category: str,
+        content: str,
+        now: str,
+        by: Provenance,
+        valid_from: str | None = None,
+    ) -> Fact:
+        """A new active fact; if an active fact says the same (normalised), that one,
+        marked `duplicate`, and nothing is stored. Checked and written in one transaction,
+        so two processes adding the same text at once store it once."""
+        key = similarity.text_key(content)
+        with self._write() as db:
+            existing = self._active_by_key(db, key, content)
+            if existing is not None:
+                return existing._replace(duplicate=True)
+            fact_id = self._insert_fact(
+                db, category, content, now, by, None, valid_from or now, key
+            )
+            fact = self._fact(db, fact_id)
+        assert fact is not None
+        return fact
+
+    def add_facts(self, rows: list[NewFact], now: str, by: Provenance) -> list[int]:
+        """Bulk import: the id of each row, an exact duplicate's being the fact it repeats."""
+        normals = [similarity.normalize(text) for _, text in rows]
+        keys = [similarity.key_of_normal(normal) for normal in normals]
+        sketches = similarity.sketches(normals, normal=True)
+        ids: list[int] = []
+        new_rows: list[tuple[object, ...]] = []
+        sketch_rows: list[tuple[int, int]] = []
+        with self._write() as db:
+            known = self._active_keys(db, keys)
+            next_id = self._next_id(db)
+            for (category, text), wanted, key, sketch in zip(
+                rows, normals, keys, sketches, strict=True
+            ):
+                fact_id = known.get((key, wanted)) if wanted else None
+                if fact_id is None:
+                    fact_id = next_id
+                    if wanted:
+                        known[(key, wanted)] = fact_id
+                    next_id += 1
+                    new_rows.append(
+                        (
+                            fact_id,
+                            category,
+                            text,
+                            now,
+                            now,
+                            by.session_id,
+                            by.surface,
+                            by.agent,
+                            now,
+                            key,
+                        )
+                    )
+                    sketch_rows += [(k, fact_id) for k in sketch]
+                ids.append(fact_id)
+            db.executemany(
+                "INSERT INTO facts (id, category, content, created, updated, session_id, "
+                "surface, agent, valid_from, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                new_rows,
+            )
+            self._sketch_many(db, sketch_rows)
+        return ids
+
+    def supersede_fact(
+        self,
+        old_id: int,
+        category: str | None,
+        content: str,
+        now: str,
+        by: Provenance,
+        valid_from: str | None = None,
+    ) -> Superseded:
+        key = similarity.text_key(content)
+        with self._write() as db:
+            old = self._active_fact(db, old_id, "supersede")
+            if valid_from is not None and old.valid_from and valid_from < old.valid_from:
+                raise ConflictError(
+                    f"fact {old_id} holds from {old.valid_from}: the version replacing it "
+                    f"cannot begin before that (valid_from {valid_from})"
+                )
+            same = self._active_by_key(db, key, content)
+            if content == old.content and category in (None, old.category):
+                return Superseded(old, old._replace(duplicate=True))  # nothing to change
+            if same is not None and same.id != old_id:
+                raise ConflictError(
+                    f"fact {same.id} already says this; fact {old_id} was left as it is: "
+                    f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
+                )
+            start = valid_from or now
+            new_id = self._insert_fact(
+                db, category or old.category, content, now, by, old_id, start, key
+            )
+            db.execute(
+                "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ?, "
+                "valid_to = ? WHERE id = ?",
+                (new_id, now, start, old_id),
+            )
+            self._unsketch(db, old)
+            before, after = self._fact(db, old_id), self._fact(db, new_id)
+        assert before is not None and after is not None
+        return Superseded(before, after)
+
+    def remove_fact(self, fact_id: int, now: str) -> Fact:
+        with self._write() as db:
+            gone = self._active_fact(db, fact_id, "remove")
+            db.execute(
+                "UPDATE facts SET status = 'removed', updated = ?, valid_to = ? WHERE id = ?",
+                (now, now, fact_id),
+            )
+            self._unsketch(db, gone)
+            fact = self._fact(db, fact_id)
+        assert fact is not None
+        return fact
+
+    def get_fact(self, fact_id: int) -> Fact | None:
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            return self._fact(db, fact_id)
+
+    def fact_chain(self, fact_id: int) -> list[Fact]:
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            first = self._fact(db, fact_id)
+            if first is None:
+                return []
+            while first.supersedes is not None:
+                earlier = self._fact(db, first.supersedes)
+                if earlier is None:
+                    break
+                first = earlier
+            chain = [first]
+            while chain[-1].superseded_by is not None:
+                later = self._fact(db, chain[-1].superseded_by)
+                if later is None:
+                    break
+                chain.append(later)
+            return chain
+
+    def search_facts(
+        self,
+        query: Node,
+        category: str | None,
+        since: str | None,
+        limit: int,
+        as_of: str | None = None,
+    ) -> list[ScoredFact]:
+        """Active facts matching, best first; with `as_of`, the facts that held then: the
+        active ones that had begun, and the superseded ones whose window covers it."""
+        db = self._conn()
+        if db is None:
+            return []
+        match = to_fts5(query)
+        found = self._match(db, "facts_fts", match, category, since, limit, as_of)
+        if as_of is not None:
+            found += self._match(db, "facts_past_fts", match, category, since, limit, as_of)
+            found.sort(key=lambda pair: -pair[1])
+        return found[:limit]
+
+    def _match(
+        self,
+        db: sqlite3.Connection,
+        table: str,
+        match: str,
+        category: str | None,
+        since: str | None,
+        limit: int,
+        as_of: str | None,
+    ) -> list[ScoredFact]:
+        where, params = [f"{table} MATCH ?"], [match]
+        if category is not None:
+            where.append("f.category = ?")
+            params.append(category)
+        if since is not None:
+            where.append("f.created >= ?")
+            params.append(since)
+        if as_of is not None:
+            where.append("coalesce(f.valid_from, f.created) <= ?")
+            where.append("(f.valid_to IS NULL OR f.valid_to > ?)")
+            params += [as_of, as_of]
+        sql = (
+            f"SELECT {F_COLUMNS}, bm25({table}) "
+            f"FROM {table} JOIN facts f ON f.id = {table}.rowid "
+            f"WHERE {' AND '.join(where)} ORDER BY bm25({table}) LIMIT ?"
+        )
+        with self._translated("search"):
+            rows = db.execute(sql, (*params, limit)).fetchall()
+        return [ScoredFact(Fact(*row[:-1]), -float(row[-1])) for row in rows]
+
+    def facts_by_id(self, ids: list[int]) -> dict[int, Fact]:
+        db = self._conn()
+        if db is None or not ids:
+            return {}
+        with self._translated("read"):
+            return self._facts_in(db, ids)
+
+    def count_facts(self) -> dict[str, int]:
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute("SELECT status, count(*) FROM facts GROUP BY status").fetchall()
+        return {status: n for status, n in rows}
+
+    def _insert_fact(
+        self,
+        db: sqlite3.Connection,
+        category: str,
+        content: str,
+        now: str,
+        by: Provenance,
+        supersedes: int | None,
+        valid_from: str,
+        key: int,
+    ) -> int:
+        cursor = db.execute(
+            "INSERT INTO facts (category, content, created, updated, supersedes, session_id, "
+            "surface, agent, valid_from, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                category,
+                content,
+                now,
+                now,
+                supersedes,
+                by.session_id,
+                by.surface,
+                by.agent,
+                valid_from,
+                key,
+            ),
+        )
+        assert cursor.lastrowid is not None
+        keys = similarity.band_keys(similarity.words(content))
+        self._sketch_many(db, [(k, cursor.lastrowid) for k in keys])
+        return cursor.lastrowid
+
+    def _fact(self, db: sqlite3.Connection, fact_id: int) -> Fact | None:
+        row = db.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
+        return None if row is None else Fact(*row)
+
+    def _active_fact(self, db: sqlite3.Connection, fact_id: int, action: str) -> Fact:
+        fact = self._fact(db, fact_id)
+        if fact is None:
+            raise NotFoundError(
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
+            )
+        if fact.status == "superseded":
+            # the hint names the version that holds now: the next one may be superseded too
+            newest = fact
+            while newest.status == "superseded" and newest.superseded_by is not None:
+                newest = self._fact(db, newest.superseded_by) or newest._replace(status="gone")
+            via = (
+                f" (its newest version is fact {newest.id})"
+                if newest.id != fact.superseded_by
+                else ""
+            )
+            said = f"fact {fact_id} was already superseded by fact {fact.superseded_by}{via}"
+            if newest.status != "active":
+                raise ConflictError(f"{said}, which is no longer active; nothing to {action}")
+            again = (
+                advice.fact_supersede(newest.id)
+                if action == "supersede"
+                else advice.fact_remove(newest.id)
+            )
+            raise ConflictError(f"{said}; {action} {newest.id} instead: {again}")
+        if fact.status == "removed":
+            raise ConflictError(
+                f"fact {fact_id} was removed on {fact.updated}; nothing to {action}"
+            )
+        return fact
+
+    def size_of_facts(self) -> dict[str, FactSize]:
+        """status -> (count, characters of content)."""
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                "SELECT status, count(*), coalesce(sum(length(content)), 0) FROM facts "
+                "GROUP BY status"
+            ).fetchall()
+        return {status: FactSize(n, chars) for status, n, chars in rows}
