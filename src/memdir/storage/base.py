@@ -22,6 +22,8 @@ from .rows import (
     CachedEntry,
     Chunk,
     DatabaseHealth,
+    FactIdentity,
+    FactPair,
     FactSize,
     FileChunks,
     FileState,
@@ -204,7 +206,7 @@ class CurationStore(Protocol):
 
     def exact_duplicate_facts(self) -> list[list[Fact]]: ...
 
-    def sketch_pairs(self) -> list[tuple[Fact, Fact]]: ...
+    def sketch_pairs(self) -> list[FactPair]: ...
 
     def insert_fact_rows(
         self,
@@ -238,7 +240,7 @@ class ArchiveStore(Protocol):
 
     def existing_keys(self, kind: str, keys: list[str]) -> set[str]: ...
 
-    def fact_identities(self) -> dict[tuple[str, str, str], int]: ...
+    def fact_identities(self) -> dict[FactIdentity, int]: ...
 
     def restore_rows(self, rows: dict[str, list[Row]]) -> None: ...
 

@@ -124,6 +124,22 @@ class Superseded(Record):
     new: Fact  # the active version
 
 
+class FactPair(Record):
+    """Two active facts that may say the same (near-duplicate candidates), lower id first."""
+
+    first: Fact
+    second: Fact
+
+
+class FactIdentity(Record):
+    """What tells one fact record from another across stores: an import finds by it the
+    facts it brought in before."""
+
+    category: str
+    content: str
+    created: str
+
+
 class DatabaseHealth(Record):
     """What doctor reads of a store's database (its `db.*` checks)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ..rows import ARCHIVE_FIELDS, FACT_FIELDS
+from ..rows import ARCHIVE_FIELDS, FACT_FIELDS, FactIdentity
 from .connection import Connection
 
 # archive kind -> (table, columns, order); facts take their columns from rows.FACT_FIELDS
@@ -122,7 +122,7 @@ class ArchiveRows(Connection):
                 )
         return found
 
-    def fact_identities(self) -> dict[tuple[str, str, str], int]:
+    def fact_identities(self) -> dict[FactIdentity, int]:
         """(category, content, created) -> id of every fact: the same record, imported
         twice, is found by what it says and when it was first said."""
         db = self._conn()
@@ -130,7 +130,7 @@ class ArchiveRows(Connection):
             return {}
         with self._translated("read"):
             rows = db.execute("SELECT category, content, created, id FROM facts ORDER BY id DESC")
-            return {(cat, content, created): i for cat, content, created, i in rows}
+            return {FactIdentity(cat, content, created): i for cat, content, created, i in rows}
 
     def restore_rows(self, rows: dict[str, list[Row]]) -> None:
         """One transaction: the rows of every kind but facts (fact_usage, task, session,

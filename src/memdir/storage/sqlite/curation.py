@@ -9,7 +9,7 @@ import sqlite3
 
 from ...lazy import lazy
 from ...models import Fact
-from ..rows import FACT_FIELDS, DatabaseHealth, ProcedurePrint, ScoredFact
+from ..rows import FACT_FIELDS, DatabaseHealth, FactPair, ProcedurePrint, ScoredFact
 from .connection import Connection
 from .index import FACT_COLUMNS
 
@@ -155,7 +155,7 @@ class CurationRows(Connection):
             groups.setdefault(similarity.normalize(row[2]), []).append(Fact(*row))
         return [group for text, group in groups.items() if text and len(group) > 1]
 
-    def sketch_pairs(self) -> list[tuple[Fact, Fact]]:
+    def sketch_pairs(self) -> list[FactPair]:
         """Pairs of active facts that share an LSH band key: near-duplicate candidates.
         A key shared by more than BUCKET facts (a template many facts follow) pairs each
         with its WINDOW next ones only, so the pairs grow with n, not n squared; the groups
@@ -188,7 +188,7 @@ class CurationRows(Connection):
                 _pair_up(bucket, pairs)
             found = self._facts_in(db, sorted({i for pair in pairs for i in pair}))
         found = {i: f for i, f in found.items() if f.status == "active"}
-        return [(found[a], found[b]) for a, b in sorted(pairs) if a in found and b in found]
+        return [FactPair(found[a], found[b]) for a, b in sorted(pairs) if a in found and b in found]
 
     def inspect(self) -> DatabaseHealth:
         """integrity_check rather than quick_check: it also checks that every index matches
