@@ -291,7 +291,7 @@ def match_count(state_dir: str, match: str) -> int:
 def fts_match(query: str) -> str:
     """The MATCH expression memdir builds for a user query."""
     from memdir import query as memdir_query
-    from memdir.storage.sqlite.fts5 import to_fts5
+    from memdir.storage.sqlite.index import to_fts5
 
     node = memdir_query.parse_search(query)
     assert node is not None, query

@@ -289,7 +289,7 @@ def raw_sql() -> tuple[str, str]:
 
 def search_match(text: str) -> str:
     from memdir import query
-    from memdir.storage.sqlite.fts5 import to_fts5
+    from memdir.storage.sqlite.index import to_fts5
 
     node = query.parse_search(text)
     assert node is not None

@@ -3,8 +3,9 @@ rows in (storage/base.py). Each test takes the `store` (or `open_at`) fixture, w
 parametrised by backend (storage.BACKENDS): a new backend proves itself by passing this
 file unchanged. Real databases in tmp dirs, real processes for the concurrency contract.
 
-Searches cross the boundary as the parsed query tree (storage/match.py), never as a
-backend's own syntax, so the queries here are trees; rows cross as records (storage/rows.py).
+Searches cross the boundary as the parsed query tree (storage/rows.py: Word, Op), never as a
+backend's own syntax, so the queries here are trees; rows cross as records
+(storage/rows.py, rows_cold.py).
 """
 
 from __future__ import annotations
@@ -27,22 +28,26 @@ from memdir.settings import Settings
 from memdir.storage import BACKENDS, latest_schema, open_store
 from memdir.storage.base import Store
 from memdir.storage.hashing import text_hash
-from memdir.storage.match import Node, Op, Word
 from memdir.storage.rows import (
     ARCHIVE_FIELDS,
     ARCHIVE_KINDS,
     CachedEntry,
     Chunk,
+    FileState,
+    Node,
+    Op,
+    ScoredChunk,
+    ScoredFact,
+    Word,
+)
+from memdir.storage.rows_cold import (
     FactIdentity,
     FactPair,
     FileChunks,
-    FileState,
     NewChunk,
     NewFact,
     NewVector,
     ProcedurePrint,
-    ScoredChunk,
-    ScoredFact,
     StoredVector,
     Unembedded,
 )
@@ -532,6 +537,7 @@ def test_the_read_only_look_never_creates_nor_writes(open_at: OpenAt, tmp_path: 
     look = open_at("db", read_only=True)
     assert look.get_fact(fact.id) == fact
     assert found_ids(look.search_facts(Word("look"), None, None, 10)) == [fact.id]
+    assert look.read_only and not writer.read_only
     health = look.inspect()
     assert health.problems == ["ok"] and health.schema == health.latest == latest_schema()
     assert health.bytes > 0 and 0 <= health.free_bytes <= health.bytes
@@ -558,7 +564,10 @@ from memdir.paths import Layout
 from memdir.settings import Settings
 from memdir.storage import open_store
 
-root, backend, me, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+from memdir.errors import ConflictError
+
+root, backend, me = sys.argv[1:4]
+n, target = int(sys.argv[4]), int(sys.argv[5])
 store = open_store(Layout(root, os.path.join(root, "memory")), Settings(), backend=backend)
 open(os.path.join(root, "ready-" + me), "w").close()
 while not os.path.exists(os.path.join(root, "go")):
@@ -569,25 +578,34 @@ for i in range(n):
     ids.append(store.add_fact("learning", f"writer {me} fact {i}", "2026-03-01T10:00:00Z", by).id)
     shared.append(store.add_fact("learning", f"said by both {i}", "2026-03-01T10:00:00Z", by).id)
     store.count_write("s-shared", "hot")
+# then both replace the same fact at once: one wins, the other is told it lost
+open(os.path.join(root, "done-" + me), "w").close()
+while not all(os.path.exists(os.path.join(root, "done-" + w)) for w in "ab"):
+    time.sleep(0.001)
+try:
+    won = store.supersede_fact(target, None, f"the plan of {me}", "2026-03-02T10:00:00Z", by).new.id
+except ConflictError:
+    won = None
 store.close()
-print(json.dumps({"ids": ids, "shared": shared}))
+print(json.dumps({"ids": ids, "shared": shared, "won": won}))
 """
 
 
 def test_two_processes_writing_through_two_stores_lose_and_double_nothing(
     backend: str, tmp_path: Path
-) -> None:  # L3 F1 X5
+) -> None:  # L3 F1 F3 X5
     root = tmp_path / "shared"
     layout = layout_at(root)
     setup = open_store(layout, Settings(), backend=backend)
     setup.start_session("s-shared", "cli", None, T[0])  # both count writes on one session
+    target = setup.add_fact("decision", "the plan", T[0], BY)  # both supersede it
     setup.close()
     script = tmp_path / "writer.py"
     script.write_text(textwrap.dedent(WRITER), encoding="utf-8")
     n = 40
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), str(root), backend, me, str(n)],
+            [sys.executable, str(script), str(root), backend, me, str(n), str(target.id)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -616,7 +634,10 @@ def test_two_processes_writing_through_two_stores_lose_and_double_nothing(
         own = [i for r in results for i in r["ids"]]
         assert len(set(own)) == 2 * n  # every fact of each writer, each its own id
         assert results[0]["shared"] == results[1]["shared"]  # the same text stored once
-        assert store.count_facts() == {"active": 3 * n}
+        won = [r["won"] for r in results if r["won"] is not None]
+        assert len(won) == 1  # one supersede won, the other conflicted
+        assert [f.id for f in store.fact_chain(target.id)] == [target.id, won[0]]
+        assert store.count_facts() == {"active": 3 * n + 1, "superseded": 1}
         session = store.get_session("s-shared")
         assert session is not None and session.counts == {"hot": 2 * n}
         assert store.inspect().problems == ["ok"]

@@ -46,7 +46,8 @@ from .models import ImportItem, ImportReport
 from .paths import HOT_OVERFLOW, Layout, lock_of, safe_path
 from .records import Record
 from .storage import files
-from .storage.rows import ARCHIVE_KINDS, FactIdentity
+from .storage.rows import ARCHIVE_KINDS
+from .storage.rows_cold import FactIdentity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

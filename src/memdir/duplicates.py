@@ -144,7 +144,7 @@ def _semantic_facts(
     """Cosine of the new fact against every embedded active fact (the warm vector cache)."""
     from .storage import embeddings
     from .storage.hashing import text_hash
-    from .storage.rows import NewVector
+    from .storage.rows_cold import NewVector
 
     vector = embedder.embed([fact.content])[0]
     # kept, so the next search need not embed this fact again

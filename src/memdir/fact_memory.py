@@ -63,7 +63,7 @@ class FactMemory(MemoryBase):
 
     def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
         """Bulk import: (content, category) pairs in one transaction."""
-        from .storage.rows import NewFact
+        from .storage.rows_cold import NewFact
 
         checked = [
             NewFact(

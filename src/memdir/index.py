@@ -15,7 +15,7 @@ from .clock import iso
 from .paths import STEM_CHECKS, Layout
 from .storage import files
 from .storage.hashing import text_hash
-from .storage.rows import FileChunks, FileState, NewChunk
+from .storage.rows import FileState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from . import chunks
     from .storage.base import Store
+    from .storage.rows_cold import FileChunks, NewChunk
 else:
     from .lazy import lazy
 
@@ -58,6 +59,8 @@ def sync(
     if progress is not None and stale:
         progress(0, len(stale))  # a bar from the first file on, not after it
     for done, (rel, kind, path, mtime, size) in enumerate(stale, 1):
+        from .storage.rows_cold import FileChunks  # only when a file changed
+
         text = _read_inside(layout, path)
         if text is None:
             continue
@@ -108,6 +111,8 @@ def _read_inside(layout: Layout, path: str) -> str | None:
 
 
 def _chunks(kind: str, rel: str, text: str, mtime_ns: int) -> list[NewChunk]:
+    from .storage.rows_cold import NewChunk
+
     modified = iso(mtime_ns / 1e9)
     day = os.path.basename(rel)[:-3] if kind == "daily" else None
     date = modified

@@ -11,7 +11,6 @@ from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Procedure, Similar
 from .paths import Layout, is_name
 from .storage import files, frontmatter
-from .storage.rows import ProcedurePrint
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,6 +85,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
     compares a new body with before reading any file. Hand edits show at once."""
     from . import similarity
     from .errors import MemdirError
+    from .storage.rows_cold import ProcedurePrint
 
     try:
         cache = store.procedure_prints()

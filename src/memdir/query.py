@@ -1,6 +1,6 @@
 """User search queries: FTS5 syntax (AND, OR, NOT, "phrases", prefix*) parsed and validated
-here into a tree (storage/match.py), which is what crosses to the store: each backend
-renders it in its own syntax (SQLite: storage/sqlite/fts5.py, every word quoted), so user
+here into a tree (storage/rows.py), which is what crosses to the store: each backend
+renders it in its own syntax (SQLite: storage/sqlite/index.py, every word quoted), so user
 text never reaches MATCH as typed. Words with no letter or digit in them (`-`, `:`, an
 emoji) are dropped, since they could only ever match nothing.
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 
 from .errors import QueryError
-from .storage.match import Node as Node
-from .storage.match import Op as Op
-from .storage.match import Word as Word
+from .storage.rows import Node as Node
+from .storage.rows import Op as Op
+from .storage.rows import Word as Word
 
 OPERATORS = ("AND", "OR", "NOT")
 SYNTAX_HINT = 'use words, "exact phrases", prefix*, AND, OR, NOT and parentheses'

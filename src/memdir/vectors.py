@@ -22,7 +22,7 @@ import threading
 
 from .errors import MemdirError
 from .storage import embeddings
-from .storage.rows import NewVector
+from .storage.rows_cold import NewVector
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .memory import Memory
     from .storage.base import Store
     from .storage.embeddings import Embedder
-    from .storage.rows import Unembedded
+    from .storage.rows_cold import Unembedded
 
     Progress = Callable[[int, int], None]
 

@@ -5,7 +5,7 @@ tests/test_store_contract.py); `open_store` (storage/__init__.py) is the one pla
 chooses it.
 
 Rows cross the boundary as records (rows.py); a search crosses it as a parsed query tree
-(match.py), already validated, which each backend renders in its own syntax. Narrow
+(rows.Word, rows.Op), already validated, which each backend renders in its own syntax. Narrow
 protocols name what each part of memdir needs; `Store` is all of them. Imported for type
 checking only: `typing` costs the CLI's cold path ~6 ms.
 """
@@ -17,22 +17,17 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from ..models import Fact, Provenance, Session, Task
-from .match import Node
-from .rows import (
-    CachedEntry,
-    Chunk,
+from .rows import CachedEntry, Chunk, FileState, Node, ScoredChunk, ScoredFact
+from .rows_cold import (
     DatabaseHealth,
     FactIdentity,
     FactPair,
     FactSize,
     FileChunks,
-    FileState,
     NewChunk,
     NewFact,
     NewVector,
     ProcedurePrint,
-    ScoredChunk,
-    ScoredFact,
     StoredVector,
     Superseded,
     Unembedded,

@@ -1,11 +1,43 @@
 """The records that cross the Store boundary (base.py): every row a store takes or gives
-has named fields, whatever the backend keeps it in. Tuples underneath (`Record`), so they
-cost no import and unpack as before."""
+has named fields, whatever the backend keeps it in, and a search crosses it as a parsed
+query tree (Word, Op), which query.py builds and validates from what the user typed and
+each backend renders in its own syntax (SQLite: sqlite/index.py's to_fts5), so user text
+never reaches a backend's query language as typed.
+
+Tuples underneath (`Record`), so they unpack as before. These are the ones a read (a
+search, a boot) builds; rows_cold.py holds the rest, which only writes, re-indexing,
+embedding, stats, curation and the archive build: each record costs ~50 us to define, on every
+start of the CLI that imports it.
+"""
 
 from __future__ import annotations
 
-from ..models import Fact
 from ..records import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..models import Fact
+
+
+# -- the parsed search query (Q2, F4) ------------------------------------------------------
+
+
+class Word(Record):
+    text: str
+    prefix: bool = False  # `word*`
+    phrase: bool = False  # `"several words"`
+
+
+class Op(Record):
+    op: str  # AND | OR | NOT (`left AND NOT right`)
+    left: Node
+    right: Node
+
+
+Node = Word | Op
+
+
+# -- rows ---------------------------------------------------------------------------------
 
 
 class FileState(Record):
@@ -15,24 +47,6 @@ class FileState(Record):
     mtime_ns: int
     size: int
     hash: str
-
-
-class NewChunk(Record):
-    """One chunk of a markdown file, about to be stored."""
-
-    start_line: int
-    end_line: int
-    date: str | None
-    content: str
-    hash: str
-
-
-class FileChunks(Record):
-    """One file's new state and its chunks (None: its text did not change, only its state)."""
-
-    path: str
-    state: FileState
-    chunks: list[NewChunk] | None
 
 
 class Chunk(Record):
@@ -68,86 +82,6 @@ class CachedEntry(Record):
     meta: str  # the whole Entry as JSON ("" when not asked for)
     body_key: int | None  # similarity.text_key of the body
     sketch: str  # its LSH band keys, space-separated
-
-
-class ProcedurePrint(Record):
-    """A procedure's fingerprint when last read, valid while (mtime_ns, size) hold."""
-
-    mtime_ns: int
-    size: int
-    body_key: int | None
-    sketch: str
-
-
-class Unembedded(Record):
-    """A fact or chunk with no vector of a model yet: what to embed, and its text's hash."""
-
-    owner: str  # fact | chunk
-    owner_id: int
-    text: str
-    hash: str
-
-
-class NewVector(Record):
-    owner: str
-    owner_id: int
-    hash: str
-    vec: bytes
-
-
-class StoredVector(Record):
-    owner: str
-    owner_id: int
-    vec: bytes
-
-
-class VectorGeneration(Record):
-    """How many vectors of a model there are, and the highest id: a cached matrix is
-    current while both hold."""
-
-    n: int
-    top: int
-
-
-class FactSize(Record):
-    n: int  # facts
-    chars: int  # characters of content
-
-
-class NewFact(Record):
-    category: str
-    content: str
-
-
-class Superseded(Record):
-    old: Fact  # now superseded (or, when nothing changed, the fact as it was)
-    new: Fact  # the active version
-
-
-class FactPair(Record):
-    """Two active facts that may say the same (near-duplicate candidates), lower id first."""
-
-    first: Fact
-    second: Fact
-
-
-class FactIdentity(Record):
-    """What tells one fact record from another across stores: an import finds by it the
-    facts it brought in before."""
-
-    category: str
-    content: str
-    created: str
-
-
-class DatabaseHealth(Record):
-    """What doctor reads of a store's database (its `db.*` checks)."""
-
-    problems: list[str]  # the integrity check's answer: ["ok"] when sound, else up to 20
-    schema: int  # the schema version the database is at
-    latest: int  # the schema version this memdir writes
-    bytes: int
-    free_bytes: int
 
 
 # The archive (curation's export/import): the kinds of rows that hold memory, and the

@@ -10,10 +10,9 @@ from ..rows import FACT_FIELDS
 from .archive import ArchiveRows
 from .facts import FactRows
 from .index import FACT_COLUMNS, IndexRows
-from .sessions import SessionRows
 
 __all__ = ["FACT_COLUMNS", "FACT_FIELDS", "SQLiteStore"]
 
 
-class SQLiteStore(FactRows, SessionRows, IndexRows, ArchiveRows):
+class SQLiteStore(FactRows, IndexRows, ArchiveRows):
     """Every part of the store over one connection (connection.py)."""

@@ -10,8 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ..rows import ARCHIVE_FIELDS, FACT_FIELDS, FactIdentity
+from ..rows import ARCHIVE_FIELDS, FACT_FIELDS
 from .connection import Connection
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..rows_cold import FactIdentity
 
 # archive kind -> (table, columns, order); facts take their columns from rows.FACT_FIELDS
 TABLES: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -129,6 +133,8 @@ class ArchiveRows(Connection):
         if db is None:
             return {}
         with self._translated("read"):
+            from ..rows_cold import FactIdentity
+
             rows = db.execute("SELECT category, content, created, id FROM facts ORDER BY id DESC")
             return {FactIdentity(cat, content, created): i for cat, content, created, i in rows}
 

@@ -9,13 +9,14 @@ import sqlite3
 
 from ...lazy import lazy
 from ...models import Fact
-from ..rows import FACT_FIELDS, DatabaseHealth, FactPair, ProcedurePrint, ScoredFact
+from ..rows import FACT_FIELDS, ScoredFact
 from .connection import Connection
 from .index import FACT_COLUMNS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ... import similarity
+    from ..rows_cold import DatabaseHealth, FactPair, ProcedurePrint
 else:
     similarity = lazy("memdir.similarity")  # writes and the duplicate guard only
 
@@ -188,11 +189,15 @@ class CurationRows(Connection):
                 _pair_up(bucket, pairs)
             found = self._facts_in(db, sorted({i for pair in pairs for i in pair}))
         found = {i: f for i, f in found.items() if f.status == "active"}
+        from ..rows_cold import FactPair
+
         return [FactPair(found[a], found[b]) for a, b in sorted(pairs) if a in found and b in found]
 
     def inspect(self) -> DatabaseHealth:
         """integrity_check rather than quick_check: it also checks that every index matches
         its table, and at 10k facts it costs the same (~15 ms). At most 20 problems."""
+        from ..rows_cold import DatabaseHealth
+
         db = self._conn()
         assert db is not None, "inspect() only a database that exists"
         with self._translated("check"):
@@ -241,6 +246,8 @@ class CurationRows(Connection):
 
     def procedure_prints(self) -> dict[str, ProcedurePrint]:
         """name -> (mtime_ns, size, body key, band keys) of each procedure when last read."""
+        from ..rows_cold import ProcedurePrint
+
         db = self._conn()
         if db is None:
             return {}

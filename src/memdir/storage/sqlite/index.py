@@ -1,31 +1,33 @@
 """The search index's rows (Q1-Q3): chunks of the markdown files, their FTS5 index, and
-the vectors of chunks and facts. Part of SQLiteStore."""
+the vectors of chunks and facts. Part of SQLiteStore.
+
+`to_fts5` is the only place a search becomes FTS5 syntax: the parsed query tree
+(rows.Word, rows.Op) with every word re-emitted quoted, so punctuation inside a word
+(`foo-bar`, `node.js`, `key:value`) can never become FTS5 syntax.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
 
-from ..rows import (
-    FACT_FIELDS,
-    Chunk,
-    FileChunks,
-    FileState,
-    NewVector,
-    ScoredChunk,
-    StoredVector,
-    Unembedded,
-    VectorGeneration,
-)
+from ..rows import FACT_FIELDS, Chunk, FileState, Node, ScoredChunk, Word
 from .connection import Connection
-from .fts5 import to_fts5
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..match import Node
+    from ..rows_cold import FileChunks, NewVector, StoredVector, Unembedded, VectorGeneration
 
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
 FACT_COLUMNS = ", ".join(FACT_FIELDS)  # a fact's columns are the fields an export carries
+
+
+def to_fts5(node: Node) -> str:
+    """The query tree as an FTS5 MATCH expression (a doubled quote stands for a quote)."""
+    if isinstance(node, Word):
+        quoted = '"' + node.text.replace('"', '""') + '"'
+        return quoted + "*" if node.prefix else quoted
+    return f"({to_fts5(node.left)} {node.op} {to_fts5(node.right)})"
 
 
 class IndexRows(Connection):
@@ -137,6 +139,7 @@ class IndexRows(Connection):
         if limit > 0 and not chunks and not facts:
             self._memo[("unembedded", model)] = (token, None)
         from ..hashing import text_hash
+        from ..rows_cold import Unembedded
 
         return [
             *(Unembedded(*row) for row in chunks),
@@ -166,6 +169,7 @@ class IndexRows(Connection):
                 (*fact_ids, model),
             ).fetchall()
         from ..hashing import text_hash
+        from ..rows_cold import Unembedded
 
         return [
             *(Unembedded(*row) for row in chunks),
@@ -225,6 +229,8 @@ class IndexRows(Connection):
     def vector_generation(self, model: str) -> VectorGeneration:
         """(count, max id) of the model's vectors: a cached matrix is current while it holds."""
         db = self._conn()
+        from ..rows_cold import VectorGeneration
+
         if db is None:
             return VectorGeneration(0, 0)
         with self._translated("read"):
@@ -243,6 +249,8 @@ class IndexRows(Connection):
         if db is None:
             return
         with self._translated("read"):
+            from ..rows_cold import StoredVector
+
             rows = db.execute("SELECT owner, owner_id, vec FROM vectors WHERE model = ?", (model,))
             yield from (StoredVector(*row) for row in rows)
 
