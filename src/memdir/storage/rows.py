@@ -6,8 +6,8 @@ never reaches a backend's query language as typed.
 
 Tuples underneath (`Record`), so they unpack as before. These are the ones a read (a
 search, a boot) builds; rows_cold.py holds the rest, which only writes, re-indexing,
-embedding, stats, curation and the archive build: each record costs ~50 us to define, on every
-start of the CLI that imports it.
+embedding, stats, curation and the archive build: each record costs ~50 us to define,
+on every start of the CLI that imports it.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ from .migrations import migrate
 
 
 class Connection:
+    """One memory.db, opened on first use; the base of every part of SQLiteStore."""
+
     def __init__(
         self,
         path: str,
@@ -38,8 +40,6 @@ class Connection:
         self._why_read_only = "a look only"
         # answers that hold until the database changes: (what, model) -> (change token, answer)
         self._memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]] = {}
-
-    # -- connection --------------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection | None:
         """The open connection; None when the database does not exist and may not be made."""
