@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import time
 from collections.abc import Iterator
 
 from ...errors import QueryError, StorageError
+from ...lazy import lazy
 from .migrations import migrate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+else:
+    sqlite3 = lazy("sqlite3")  # imported when the database is first opened (~2 ms)
 
 
 class Connection:

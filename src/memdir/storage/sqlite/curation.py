@@ -5,8 +5,6 @@ Part of SQLiteStore."""
 
 from __future__ import annotations
 
-import sqlite3
-
 from ...lazy import lazy
 from ...models import Fact
 from ..rows import FACT_FIELDS, ScoredFact
@@ -15,6 +13,8 @@ from .index import FACT_COLUMNS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
+
     from ... import similarity
     from ..rows_cold import DatabaseHealth, FactPair, ProcedurePrint
 else:

@@ -5,8 +5,6 @@ watermark)."""
 
 from __future__ import annotations
 
-import sqlite3
-
 from ... import advice
 from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
@@ -17,11 +15,14 @@ from .index import FACT_COLUMNS, to_fts5
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
+
     from ... import similarity
     from ..rows import Node
     from ..rows_cold import FactSize, NewFact, Superseded
 else:
     similarity = lazy("memdir.similarity")  # writes and the duplicate guard only
+    sqlite3 = lazy("sqlite3")  # imported when the database is first opened (~2 ms)
 
 
 class FactRows(CurationRows):

@@ -8,7 +8,6 @@ the vectors of chunks and facts. Part of SQLiteStore.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 
 from ..rows import FACT_FIELDS, Chunk, FileState, Node, ScoredChunk, Word
@@ -16,6 +15,8 @@ from .connection import Connection
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import sqlite3
+
     from ..rows_cold import FileChunks, NewVector, StoredVector, Unembedded, VectorGeneration
 
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
