@@ -103,7 +103,7 @@ def code_key() -> str:
     """What a cached store depends on besides its sizes: the corpus, memdir's version and
     its schema."""
     import memdir
-    from memdir.storage.migrations import MIGRATIONS
+    from memdir.storage.sqlite.migrations import MIGRATIONS
 
     return f"c{CORPUS_VERSION}-v{memdir.__version__}-s{MIGRATIONS[-1][0]}"
 
@@ -291,10 +291,11 @@ def match_count(state_dir: str, match: str) -> int:
 def fts_match(query: str) -> str:
     """The MATCH expression memdir builds for a user query."""
     from memdir import query as memdir_query
+    from memdir.storage.sqlite.index import to_fts5
 
     node = memdir_query.parse_search(query)
     assert node is not None, query
-    return memdir_query.to_fts5(node)
+    return to_fts5(node)
 
 
 def search_sql() -> str:

@@ -104,10 +104,11 @@ def run(argv: list[str], env: dict[str, str], codes: tuple[int, ...] = (0, 1)) -
 def phases(state: str, stale_days: int, runs: int) -> list[dict[str, Any]]:
     """Each check alone on one Memory (p50 of `runs` calls), in diagnose's order."""
     from memdir.curation.doctor import checks, diagnosis, disk
+    from memdir.storage import open_store
 
     with common.open_memory(state) as memory:
         layout = memory.layout
-        store = disk.ReadOnlyStore(layout.db)
+        store = open_store(layout, memory.settings, read_only=True)
         view = diagnosis._view(memory, store)
         scan = disk.scan_root(layout)
         found: list[Any] = []

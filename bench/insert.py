@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import common
-from memdir.storage.migrations import migrate  # imports memdir whole, before any timing
+from memdir.storage.sqlite.migrations import migrate  # imports memdir whole, before any timing
 
 NAME = "insert"
 TARGET_RATIO = 0.8

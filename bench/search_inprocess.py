@@ -41,6 +41,8 @@ def raw_connection(state_dir: str, busy_timeout_ms: int) -> sqlite3.Connection:
 
 
 def bench_size(n: int, args: Any) -> list[dict[str, Any]]:
+    from memdir import query as memdir_query
+
     state = common.build_store(n, args.seed, args.cache_dir)
     sql = common.search_sql()
     rows = []
@@ -49,6 +51,8 @@ def bench_size(n: int, args: Any) -> list[dict[str, Any]]:
         try:
             for name, query in common.QUERIES:
                 match = common.fts_match(query)
+                node = memdir_query.parse_search(query)
+                assert node is not None, query
 
                 def ours(query: str = query) -> list[Any]:
                     return memory.search(query, limit=LIMIT, mode="lexical")
@@ -56,8 +60,9 @@ def bench_size(n: int, args: Any) -> list[dict[str, Any]]:
                 def theirs(match: str = match) -> list[Any]:
                     return raw.execute(sql, (match, LIMIT)).fetchall()
 
-                def store(match: str = match) -> list[Any]:
-                    return memory.store.search_facts(match, None, None, LIMIT)
+                def store(node: Any = node) -> list[Any]:
+                    # the store takes the parsed query and renders it as FTS5 itself
+                    return memory.store.search_facts(node, None, None, LIMIT)
 
                 if [hit.id for hit in ours()] != [row[0] for row in theirs()]:
                     raise SystemExit(f"{NAME}: {query!r}: memdir and the raw query disagree")

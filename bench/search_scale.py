@@ -275,7 +275,7 @@ def raw_sql() -> tuple[str, str]:
     """The statements memdir's lexical search runs: facts (SQLiteStore.search_facts with no
     filter) and chunks of every kind (search_chunks)."""
     from memdir.search.index import CHUNK_KINDS
-    from memdir.storage.sqlite_index import CHUNK_COLUMNS
+    from memdir.storage.sqlite.index import CHUNK_COLUMNS
 
     columns = ", ".join("c." + c for c in CHUNK_COLUMNS.split(", "))
     kinds = ", ".join("?" * len(CHUNK_KINDS))
@@ -289,10 +289,11 @@ def raw_sql() -> tuple[str, str]:
 
 def search_match(text: str) -> str:
     from memdir import query
+    from memdir.storage.sqlite.index import to_fts5
 
     node = query.parse_search(text)
     assert node is not None
-    return query.to_fts5(node)
+    return to_fts5(node)
 
 
 def match_counts(state: str, match: str) -> list[int]:

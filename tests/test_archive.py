@@ -19,7 +19,7 @@ import pytest
 from memdir import ConflictError, Memory, ReadOnlyError, ValidationError
 from memdir.curation import archive, archive_check, archive_format
 from memdir.storage.sqlite import FACT_FIELDS
-from memdir.storage.sqlite_archive import fields
+from memdir.storage.sqlite.archive import fields
 from memdir.testing import FixedClock
 
 T0 = 1_780_000_000.0  # 2026-05-28T20:26:40Z

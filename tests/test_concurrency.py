@@ -26,7 +26,7 @@ import pytest
 
 from memdir import Memory
 from memdir.storage.files import TEMP_PREFIX
-from memdir.storage.migrations import MIGRATIONS
+from memdir.storage.sqlite.migrations import MIGRATIONS
 from memdir.testing import cli_env
 
 # many real processes at once: process storms take turns (the Makefile's loadgroup)

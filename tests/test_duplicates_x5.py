@@ -26,7 +26,7 @@ from memdir.curation import archive
 from memdir.curation import duplicates as duplicate_scan
 from memdir.curation.importers import run as import_from
 from memdir.errors import ValidationError
-from memdir.storage.migrations import MIGRATIONS
+from memdir.storage.sqlite.migrations import MIGRATIONS
 from memdir.testing import FixedClock
 
 # Texts that differ only in punctuation, symbols or markup: different facts (X5).

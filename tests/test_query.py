@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memdir import QueryError
-from memdir.query import matches, parse, positive_words, to_fts5
+from memdir.query import matches, parse, positive_words
+from memdir.storage.sqlite.index import to_fts5
 
 DB = sqlite3.connect(":memory:")
 DB.execute("CREATE VIRTUAL TABLE t USING fts5(c, tokenize='porter unicode61 remove_diacritics 2')")

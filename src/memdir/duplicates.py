@@ -126,11 +126,13 @@ def _semantic_facts(
     """Cosine of the new fact against every embedded active fact (the warm vector cache)."""
     from .storage import embeddings
     from .storage.hashing import text_hash
+    from .storage.rows_cold import NewVector
 
     vector = embedder.embed([fact.content])[0]
     # kept, so the next search need not embed this fact again
     store.put_vectors(
-        embedder.name, [("fact", fact.id, text_hash(fact.content), embeddings.to_blob(vector))]
+        embedder.name,
+        [NewVector("fact", fact.id, text_hash(fact.content), embeddings.to_blob(vector))],
     )
     near = _nearest(store, embedder, cache, vector, minimum, MAX_REPORTED * 2)
     return [

@@ -18,13 +18,14 @@ from .models import Entry, Similar
 from .names import is_name
 from .paths import ENTRIES_LOCK, Layout
 from .storage import files, frontmatter
+from .storage.rows import CachedEntry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from . import similarity
-    from .storage.base import CachedEntry, Store
+    from .storage.base import Store
 else:
     similarity = lazy("memdir.similarity")  # only when a file changed or a write compares
 
@@ -236,7 +237,7 @@ def _refresh(
             continue  # deleted while we looked
         if body is not None:
             bodies[name] = body
-        row = (
+        row = CachedEntry(
             mtime_ns,
             size,
             entry.description,
@@ -251,7 +252,9 @@ def _refresh(
         names = list(bodies)
         prints = similarity.fingerprints([bodies[n] for n in names])
         for name, fingerprint in zip(names, prints, strict=True):
-            current[name] = changed[name] = (*changed[name][:6], *fingerprint)
+            current[name] = changed[name] = changed[name]._replace(
+                body_key=fingerprint[0], sketch=fingerprint[1]
+            )
     gone = [name for name in cache if name not in current]
     if changed or gone:
         try:

@@ -88,12 +88,13 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
     compares a new body with before reading any file. Hand edits show at once."""
     from . import similarity
     from .errors import MemdirError
+    from .storage.rows_cold import ProcedurePrint
 
     try:
         cache = store.procedure_prints()
     except MemdirError:
         cache = {}  # a broken or locked memory.db: the files are read instead
-    current: dict[str, tuple[int, int, int | None, str]] = {}
+    current: dict[str, ProcedurePrint] = {}
     bodies: dict[str, tuple[int, int, str]] = {}
     for name in _names(layout):
         path = layout.procedure(name)
@@ -114,8 +115,8 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
     if bodies:
         names = list(bodies)
         prints = similarity.fingerprints([bodies[n][2] for n in names])
-        changed: dict[str, tuple[int, int, int | None, str]] = {
-            name: (*bodies[name][:2], *fingerprint)
+        changed = {
+            name: ProcedurePrint(*bodies[name][:2], *fingerprint)
             for name, fingerprint in zip(names, prints, strict=True)
         }
         current.update(changed)

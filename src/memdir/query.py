@@ -1,9 +1,8 @@
 """User search queries: FTS5 syntax (AND, OR, NOT, "phrases", prefix*) parsed and validated
-here, then rebuilt as a safe FTS5 expression. User text never reaches MATCH as typed.
-
-Every word is re-emitted quoted, so punctuation inside a word (`foo-bar`, `node.js`,
-`key:value`) can never become FTS5 syntax, and words with no letter or digit in them
-(`-`, `:`, an emoji) are dropped, since they could only ever match nothing.
+here into a tree (storage/rows.py), which is what crosses to the store: each backend
+renders it in its own syntax (SQLite: storage/sqlite/index.py, every word quoted), so user
+text never reaches MATCH as typed. Words with no letter or digit in them (`-`, `:`, an
+emoji) are dropped, since they could only ever match nothing.
 
 Precedence follows FTS5: NOT binds tightest, then AND (also implied between words), then OR.
 The same tree evaluates as substring tests for the files that are not in FTS5 (P3).
@@ -16,8 +15,7 @@ import re
 from .errors import QueryError
 from .records import Record
 
-OPERATORS = ("AND", "OR", "NOT")
-SYNTAX_HINT = 'use words, "exact phrases", prefix*, AND, OR, NOT and parentheses'
+# -- the tree that crosses to the store (storage/rows.py carries it) -------------------
 
 
 class Word(Record):
@@ -27,12 +25,16 @@ class Word(Record):
 
 
 class Op(Record):
-    op: str  # AND | OR | NOT
+    op: str  # AND | OR | NOT (`left AND NOT right`)
     left: Node
     right: Node
 
 
 Node = Word | Op
+
+
+OPERATORS = ("AND", "OR", "NOT")
+SYNTAX_HINT = 'use words, "exact phrases", prefix*, AND, OR, NOT and parentheses'
 
 
 STOPWORDS = frozenset(
@@ -99,13 +101,6 @@ def parse(query: str) -> Node:
     if parser.peek() is not None:
         raise QueryError("unbalanced ')' in the search query", hint="remove it or add a '('")
     return node
-
-
-def to_fts5(node: Node) -> str:
-    if isinstance(node, Word):
-        quoted = '"' + node.text.replace('"', '""') + '"'
-        return quoted + "*" if node.prefix else quoted
-    return f"({to_fts5(node.left)} {node.op} {to_fts5(node.right)})"
 
 
 def matches(node: Node, text: str) -> bool:

@@ -46,6 +46,7 @@ from ..models import ImportItem, ImportReport
 from ..paths import HOT_OVERFLOW, Layout, lock_of, safe_path
 from ..records import Record
 from ..storage import files
+from ..storage.rows_cold import FactIdentity
 from .archive_format import DB_FILES, DERIVED, FORMAT, ROW_KINDS, latest_schema, root_dir
 
 TYPE_CHECKING = False
@@ -303,7 +304,7 @@ def _merge_facts(
     held: dict[int, int] = {}
     new: list[tuple[int, Row]] = []
     for number, row in plan.rows["fact"]:
-        same = known.get((row["category"], row["content"], row["created"]))
+        same = known.get(FactIdentity(row["category"], row["content"], row["created"]))
         reason = f"the store holds it as fact {same}"
         if same is None and row["status"] == "active" and has_db:
             twin = memory.fact_saying(str(row["content"]))

@@ -4,14 +4,14 @@ its checker (archive_check.py) read, so neither imports the other back."""
 
 from __future__ import annotations
 
-from ..storage.sqlite_archive import TABLES
+from ..storage.rows import ARCHIVE_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..paths import Layout
 
 FORMAT = 1  # the archive format this module writes and reads
-ROW_KINDS = tuple(TABLES)  # fact, fact_usage, task, session, session_write, kv
+ROW_KINDS = ARCHIVE_KINDS  # fact, fact_usage, task, session, session_write, kv
 KINDS = ("file", *ROW_KINDS)
 ROOTS = ("memory", "state")
 DB_FILES = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal")
@@ -19,9 +19,9 @@ DERIVED = "MEMORY.md"
 
 
 def latest_schema() -> int:
-    from ..storage.migrations import MIGRATIONS
+    from ..storage import latest_schema as latest
 
-    return MIGRATIONS[-1][0]
+    return latest()
 
 
 def root_dir(layout: Layout, root: str) -> str:

@@ -27,8 +27,7 @@ from ..paths import (
     resolve_state_dir,
 )
 from ..settings import Settings, load_settings
-from ..storage import embeddings
-from ..storage.sqlite import SQLiteStore
+from ..storage import embeddings, open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
 
     from .. import duplicates, entries, tasks
     from ..search import index, vectors
+    from ..storage.base import Store
     from ..types import Embedder, Surface
 else:
     duplicates = lazy("memdir.duplicates")
@@ -81,11 +81,7 @@ class MemoryBase:
         self.surface = sessions.check_surface(surface)
         self.agent = agent
         self.clock = clock
-        self.store = SQLiteStore(
-            self.layout.db,
-            busy_timeout_ms=self.settings.busy_timeout_ms,
-            create=self.settings.enabled,
-        )
+        self.store: Store = open_store(self.layout, self.settings)
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vectors = search.VectorCache()
         self.unembedded = 0  # facts and chunks without a vector when the last search ran

@@ -66,8 +66,10 @@ class FactMemory(MemoryBase):
 
     def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
         """Bulk import: (content, category) pairs in one transaction."""
+        from ..storage.rows_cold import NewFact
+
         checked = [
-            (
+            NewFact(
                 facts.check_category(category),
                 facts.check_content(content, self.settings.max_entry_bytes),
             )

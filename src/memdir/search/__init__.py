@@ -39,8 +39,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..storage.base import ChunkRow, Store
+    from ..storage.base import Store
     from ..storage.embeddings import Vectors
+    from ..storage.rows import Chunk
     from ..types import Embedder
 
 KINDS = ("fact", *CHUNK_KINDS)
@@ -150,11 +151,10 @@ def search(
     mode = effective_mode(mode, text)
     depth = max(3 * limit, 30)
     if as_of is not None:
-        match = query.to_fts5(node)
         found = _relative(
             [
                 (("fact", f.id), _fact_hit(f, score))
-                for f, score in store.search_facts(match, category, since, limit, as_of)
+                for f, score in store.search_facts(node, category, since, limit, as_of)
             ]
         )
         return [hit for _, hit in found]
@@ -191,13 +191,12 @@ def _lexical_lists(
     kinds: tuple[str, ...],
     depth: int,
 ) -> list[list[tuple[Key, Hit]]]:
-    match = query.to_fts5(node)
     lists: list[list[tuple[Key, Hit]]] = []
     if "fact" in kinds:
         lists.append(
             [
                 (("fact", f.id), _fact_hit(f, score))
-                for f, score in store.search_facts(match, category, since, depth)
+                for f, score in store.search_facts(node, category, since, depth)
             ]
         )
     chunk_kinds = tuple(k for k in kinds if k != "fact")
@@ -205,7 +204,7 @@ def _lexical_lists(
         lists.append(
             [
                 (("chunk", row[0]), _chunk_hit(row, score))
-                for row, score in store.search_chunks(match, chunk_kinds, since, depth)
+                for row, score in store.search_chunks(node, chunk_kinds, since, depth)
             ]
         )
     if "procedure" in kinds and category is None:  # P3: plain substrings always work
@@ -308,7 +307,7 @@ def _fact_hit(fact: Fact, score: float) -> Hit:
     )
 
 
-def _chunk_hit(row: ChunkRow, score: float) -> Hit:
+def _chunk_hit(row: Chunk, score: float) -> Hit:
     chunk_id, path, kind, start, end, date, content = row
     snippet = content if len(content) <= SNIPPET_CHARS else content[:SNIPPET_CHARS] + " …"
     name = path.rsplit("/", 1)[-1][:-3]

@@ -15,12 +15,14 @@ from ..clock import iso
 from ..paths import STEM_CHECKS, Layout
 from ..storage import files
 from ..storage.hashing import text_hash
+from ..storage.rows import FileState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..storage.base import FileState, NewChunk, Store
+    from ..storage.base import Store
+    from ..storage.rows_cold import FileChunks, NewChunk
     from . import chunks
 else:
     from ..lazy import lazy
@@ -53,17 +55,19 @@ def sync(
         for rel, (kind, path, mtime, size) in found.items()
         if full or indexed.get(rel, ("", -1, -1, ""))[1:3] != (mtime, size)
     ]
-    changes: list[tuple[str, FileState, list[NewChunk] | None]] = []
+    changes: list[FileChunks] = []
     if progress is not None and stale:
         progress(0, len(stale))  # a bar from the first file on, not after it
     for done, (rel, kind, path, mtime, size) in enumerate(stale, 1):
+        from ..storage.rows_cold import FileChunks  # only when a file changed
+
         text = _read_inside(layout, path)
         if text is None:
             continue
-        state: FileState = (kind, mtime, size, text_hash(text))
+        state = FileState(kind, mtime, size, text_hash(text))
         # a touch re-chunks too: chunks are dated by the file's mtime (`since`), and
         # replace_chunks gives a chunk whose text did not change its vector back
-        changes.append((rel, state, _chunks(kind, rel, text, mtime)))
+        changes.append(FileChunks(rel, state, _chunks(kind, rel, text, mtime)))
         if progress is not None:
             progress(done, len(stale))
     gone = [rel for rel in indexed if rel not in found]
@@ -106,9 +110,9 @@ def _read_inside(layout: Layout, path: str) -> str | None:
     return None if text is None or "\0" in text else text
 
 
-def _chunks(
-    kind: str, rel: str, text: str, mtime_ns: int
-) -> list[tuple[int, int, str | None, str, str]]:
+def _chunks(kind: str, rel: str, text: str, mtime_ns: int) -> list[NewChunk]:
+    from ..storage.rows_cold import NewChunk
+
     modified = iso(mtime_ns / 1e9)
     day = os.path.basename(rel)[:-3] if kind == "daily" else None
     date = modified
@@ -118,6 +122,6 @@ def _chunks(
         except ValueError:
             pass
     return [
-        (c.start, c.end, c.date or date, c.content, c.hash)
+        NewChunk(c.start, c.end, c.date or date, c.content, c.hash)
         for c in chunks.chunk(kind, text, date, day)
     ]

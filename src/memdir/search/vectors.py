@@ -19,12 +19,14 @@ Unchanged text reuses the vector it had (by text hash), whoever embeds it.
 from __future__ import annotations
 
 from ..storage import embeddings
+from ..storage.rows_cold import NewVector
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..storage.base import Store
+    from ..storage.rows_cold import Unembedded
     from ..types import Embedder
 
     Progress = Callable[[int, int], None]
@@ -33,7 +35,7 @@ PAGE = 1024  # rows read per query of what waits: each scans past the embedded o
 STEP = 32  # texts embedded, stored and reported at a time (one batch of the model)
 
 
-def embed_rows(store: Store, embedder: Embedder, rows: list[tuple[str, int, str, str]]) -> int:
+def embed_rows(store: Store, embedder: Embedder, rows: list[Unembedded]) -> int:
     """Store a vector for each (owner, id, text, hash) row: a text embedded before (same
     hash) reuses its vector, the rest are embedded. Returns how many rows were given."""
     if not rows:
@@ -41,10 +43,11 @@ def embed_rows(store: Store, embedder: Embedder, rows: list[tuple[str, int, str,
     known = store.vectors_by_hash(embedder.name, [h for _, _, _, h in rows])
     todo = [row for row in rows if row[3] not in known]
     fresh = embedder.embed([text for _, _, text, _ in todo]) if todo else None
-    out = [(o, i, h, known[h]) for o, i, _, h in rows if h in known]
+    out = [NewVector(o, i, h, known[h]) for o, i, _, h in rows if h in known]
     if fresh is not None:
         out += [
-            (o, i, h, embeddings.to_blob(v)) for (o, i, _, h), v in zip(todo, fresh, strict=True)
+            NewVector(o, i, h, embeddings.to_blob(v))
+            for (o, i, _, h), v in zip(todo, fresh, strict=True)
         ]
     store.put_vectors(embedder.name, out)
     return len(rows)

@@ -1,37 +1,69 @@
-"""The narrow interface concept modules use for indexed data. It imports no backend, so a
-PostgreSQL store can be added beside sqlite.py without touching facts.py or sessions.py.
+"""The Store protocol: everything the facade and the concept modules ask of the storage
+layer, and nothing of how a backend keeps it. It imports no backend: a PostgreSQL store is
+a package beside sqlite/ that satisfies these protocols (and passes
+tests/test_store_contract.py); `open_store` (storage/__init__.py) is the one place that
+chooses it.
 
-Queries reach a store already validated: `match` is an FTS5 expression built by query.py.
+Rows cross the boundary as records (rows.py); a search crosses it as a parsed query tree
+(rows.Word, rows.Op), already validated, which each backend renders in its own syntax. Narrow
+protocols name what each part of memdir needs; `Store` is all of them. Imported for type
+checking only: `typing` costs the CLI's cold path ~6 ms.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
 from ..models import Fact, Provenance, Session, Task
+from .rows import CachedEntry, Chunk, FileState, Node, ScoredChunk, ScoredFact
+from .rows_cold import (
+    DatabaseHealth,
+    FactIdentity,
+    FactPair,
+    FactSize,
+    FileChunks,
+    NewChunk,
+    NewFact,
+    NewVector,
+    ProcedurePrint,
+    StoredVector,
+    Superseded,
+    Unembedded,
+    VectorGeneration,
+)
 
-# (mtime_ns, size, description, updated, error, the whole Entry as JSON, the key of the
-# normalised body, its LSH band keys space-separated): similarity.py
-CachedEntry = tuple[int, int, str, str | None, str | None, str, int | None, str]
+__all__ = [
+    "ArchiveStore",
+    "CacheStore",
+    "CachedEntry",
+    "Chunk",
+    "CurationStore",
+    "FactStore",
+    "FileState",
+    "HealthStore",
+    "IndexStore",
+    "NewChunk",
+    "SessionStore",
+    "Store",
+]
+
+Row = dict[str, object]  # an archive record's fields (rows.ARCHIVE_FIELDS) -> values
 
 
-# (kind, mtime_ns, size, content hash) of a file the search index holds
-FileState = tuple[str, int, int, str]
-# (id, path, kind, start_line, end_line, date, content) of one chunk of a markdown file
-ChunkRow = tuple[int, str, str, int, int, str | None, str]
-# (start_line, end_line, date, content, hash) of a chunk about to be stored
-NewChunk = tuple[int, int, str | None, str, str]
+class FactStore(Protocol):
+    """Facts and their validity windows (F1-F5)."""
 
-
-class Store(Protocol):
     def add_fact(
         self, category: str, content: str, now: str, by: Provenance, valid_from: str | None = None
     ) -> Fact:
         """A new active fact, or the active fact that says the same, marked `duplicate`."""
         ...
 
-    def add_facts(self, rows: list[tuple[str, str]], now: str, by: Provenance) -> list[int]: ...
+    def add_facts(self, rows: list[NewFact], now: str, by: Provenance) -> list[int]:
+        """Bulk: the id of each row, an exact duplicate's being the fact it repeats."""
+        ...
 
     def supersede_fact(
         self,
@@ -41,13 +73,15 @@ class Store(Protocol):
         now: str,
         by: Provenance,
         valid_from: str | None = None,
-    ) -> tuple[Fact, Fact]:
-        """(the old fact, now superseded; the new active one), in one transaction."""
+    ) -> Superseded:
+        """The old fact, now superseded, and the new active one, in one transaction."""
         ...
 
     def remove_fact(self, fact_id: int, now: str) -> Fact: ...
 
     def get_fact(self, fact_id: int) -> Fact | None: ...
+
+    def facts_by_id(self, ids: list[int]) -> dict[int, Fact]: ...
 
     def fact_chain(self, fact_id: int) -> list[Fact]:
         """Every version linked to fact_id by supersede, oldest first."""
@@ -55,39 +89,27 @@ class Store(Protocol):
 
     def search_facts(
         self,
-        match: str,
+        query: Node,
         category: str | None,
         since: str | None,
         limit: int,
         as_of: str | None = None,
-    ) -> list[tuple[Fact, float]]:
-        """Active facts matching the FTS5 expression, best first, with a score (higher = better);
+    ) -> list[ScoredFact]:
+        """Active facts matching the query, best first, with a score (higher = better);
         with `as_of`, the facts that held at that time, superseded ones included."""
         ...
 
-    def similar_facts(
-        self, content: str, exclude: int | None, threshold: float, limit: int
-    ) -> list[tuple[Fact, float]]: ...
+    def count_facts(self) -> dict[str, int]:
+        """status -> how many facts have it."""
+        ...
 
-    def fact_saying(self, content: str) -> Fact | None: ...
+    def size_of_facts(self) -> dict[str, FactSize]:
+        """status -> (count, characters of content)."""
+        ...
 
-    def exact_duplicate_facts(self) -> list[list[Fact]]: ...
 
-    def sketch_pairs(self) -> list[tuple[Fact, Fact]]: ...
-
-    def insert_fact_rows(
-        self,
-        rows: list[dict[str, object]],
-        keep_ids: bool,
-        seen: str | None = None,
-        held: dict[int, int] | None = None,
-    ) -> dict[int, int]: ...
-
-    def record_hits(self, hits: dict[int, str]) -> None: ...
-
-    def stale_facts(self, before: str) -> list[Fact]: ...
-
-    def count_facts(self) -> dict[str, int]: ...
+class SessionStore(Protocol):
+    """Sessions (U1-U4) and the task registry (T3)."""
 
     def start_session(
         self, session_id: str, surface: str, parent_id: str | None, now: str
@@ -97,7 +119,9 @@ class Store(Protocol):
 
     def end_session(self, session_id: str, now: str) -> Session: ...
 
-    def list_sessions(self, limit: int) -> list[Session]: ...
+    def list_sessions(self, limit: int) -> list[Session]:
+        """Top-level sessions, newest first."""
+        ...
 
     def count_write(self, session_id: str, kind: str) -> None: ...
 
@@ -109,46 +133,47 @@ class Store(Protocol):
 
     def all_tasks(self) -> list[Task]: ...
 
+
+class CacheStore(Protocol):
+    """What files said when last read (G4, the procedures' prints) and small named values."""
+
     def entry_cache(self, with_meta: bool = True) -> dict[str, CachedEntry]:
         """name -> what a global entry file said when last read, keyed by (mtime, size)."""
         ...
 
     def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None: ...
 
-    def procedure_prints(self) -> dict[str, tuple[int, int, int | None, str]]: ...
+    def procedure_prints(self) -> dict[str, ProcedurePrint]: ...
 
     def update_procedure_prints(
-        self, changed: dict[str, tuple[int, int, int | None, str]], gone: list[str]
+        self, changed: dict[str, ProcedurePrint], gone: list[str]
     ) -> None: ...
 
     def get_value(self, key: str) -> str | None: ...
 
     def set_value(self, key: str, value: str) -> None: ...
 
-    def size_of_facts(self) -> dict[str, tuple[int, int]]:
-        """status -> (count, characters of content)."""
-        ...
 
-    # the search index (storage/sqlite_index.py)
+class IndexStore(Protocol):
+    """The search index (Q1-Q3): chunks of the markdown files and the vectors."""
+
     def indexed_files(self) -> dict[str, FileState]: ...
 
-    def replace_chunks(
-        self, changes: list[tuple[str, FileState, list[NewChunk] | None]], gone: list[str]
-    ) -> None: ...
+    def replace_chunks(self, changes: list[FileChunks], gone: list[str]) -> None:
+        """One transaction: each changed file's state and chunks replace its old ones."""
+        ...
 
     def search_chunks(
-        self, match: str, kinds: tuple[str, ...], since: str | None, limit: int
-    ) -> list[tuple[ChunkRow, float]]: ...
+        self, query: Node, kinds: tuple[str, ...], since: str | None, limit: int
+    ) -> list[ScoredChunk]: ...
 
-    def chunks_by_id(self, ids: list[int]) -> dict[int, ChunkRow]: ...
+    def chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]: ...
 
-    def facts_by_id(self, ids: list[int]) -> dict[int, Fact]: ...
-
-    def unembedded(self, model: str, limit: int) -> list[tuple[str, int, str, str]]: ...
+    def unembedded(self, model: str, limit: int) -> list[Unembedded]: ...
 
     def unembedded_items(
         self, model: str, fact_ids: list[int], paths: list[str]
-    ) -> list[tuple[str, int, str, str]]:
+    ) -> list[Unembedded]:
         """As unembedded, for these facts and the chunks of these files only."""
         ...
 
@@ -156,10 +181,83 @@ class Store(Protocol):
 
     def vectors_by_hash(self, model: str, hashes: list[str]) -> dict[str, bytes]: ...
 
-    def put_vectors(self, model: str, rows: list[tuple[str, int, str, bytes]]) -> None: ...
+    def put_vectors(self, model: str, rows: list[NewVector]) -> None:
+        """An owner gone meanwhile is skipped."""
+        ...
 
-    def vector_generation(self, model: str) -> tuple[int, int]: ...
+    def vector_generation(self, model: str) -> VectorGeneration: ...
 
-    def iter_vectors(self, model: str) -> Iterator[tuple[str, int, bytes]]: ...
+    def iter_vectors(self, model: str) -> Iterator[StoredVector]: ...
 
+
+class CurationStore(Protocol):
+    """The duplicate guard, staleness, and facts brought in whole (X5, doctor)."""
+
+    def similar_facts(
+        self, content: str, exclude: int | None, threshold: float, limit: int
+    ) -> list[ScoredFact]: ...
+
+    def fact_saying(self, content: str) -> Fact | None: ...
+
+    def exact_duplicate_facts(self) -> list[list[Fact]]: ...
+
+    def sketch_pairs(self) -> list[FactPair]: ...
+
+    def insert_fact_rows(
+        self,
+        rows: list[Row],
+        keep_ids: bool,
+        seen: str | None = None,
+        held: dict[int, int] | None = None,
+    ) -> dict[int, int]: ...
+
+    def record_hits(self, hits: dict[int, str]) -> None: ...
+
+    def stale_facts(self, before: str) -> list[Fact]: ...
+
+
+class ArchiveStore(Protocol):
+    """Whole-kind reads and writes for export and import (rows.ARCHIVE_FIELDS)."""
+
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Every read inside it sees one state of the store."""
+        ...
+
+    def schema_version(self) -> int: ...
+
+    def latest_schema(self) -> int:
+        """The schema version this memdir writes, read without opening anything."""
+        ...
+
+    def archive_counts(self) -> dict[str, int]: ...
+
+    def archive_rows(self, kind: str) -> Iterator[Row]: ...
+
+    def existing_keys(self, kind: str, keys: list[str]) -> set[str]: ...
+
+    def fact_identities(self) -> dict[FactIdentity, int]: ...
+
+    def restore_rows(self, rows: dict[str, list[Row]]) -> None: ...
+
+
+class HealthStore(Protocol):
+    """The read-only look (doctor): never creates, migrates or writes anything."""
+
+    read_only: bool
+
+    def inspect(self) -> DatabaseHealth:
+        """The integrity check, schema and size of a database that exists."""
+        ...
+
+
+class Store(
+    FactStore,
+    SessionStore,
+    CacheStore,
+    IndexStore,
+    CurationStore,
+    ArchiveStore,
+    HealthStore,
+    Protocol,
+):
     def close(self) -> None: ...

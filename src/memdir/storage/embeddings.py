@@ -19,18 +19,14 @@ from ..errors import MissingExtraError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Protocol
+    from typing import Any
 
     import numpy as np
     import numpy.typing as npt
 
+    from ..types import Embedder as Embedder  # the protocol, at run time too (memdir.types)
+
     Vectors = npt.NDArray[np.float32]
-
-    class Embedder(Protocol):
-        name: str  # recorded with every vector: a new model never mixes with an old one
-        dim: int
-
-        def embed(self, texts: list[str]) -> Vectors: ...
 
 
 INSTALL = "semantic search needs: pip install 'memdir[embeddings]'"

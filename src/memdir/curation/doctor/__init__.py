@@ -23,14 +23,12 @@ holds) and the repairs; report.py holds what they find.
 """
 
 from .diagnosis import STALE_DAYS, diagnose, repair, run
-from .disk import ReadOnlyStore
 from .report import SEVERITIES, Finding, Report
 
 __all__ = [
     "SEVERITIES",
     "STALE_DAYS",
     "Finding",
-    "ReadOnlyStore",
     "Report",
     "diagnose",
     "repair",

@@ -12,12 +12,13 @@ from ...errors import StorageError
 from ...paths import Layout
 from ...search import index
 from ...storage import files, frontmatter
-from .disk import ReadOnlyStore, Scan
+from .disk import Scan
 from .report import SHOWN, Finding, duration, few
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ...memory import Memory
+    from ...storage.base import Store
 
 
 def check_hot(memory: Memory, found: list[Finding]) -> None:
@@ -173,7 +174,7 @@ def _index_lines(text: str) -> dict[str, str]:
     return lines
 
 
-def check_index(layout: Layout, store: ReadOnlyStore, skip: set[str], found: list[Finding]) -> None:
+def check_index(layout: Layout, store: Store, skip: set[str], found: list[Finding]) -> None:
     """Q3/G4: the search index's files against the markdown files on disk."""
     indexed = store.indexed_files()
     # index.scan is the index's own view of which files it covers; files that are not text

@@ -7,6 +7,7 @@ import time
 
 from ... import entries
 from ...search import index
+from ...storage import open_store
 from .checks import (
     check_duplicates,
     check_entries,
@@ -17,12 +18,13 @@ from .checks import (
     check_stale,
     check_tasks,
 )
-from .disk import ReadOnlyStore, check_database, check_layout, check_text, remove_temps, scan_root
+from .disk import check_database, check_layout, check_text, remove_temps, scan_root
 from .report import SEVERITIES, Finding, Report, checked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ...memory import Memory
+    from ...storage.base import Store
 
 STALE_DAYS = 90
 # checks that rebuilding MEMORY.md (with the entry cache) repairs, those that need the
@@ -55,7 +57,7 @@ def diagnose(memory: Memory, *, stale_days: int = STALE_DAYS) -> Report:
     started = time.perf_counter()
     layout = memory.layout
     found: list[Finding] = []
-    store = ReadOnlyStore(layout.db, busy_timeout_ms=memory.settings.busy_timeout_ms)
+    store = open_store(layout, memory.settings, read_only=True)
     view = _view(memory, store)
     try:
         database = check_database(layout, store, found)
@@ -102,7 +104,7 @@ def repair(memory: Memory, report: Report) -> list[str]:
     return done
 
 
-def _view(memory: Memory, store: ReadOnlyStore) -> Memory:
+def _view(memory: Memory, store: Store) -> Memory:
     """The same Memory (layout, settings, clock, session) reading through `store`."""
     import copy
 

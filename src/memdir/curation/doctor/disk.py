@@ -1,4 +1,4 @@
-"""Doctor's checks of the disk: memory.db (read through a connection that cannot write),
+"""Doctor's checks of the disk: memory.db (read through a store that cannot write),
 the layout of the memory root (L2), files that are not text, and temp files of killed
 writes, the one thing here that --fix removes."""
 
@@ -15,13 +15,13 @@ from ...errors import MemdirError, StorageError, ValidationError
 from ...paths import HOT_OVERFLOW, STEM_CHECKS, Layout, is_inside, lock_of, shown_path
 from ...records import Record
 from ...storage import files
-from ...storage.migrations import MIGRATIONS
-from ...storage.sqlite import SQLiteStore
 from .report import Finding, few, size_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ...storage.base import Store
 
 TEMP_MIN_AGE = 60.0  # seconds: an atomic write lasts milliseconds; an older temp was left
 FREE_RATIO = 0.25  # free pages past this share of memory.db: suggest VACUUM
@@ -48,28 +48,7 @@ TEMP_RE = re.compile(rf"{re.escape(files.TEMP_PREFIX)}(.+)\.[0-9]+\.[0-9a-f]{{12
 # -- memory.db ---------------------------------------------------------------------------
 
 
-class ReadOnlyStore(SQLiteStore):
-    """memory.db for looking only (SQLiteStore read_only), and what doctor asks of it."""
-
-    def __init__(self, path: str, *, busy_timeout_ms: int = 10_000) -> None:
-        super().__init__(path, busy_timeout_ms=busy_timeout_ms, read_only=True)
-
-    def inspect(self) -> tuple[list[str], int, int, int, int]:
-        """(integrity_check's answer, at most 20 problems; the schema version; page size;
-        pages; free pages). integrity_check rather than quick_check: it also checks that
-        every index matches its table, and at 10k facts it costs the same (~15 ms)."""
-        db = self._conn()
-        assert db is not None, "inspect() only a database that exists"
-        with self._translated("check"):
-            problems = [str(row[0]) for row in db.execute("PRAGMA integrity_check(20)")]
-            schema, page_size, pages, free = (
-                int(db.execute(f"PRAGMA {pragma}").fetchone()[0])
-                for pragma in ("user_version", "page_size", "page_count", "freelist_count")
-            )
-        return problems, schema, page_size, pages, free
-
-
-def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -> dict[str, Any]:
+def check_database(layout: Layout, store: Store, found: list[Finding]) -> dict[str, Any]:
     info: dict[str, Any] = {"path": os.path.relpath(layout.db, layout.memory_dir)}
     rel = info["path"]
     if not os.path.exists(layout.db):
@@ -97,7 +76,7 @@ def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -
         return info
     info["exists"] = True
     try:
-        problems, schema, page_size, pages, free = store.inspect()
+        health = store.inspect()
     except MemdirError as exc:
         info["usable"] = False
         found.append(
@@ -113,8 +92,8 @@ def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -
         )
         return info
     wal = _size(layout.db + "-wal")
-    info.update(bytes=pages * page_size, free_bytes=free * page_size, wal_bytes=wal, schema=schema)
-    latest = MIGRATIONS[-1][0]
+    problems, schema, latest, size, free = health
+    info.update(bytes=size, free_bytes=free, wal_bytes=wal, schema=schema)
     info["usable"] = problems == ["ok"] and schema == latest
     if problems != ["ok"]:
         shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if problems[3:] else "")
@@ -154,7 +133,7 @@ def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -
         )
     else:
         info["facts"] = store.count_facts()
-    if problems == ["ok"] and free * page_size >= FREE_MIN_BYTES and free >= FREE_RATIO * pages:
+    if problems == ["ok"] and free >= FREE_MIN_BYTES and free >= FREE_RATIO * size:
         # Not fixable: VACUUM rewrites the whole file under the write lock (every other
         # process's writes wait for it, seconds on a big store) and needs as much free
         # disk again; the free pages are reused by new facts anyway.
@@ -163,12 +142,12 @@ def check_database(layout: Layout, store: ReadOnlyStore, found: list[Finding]) -
                 "db.size",
                 "info",
                 [rel],
-                f"{size_text(free * page_size)} of memory.db's {size_text(pages * page_size)} are "
-                f"free pages ({100 * free // pages}%) left by deleted rows",
+                f"{size_text(free)} of memory.db's {size_text(size)} are "
+                f"free pages ({100 * free // size}%) left by deleted rows",
                 f"reclaim them while no other memdir process runs: `sqlite3 {layout.db} VACUUM`",
             )
         )
-    if wal > max(WAL_MAX_BYTES, pages * page_size):
+    if wal > max(WAL_MAX_BYTES, size):
         found.append(
             Finding(
                 "db.size",

@@ -10,9 +10,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from .sqlite_index import FACT_FIELDS, Rows
+from ..rows import ARCHIVE_FIELDS, FACT_FIELDS
+from .connection import Connection
 
-# archive kind -> (table, columns, order); facts take their columns from sqlite.FACT_FIELDS
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..rows_cold import FactIdentity
+
+# archive kind -> (table, columns, order); facts take their columns from rows.FACT_FIELDS
 TABLES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "fact": ("facts", (), "id"),
     "fact_usage": ("fact_usage", ("fact_id", "hits", "last_hit"), "fact_id"),
@@ -21,9 +26,6 @@ TABLES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "session_write": ("session_writes", ("session_id", "kind", "n"), "session_id, kind"),
     "kv": ("kv", ("key", "value"), "key"),
 }
-# an archive record's own `kind` names the record: session_writes' column of that name
-# travels as `what`
-RENAMED = {"session_write": ("session_id", "what", "n")}
 # the record each table is keyed by, to tell what a store holds already
 KEYS = {"task": "id", "session": "id", "kv": "key"}
 
@@ -37,12 +39,13 @@ def columns(kind: str) -> tuple[str, ...]:
 
 
 def fields(kind: str) -> tuple[str, ...]:
-    """The names of a row's values in an archive record (its columns, but for RENAMED)."""
-    return RENAMED.get(kind) or columns(kind)
+    """The names of a row's values in an archive record (its columns, but session_writes'
+    `kind`, which travels as `what`)."""
+    return ARCHIVE_FIELDS[kind]
 
 
-class ArchiveRows(Rows):
-    """Mixed into SQLiteStore."""
+class ArchiveRows(Connection):
+    """Part of SQLiteStore."""
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -60,12 +63,15 @@ class ArchiveRows(Rows):
             with self._translated("read"):
                 db.execute("COMMIT")
 
+    def latest_schema(self) -> int:
+        from .migrations import MIGRATIONS
+
+        return MIGRATIONS[-1][0]
+
     def schema_version(self) -> int:
         db = self._conn()
         if db is None:
-            from .migrations import MIGRATIONS
-
-            return MIGRATIONS[-1][0]
+            return self.latest_schema()
         with self._translated("read"):
             return int(db.execute("PRAGMA user_version").fetchone()[0])
 
@@ -120,15 +126,17 @@ class ArchiveRows(Rows):
                 )
         return found
 
-    def fact_identities(self) -> dict[tuple[str, str, str], int]:
+    def fact_identities(self) -> dict[FactIdentity, int]:
         """(category, content, created) -> id of every fact: the same record, imported
         twice, is found by what it says and when it was first said."""
         db = self._conn()
         if db is None:
             return {}
         with self._translated("read"):
+            from ..rows_cold import FactIdentity
+
             rows = db.execute("SELECT category, content, created, id FROM facts ORDER BY id DESC")
-            return {(cat, content, created): i for cat, content, created, i in rows}
+            return {FactIdentity(cat, content, created): i for cat, content, created, i in rows}
 
     def restore_rows(self, rows: dict[str, list[Row]]) -> None:
         """One transaction: the rows of every kind but facts (fact_usage, task, session,

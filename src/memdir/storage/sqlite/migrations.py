@@ -4,10 +4,16 @@ new one. Each runs in its own transaction together with its row in `schema_migra
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
+from ...lazy import lazy
 
-Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable
+
+    Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
+else:
+    sqlite3 = lazy("sqlite3")  # imported when the database is first opened (~2 ms)
 
 
 def run_script(db: sqlite3.Connection, script: str) -> None:
@@ -269,7 +275,7 @@ def _curation(db: sqlite3.Connection) -> None:
         );
         """,
     )
-    from .. import similarity
+    from ... import similarity
 
     rows = db.execute("SELECT id, content FROM facts WHERE status = 'active'").fetchall()
     db.executemany(
@@ -318,7 +324,7 @@ def _exact_keys(db: sqlite3.Connection) -> None:
     nothing is refused or removed."""
     import unicodedata
 
-    from .. import similarity
+    from ... import similarity
 
     rows = db.execute("SELECT id, content, status, norm FROM facts").fetchall()
     keys = [(similarity.text_key(content), fact_id) for fact_id, content, _, _ in rows]

@@ -1,41 +1,37 @@
 """The search index's rows (Q1-Q3): chunks of the markdown files, their FTS5 index, and
-the vectors of chunks and facts. Mixed into SQLiteStore, whose connection it uses."""
+the vectors of chunks and facts. Part of SQLiteStore.
+
+`to_fts5` is the only place a search becomes FTS5 syntax: the parsed query tree
+(rows.Word, rows.Op) with every word re-emitted quoted, so punctuation inside a word
+(`foo-bar`, `node.js`, `key:value`) can never become FTS5 syntax.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Iterator
+
+from ..rows import FACT_FIELDS, Chunk, FileState, Node, ScoredChunk, Word
+from .connection import Connection
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .base import ChunkRow, FileState, NewChunk
+    import sqlite3
+
+    from ..rows_cold import FileChunks, NewVector, StoredVector, Unembedded, VectorGeneration
 
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
-FACT_COLUMNS = (
-    "id, category, content, status, created, updated, supersedes, superseded_by, "
-    "session_id, surface, agent, valid_from, valid_to"
-)
-# every column of a fact that an export carries (norm is derived from the content)
-FACT_FIELDS = tuple(FACT_COLUMNS.split(", "))
+FACT_COLUMNS = ", ".join(FACT_FIELDS)  # a fact's columns are the fields an export carries
 
 
-class Rows:
-    """What a mixin of SQLiteStore uses of it: its connection and its transactions."""
-
-    def _conn(self) -> sqlite3.Connection | None:
-        raise NotImplementedError
-
-    def _write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError
-
-    def _translated(self, doing: str) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
+def to_fts5(node: Node) -> str:
+    """The query tree as an FTS5 MATCH expression (a doubled quote stands for a quote)."""
+    if isinstance(node, Word):
+        quoted = '"' + node.text.replace('"', '""') + '"'
+        return quoted + "*" if node.prefix else quoted
+    return f"({to_fts5(node.left)} {node.op} {to_fts5(node.right)})"
 
 
-class IndexRows(Rows):
-    _memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]]  # SQLiteStore's
-
+class IndexRows(Connection):
     # -- files and chunks ------------------------------------------------------------------
 
     def indexed_files(self) -> dict[str, FileState]:
@@ -45,11 +41,11 @@ class IndexRows(Rows):
             return {}
         with self._translated("read"):
             rows = db.execute("SELECT path, kind, mtime_ns, size, hash FROM files").fetchall()
-        return {path: (kind, mtime, size, digest) for path, kind, mtime, size, digest in rows}
+        return {path: FileState(*state) for path, *state in rows}
 
     def replace_chunks(
         self,
-        changes: list[tuple[str, FileState, list[NewChunk] | None]],
+        changes: list[FileChunks],
         gone: list[str],
     ) -> None:
         """One transaction: each changed file's new state and chunks replace the old ones
@@ -85,12 +81,12 @@ class IndexRows(Rows):
                 )
 
     def search_chunks(
-        self, match: str, kinds: tuple[str, ...], since: str | None, limit: int
-    ) -> list[tuple[ChunkRow, float]]:
+        self, query: Node, kinds: tuple[str, ...], since: str | None, limit: int
+    ) -> list[ScoredChunk]:
         db = self._conn()
         if db is None:
             return []
-        where, params = ["chunks_fts MATCH ?"], [match]
+        where, params = ["chunks_fts MATCH ?"], [to_fts5(query)]
         where.append(f"c.kind IN ({', '.join('?' * len(kinds))})")
         params.extend(kinds)
         if since is not None:
@@ -104,9 +100,9 @@ class IndexRows(Rows):
         )
         with self._translated("search"):
             rows = db.execute(sql, (*params, limit)).fetchall()
-        return [(tuple(row[:-1]), -float(row[-1])) for row in rows]
+        return [ScoredChunk(Chunk(*row[:-1]), -float(row[-1])) for row in rows]
 
-    def chunks_by_id(self, ids: list[int]) -> dict[int, ChunkRow]:
+    def chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]:
         db = self._conn()
         if db is None or not ids:
             return {}
@@ -115,11 +111,11 @@ class IndexRows(Rows):
                 f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({', '.join('?' * len(ids))})",
                 ids,
             ).fetchall()
-        return {row[0]: tuple(row) for row in rows}
+        return {row[0]: Chunk(*row) for row in rows}
 
     # -- vectors ---------------------------------------------------------------------------
 
-    def unembedded(self, model: str, limit: int) -> list[tuple[str, int, str, str]]:
+    def unembedded(self, model: str, limit: int) -> list[Unembedded]:
         """(owner, id, text, hash) of active facts and chunks with no vector for `model`;
         a fact's hash is computed here from its text."""
         db = self._conn()
@@ -143,13 +139,17 @@ class IndexRows(Rows):
             ).fetchall()
         if limit > 0 and not chunks and not facts:
             self._memo[("unembedded", model)] = (token, None)
-        from .hashing import text_hash
+        from ..hashing import text_hash
+        from ..rows_cold import Unembedded
 
-        return [*chunks, *((o, i, t, text_hash(t)) for o, i, t in facts)]
+        return [
+            *(Unembedded(*row) for row in chunks),
+            *(Unembedded(o, i, t, text_hash(t)) for o, i, t in facts),
+        ]
 
     def unembedded_items(
         self, model: str, fact_ids: list[int], paths: list[str]
-    ) -> list[tuple[str, int, str, str]]:
+    ) -> list[Unembedded]:
         """As unembedded, for these facts and the chunks of these files only: what one
         write made, embedded by the writer without touching anything else (issue 11)."""
         db = self._conn()
@@ -169,9 +169,13 @@ class IndexRows(Rows):
                 "AND v.owner_id = f.id)",
                 (*fact_ids, model),
             ).fetchall()
-        from .hashing import text_hash
+        from ..hashing import text_hash
+        from ..rows_cold import Unembedded
 
-        return [*chunks, *((o, i, t, text_hash(t)) for o, i, t in facts)]
+        return [
+            *(Unembedded(*row) for row in chunks),
+            *(Unembedded(o, i, t, text_hash(t)) for o, i, t in facts),
+        ]
 
     def count_unembedded(self, model: str) -> int:
         """How many active facts and chunks have no vector of `model`. Every semantic or
@@ -212,7 +216,7 @@ class IndexRows(Rows):
                 found.update(dict(rows))
         return found
 
-    def put_vectors(self, model: str, rows: list[tuple[str, int, str, bytes]]) -> None:
+    def put_vectors(self, model: str, rows: list[NewVector]) -> None:
         """(owner, owner id, hash, vector blob) rows; an owner gone meanwhile is skipped."""
         with self._write() as db:
             db.executemany(
@@ -223,30 +227,33 @@ class IndexRows(Rows):
                 [(model, o, i, h, v, o, i, o, i) for o, i, h, v in rows],
             )
 
-    def vector_generation(self, model: str) -> tuple[int, int]:
+    def vector_generation(self, model: str) -> VectorGeneration:
         """(count, max id) of the model's vectors: a cached matrix is current while it holds."""
         db = self._conn()
+        from ..rows_cold import VectorGeneration
+
         if db is None:
-            return (0, 0)
+            return VectorGeneration(0, 0)
         with self._translated("read"):
             token = _change_token(db)
             known = self._memo.get(("generation", model))
             if known is not None and known[0] == token and known[1] is not None:
-                return known[1]
+                return VectorGeneration(*known[1])
             count, top = db.execute(
                 "SELECT count(*), coalesce(max(id), 0) FROM vectors WHERE model = ?", (model,)
             ).fetchone()
         self._memo[("generation", model)] = (token, (int(count), int(top)))
-        return int(count), int(top)
+        return VectorGeneration(int(count), int(top))
 
-    def iter_vectors(self, model: str) -> Iterator[tuple[str, int, bytes]]:
+    def iter_vectors(self, model: str) -> Iterator[StoredVector]:
         db = self._conn()
         if db is None:
             return
         with self._translated("read"):
-            yield from db.execute(
-                "SELECT owner, owner_id, vec FROM vectors WHERE model = ?", (model,)
-            )
+            from ..rows_cold import StoredVector
+
+            rows = db.execute("SELECT owner, owner_id, vec FROM vectors WHERE model = ?", (model,))
+            yield from (StoredVector(*row) for row in rows)
 
 
 def _change_token(db: sqlite3.Connection) -> tuple[int, int]:
