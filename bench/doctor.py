@@ -1,4 +1,4 @@
-"""`memdir doctor` on a 10k-fact store (issue 7): the whole check in-process and as a CLI
+"""`memdir doctor` on a 10k-fact store (N2): the whole check in-process and as a CLI
 process, where its time goes check by check, and one `doctor --fix` that has to rebuild.
 
 The store: make_facts(--facts) added with Memory.add_facts (built once into the cache dir,

@@ -1,4 +1,4 @@
-"""`memdir export` / `memdir import` (issue 7, part 4): one archive restores a whole store
+"""`memdir export` / `memdir import` (N3): one archive restores a whole store
 with nothing lost — every fact row, supersede chains and provenance, usage, tasks,
 sessions, values, every file byte for byte with its mtime. Real files, real SQLite, the
 real CLI; refusals (non-empty store, truncated or garbled archive, paths out of the root,
@@ -139,7 +139,7 @@ def nothing_written(state: Path) -> bool:
 # -- the round trip ------------------------------------------------------------------------
 
 
-def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # issue 7, F3, F5, T3, U1
+def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # N3, F3, F5, T3, U1
     source, target, out = tmp_path / "a", tmp_path / "b", tmp_path / "backup.jsonl"
     made = build_store(source)
     before_rows, before_files = rows(source), stored_files(source)
@@ -191,7 +191,7 @@ def test_round_trip_restores_every_record(tmp_path: Path) -> None:  # issue 7, F
         ]
 
 
-def test_archive_format(tmp_path: Path) -> None:  # issue 7: header, kinds, base64
+def test_archive_format(tmp_path: Path) -> None:  # N3: header, kinds, base64
     build_store(tmp_path / "a")
     out = tmp_path / "backup.jsonl"
     export_file(tmp_path / "a", out)
@@ -233,13 +233,13 @@ def test_export_leaves_out_links_and_hidden_folders(tmp_path: Path) -> None:  # 
     assert [r["path"] for r in lines_of(out)[1:]] == ["HOT.md"]
 
 
-def test_archive_fields_are_the_tables_columns() -> None:  # issue 7: nothing left behind
+def test_archive_fields_are_the_tables_columns() -> None:  # N3: nothing left behind
     assert set(archive_check.SPEC["fact"]) == set(FACT_FIELDS)
     for kind in archive_format.ROW_KINDS:
         assert set(archive_check.SPEC[kind]) == set(fields(kind))
 
 
-def test_export_of_an_empty_store(tmp_path: Path) -> None:  # issue 7
+def test_export_of_an_empty_store(tmp_path: Path) -> None:  # N3
     out = tmp_path / "empty.jsonl"
     exported = export_file(tmp_path / "a", out)
     assert set(exported.counts.values()) == {0}
@@ -252,7 +252,7 @@ def test_export_of_an_empty_store(tmp_path: Path) -> None:  # issue 7
 # -- a store that is not empty ---------------------------------------------------------------
 
 
-def test_import_refuses_a_store_that_holds_memory(tmp_path: Path) -> None:  # issue 7, Z
+def test_import_refuses_a_store_that_holds_memory(tmp_path: Path) -> None:  # N3, Z
     build_store(tmp_path / "a")
     out = tmp_path / "backup.jsonl"
     export_file(tmp_path / "a", out)
@@ -267,7 +267,7 @@ def test_import_refuses_a_store_that_holds_memory(tmp_path: Path) -> None:  # is
     assert rows(target) == before_rows and stored_files(target) == before_files
 
 
-def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
+def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # N3, F3
     made = build_store(tmp_path / "a")
     out = tmp_path / "backup.jsonl"
     export_file(tmp_path / "a", out)
@@ -313,7 +313,7 @@ def test_force_merges_with_new_ids(tmp_path: Path) -> None:  # issue 7, F3
         assert sum(mem.store.count_facts().values()) == 7
 
 
-def test_dry_run_writes_nothing(tmp_path: Path) -> None:  # issue 7
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:  # N3
     build_store(tmp_path / "a")
     out = tmp_path / "backup.jsonl"
     export_file(tmp_path / "a", out)
@@ -348,7 +348,7 @@ def backup(tmp_path: Path) -> Path:
     return out
 
 
-def test_truncated_archive_is_refused(tmp_path: Path, backup: Path) -> None:  # issue 7, Z
+def test_truncated_archive_is_refused(tmp_path: Path, backup: Path) -> None:  # N3, Z
     data = backup.read_bytes()
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[: len(data) - 40])  # mid-line
@@ -374,7 +374,7 @@ def test_truncated_archive_is_refused(tmp_path: Path, backup: Path) -> None:  # 
 )
 def test_garbled_line_is_refused(
     tmp_path: Path, backup: Path, change: Callable[..., Any], message: str
-) -> None:  # issue 7, Z, F2, X2
+) -> None:  # N3, Z, F2, X2
     records = lines_of(backup)
     records[3] = change(records[3])  # a fact
     bad = tmp_path / "bad.jsonl"
@@ -485,7 +485,7 @@ def test_a_subagent_session_cannot_import(tmp_path: Path, backup: Path) -> None:
 
 def test_cli_round_trip_through_a_pipe(
     tmp_path: Path, state_dir: Path, run: Callable[..., Any]
-) -> None:  # issue 7, C
+) -> None:  # N3, C
     build_store(state_dir)
     exported = run("export")
     assert exported.code == 0, exported.err
@@ -519,7 +519,7 @@ def test_cli_round_trip_through_a_pipe(
 
 def test_cli_export_to_a_file(
     tmp_path: Path, state_dir: Path, run: Callable[..., Any]
-) -> None:  # issue 7, C
+) -> None:  # N3, C
     build_store(state_dir)
     out = tmp_path / "backup.jsonl"
     done = run("export", "--out", str(out), "--json")
@@ -535,7 +535,7 @@ def test_cli_export_to_a_file(
 
 def test_cli_import_errors_are_one_line(
     tmp_path: Path, backup: Path, run: Callable[..., Any]
-) -> None:  # issue 7, C, Z
+) -> None:  # N3, C, Z
     data = backup.read_bytes()
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[:-40])
@@ -553,7 +553,7 @@ def test_cli_import_errors_are_one_line(
 
 def test_an_import_cut_off_after_the_facts_keeps_their_links(
     tmp_path: Path, backup: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # issue 7.4: facts and their supersede links are one transaction
+) -> None:  # N3: facts and their supersede links are one transaction
     from memdir.storage.sqlite import SQLiteStore
 
     target = tmp_path / "b"
@@ -586,7 +586,7 @@ def test_an_import_cut_off_after_the_facts_keeps_their_links(
 
 
 def test_a_merge_does_not_store_a_fact_the_store_says_already(tmp_path: Path) -> None:
-    """Issue 7.1 on the import path: --force into a store that holds the same text (other
+    """N1 on the import path: --force into a store that holds the same text (other
     case and spacing, X5) skips it as a duplicate; links to it lead to the store's."""
     with Memory(str(tmp_path / "b"), create=True) as other:
         old = other.add_fact("Deploys go through make ship", "convention")

@@ -1,4 +1,4 @@
-"""X5: a write is never refused by a heuristic (issue 11, item 1).
+"""X5: a write is never refused by a heuristic.
 
 For entries and procedures the name is the identity: a write under a new name is stored,
 whatever it says; a body like another's is reported in `similar`, naming it; only a write

@@ -1,4 +1,4 @@
-"""X2 as a family (issue 12.5): every format x several fresh samples, every evasion, every
+"""X2 as a family: every format x several fresh samples, every evasion, every
 stored field of every write path (library, CLI, MCP, memorize, importers, archive), and
 clean texts that must be stored. After a refusal no byte of the secret is anywhere under
 the test's folder (files, memory.db, its WAL, .bak and temp files). The samples are

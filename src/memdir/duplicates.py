@@ -1,4 +1,4 @@
-"""The duplicate guard (issue 7, X5): what an active fact, entry or procedure already says.
+"""The duplicate guard (N1, X5): what an active fact, entry or procedure already says.
 
 No heuristic refuses a write. What is refused, or rather answered with what is there:
 - a fact that says exactly what an active fact says (similarity.normalize equal: case,
@@ -41,7 +41,7 @@ MAX_REPORTED = 3  # near duplicates named in a write's answer
 
 # -- hints -------------------------------------------------------------------------------
 # Each names the call that does what it advises, on the caller's surface (advice.py), so
-# an agent can make it as written: issue 11.
+# an agent can make it as written (A3).
 
 
 def fact_hint(fact: Fact) -> str:

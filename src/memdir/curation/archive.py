@@ -1,4 +1,4 @@
-"""A whole store in one portable file, and back (issue 7): `memdir export`, `memdir import`.
+"""A whole store in one portable file, and back (N3): `memdir export`, `memdir import`.
 
 The archive is JSON Lines, UTF-8. Line 1 is the header:
 

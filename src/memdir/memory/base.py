@@ -109,7 +109,7 @@ class MemoryBase:
     def companion(self) -> Self:
         """Another Memory on this store for the same caller, with its own SQLite
         connection and the same model: a server answers reads on it while a long write
-        runs on this one, so no read waits for a write's turn (issue 12)."""
+        runs on this one, so no read waits for a write's turn (A2)."""
         other = type(self)(
             self.state.path,
             session=self.session_id,
@@ -257,7 +257,7 @@ class MemoryBase:
             model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
             rows = self.store.unembedded_items(model, list(fact_ids), paths)
             if not rows or len(rows) > SMALL_WRITE:
-                # Issue 12: a big write (a long note, many blocks) is not embedded here: it
+                # Q2: a big write (a long note, many blocks) is not embedded here: it
                 # would keep the writer busy for minutes; reindex or the server embed it,
                 # and until then search ranks it by its words and says so
                 return

@@ -143,7 +143,7 @@ def search(
     """`embedder` None in semantic or hybrid mode: the store holds no vector of the model,
     so there is nothing to compare the question with. `pending`: how many items have no
     vector yet; semantic mode then adds their lexical hits. `as_of`: the facts that held
-    at that time (issue 7), lexically: files keep no history, and superseded facts keep
+    at that time (F3), lexically: files keep no history, and superseded facts keep
     no vector."""
     node = query.parse_search(text)
     if node is None:

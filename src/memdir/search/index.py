@@ -32,7 +32,7 @@ else:
 # kind of hit -> folder under the memory root
 TIERS = (("procedure", "procedures"), ("global", "global"), ("task", "tasks"), ("daily", "daily"))
 CHUNK_KINDS = tuple(kind for kind, _ in TIERS)
-# Issue 12: a file up to this size is indexed, in bounded chunks (a 5 MB daily log is a
+# Q3: a file up to this size is indexed, in bounded chunks (a 5 MB daily log is a
 # legitimate log: ~0.5 s to chunk once); a bigger one is left out, and search and doctor
 # name it. Reading and chunking grow linearly, so the bound keeps one sync under seconds.
 MAX_INDEX_BYTES = 32 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""Keeping vectors current (Q2, Q3, issue 11): when items get their embeddings, and by whom.
+"""Keeping vectors current (Q2, Q3): when items get their embeddings, and by whom.
 
 A search never embeds anything but its question: what has no vector yet is ranked by its
 words (search/__init__.py), and the answer says how many items wait. Before, each search

@@ -62,7 +62,7 @@ def parse(text: str, path: str) -> tuple[dict[str, Any], str]:
 
 
 def _refuse_expansion(yaml: Any, raw: str, loader: Any, path: str) -> None:
-    """Issue 12: a YAML alias (`*a`) makes a few lines stand for billions of values (the
+    """X3: a YAML alias (`*a`) makes a few lines stand for billions of values (the
     "billion laughs"), and deep nesting exhausts the stack; both are refused, by a pass
     over the parser's events before anything is built."""
     depth = 0

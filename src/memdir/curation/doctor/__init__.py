@@ -1,4 +1,4 @@
-"""`memdir doctor` (issue 7): what is wrong with a store, what to do about it, and with
+"""`memdir doctor` (N2): what is wrong with a store, what to do about it, and with
 `fix` the repairs that are safe to make without asking.
 
 Each check reads through the library (entries, index, tasks, duplicates...), never around

@@ -58,7 +58,7 @@ class Connection:
         if not exists and not self.create:
             return None
         if exists and not os.access(os.path.dirname(self.path), os.W_OK):
-            # Issue 12: reads never need write access. On a read-only mount (or a folder
+            # Z: reads never need write access. On a read-only mount (or a folder
             # this user cannot write) WAL cannot make its -shm file, so the store opens
             # read-only and every write reports it; searches answer from the index as is.
             self.read_only, self.create = True, False

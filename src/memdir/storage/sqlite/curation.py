@@ -1,4 +1,4 @@
-"""The duplicate guard's rows (issue 7): each active fact's key of its normalised text
+"""The duplicate guard's rows (N1): each active fact's key of its normalised text
 (`facts.norm`) and LSH band keys (`fact_sketch`), the procedures' fingerprints, the facts
 searches found (`fact_usage`), and facts brought in whole from an archive or another tool.
 Part of SQLiteStore."""

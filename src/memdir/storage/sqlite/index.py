@@ -151,7 +151,7 @@ class IndexRows(Connection):
         self, model: str, fact_ids: list[int], paths: list[str]
     ) -> list[Unembedded]:
         """As unembedded, for these facts and the chunks of these files only: what one
-        write made, embedded by the writer without touching anything else (issue 11)."""
+        write made, embedded by the writer without touching anything else (Q2)."""
         db = self._conn()
         if db is None or not (fact_ids or paths):
             return []

@@ -227,7 +227,7 @@ def _search_index(db: sqlite3.Connection) -> None:
 
 
 def _curation(db: sqlite3.Connection) -> None:
-    """Issue 7: validity windows, the duplicate guard's keys, a full-text index of what
+    """F3, N1: validity windows, the duplicate guard's keys, a full-text index of what
     facts used to say (search --as-of), and when each fact was last found."""
     run_script(
         db,
