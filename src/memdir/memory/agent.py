@@ -174,6 +174,7 @@ class AgentMemory(MemoryBase):
         return heartbeat.checks(self.layout, dict(self.settings.heartbeat_hours), self.clock())
 
     def heartbeat_mark(self, check: str) -> heartbeat.Check:
+        """Record that `check` was done now (B1, B2)."""
         self.require_writable("the heartbeat state")
         self.refuse_secrets("heartbeat check", name=check)
         hours = dict(self.settings.heartbeat_hours)

@@ -104,6 +104,7 @@ class MemoryBase:
         self.bind_session(session if session is not None else ambient)
 
     def close(self) -> None:
+        """Close the store's connection (`with Memory(...)` does it)."""
         self.store.close()
 
     def companion(self) -> Self:
@@ -167,6 +168,7 @@ class MemoryBase:
 
     @property
     def read_only(self) -> bool:
+        """Whether this is a subagent session, whose memory is read-only (U2)."""
         session = self.session
         return session is not None and session.is_subagent
 

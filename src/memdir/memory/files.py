@@ -68,6 +68,7 @@ class FileMemory(MemoryBase):
         return hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
 
     def hot_set(self, text: str) -> HotWrite:
+        """Replace HOT.md with `text`, within its cap (H2, H3); the old one goes to .bak (H4)."""
         self.require_writable("hot")
         self.refuse_secrets("hot memory text", text=text)
         from ..quoting import hot_text
@@ -75,6 +76,7 @@ class FileMemory(MemoryBase):
         return self._hot_update(lambda _current: hot_text(text), replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
+        """Append `text` to HOT.md, within its cap (H2, H3)."""
         self.require_writable("hot")
         self.refuse_secrets("hot memory text", text=text)
         return self._hot_update(lambda current: hot.appended(current, text))
@@ -115,6 +117,7 @@ class FileMemory(MemoryBase):
         return entry
 
     def entry(self, name: str) -> Entry:
+        """The global entry `name` (G1); NotFoundError if there is none."""
         return entries.read(self.layout, name)
 
     def entries(self) -> list[Entry]:
@@ -122,6 +125,7 @@ class FileMemory(MemoryBase):
         return entries.list_all(self.layout, self.store)
 
     def remove_entry(self, name: str) -> Entry:
+        """Delete the global entry `name`; MEMORY.md follows (G3)."""
         self.layout.entry(name)
         self.require_writable("global entries")
         return entries.remove(self.layout, self.store, name)
@@ -157,9 +161,11 @@ class FileMemory(MemoryBase):
         return result._replace(similar=similar, hint=duplicates.similar_hint(similar, name))
 
     def procedure(self, name: str) -> Procedure:
+        """The procedure `name` (P1); NotFoundError if there is none."""
         return procedures.read(self.layout, name)
 
     def procedures(self) -> list[Procedure]:
+        """Every procedure, by name (P2)."""
         return procedures.list_all(self.layout)
 
     def daily_append(self, text: str, *, section: str | None = None) -> daily.DailyWrite:

@@ -123,6 +123,7 @@ class SearchMemory(MemoryBase):
             self.flush_hits()
 
     def flush_hits(self) -> None:
+        """Record now the hits that searches noted, this Memory's and its companions'."""
         for other in self._companions:  # each a Memory, so a SearchMemory
             if isinstance(other, SearchMemory):
                 other.flush_hits()
@@ -135,6 +136,7 @@ class SearchMemory(MemoryBase):
                 self.store.record_hits(hits)
 
     def close(self) -> None:
+        """Write down which facts searches found, then close (doctor: facts never recalled)."""
         self.flush_hits()
         super().close()
 
@@ -150,6 +152,7 @@ class SearchMemory(MemoryBase):
         return run
 
     def embedder(self) -> Embedder:
+        """The embedding model, loaded on first use and shared with companions (Q2)."""
         if self._owner is not None:  # a companion shares its owner's model (one in memory)
             owner = self._owner  # a Memory, so a SearchMemory: its own part
             assert isinstance(owner, SearchMemory)

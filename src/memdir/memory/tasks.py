@@ -29,12 +29,14 @@ class TaskMemory(MemoryBase):
         return self.store.start_task(task_id, parent, self._now())
 
     def end_task(self, task_id: str, state: TaskState = "done") -> Task:
+        """End a task as done, failed or cancelled; its notes' retention starts (T3, T4)."""
         self.layout.task_notes(task_id)
         tasks.check_end_state(state)
         self.require_writable("tasks")
         return self.store.end_task(task_id, state, self._now())
 
     def task(self, task_id: str) -> Task:
+        """A task, its state and lineage (T1); NotFoundError if there is none."""
         self.layout.task_notes(task_id)
         found = self.store.get_task(task_id)
         if found is None:
