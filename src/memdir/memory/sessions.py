@@ -63,7 +63,7 @@ class SessionMemory(MemoryBase):
         return ended
 
     def sessions(self, limit: int = 100) -> list[Session]:
-        """The most recent sessions, newest first (U1, U3)."""
+        """The most recent top-level sessions, newest first, with what each wrote (U1, U3)."""
         return self.store.list_sessions(search.check_limit(limit))
 
     def stats(self) -> stats.Stats:
