@@ -91,17 +91,17 @@ def test_session_start_injects_the_boot_context(  # K2, E3, K3, U1
     assert session is not None and (session.surface, session.parent_id) == ("claude-code", None)
 
 
+@pytest.mark.slow  # eighty entries written through the API: ~2 s
 def test_session_start_stays_within_its_budget(  # K2, E3, H3
     state_dir: Path, store: Memory
 ) -> None:
-    """A full HOT.md, a long log and an index of 300 entries: what is injected stays in
+    """A full HOT.md, a long log and an index bigger than the budget: what is injected stays in
     [hooks] start_budget_chars, HOT.md whole and first, and the last line says what was
     left out and how to read it."""
     store.hot_set("\n".join(f"- rule {i}: " + "keep it short " * 6 for i in range(60))[:5200])
-    for i in range(40):
-        store.daily_append(f"step {i}: " + "long log line " * 20)
-    with store.bulk():
-        for i in range(300):
+    store.daily_append("\n".join(f"step {i}: " + "long log line " * 20 for i in range(40)))
+    with store.bulk():  # an index of ~14,000 chars, over the whole budget by itself
+        for i in range(80):
             store.write_entry(f"entry-{i:03}", f"what entry {i} says " * 8, f"body {i}")
     for budget in (None, 3000):
         if budget is not None:

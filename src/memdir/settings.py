@@ -370,7 +370,7 @@ def config_template() -> str:
         "# lexical = 0.7             # Jaccard of content words\n"
         "# semantic = 0.8            # cosine, when the embedding model is loaded\n"
         "\n[hooks]\n"
-        "# `memdir hook EVENT`, run by an agent host (Claude Code) at SessionStart, ...\n"
+        "# `memdir hook EVENT`, run by an agent host (Claude Code) at its session events\n"
         "# start_budget_chars = 9000 # what a session or subagent start injects at most\n"
-        "# timeout_ms = 5000         # a hook running longer gives up, injecting nothing\n"
+        "# timeout_ms = 5000         # a hook running longer gives up (SessionEnd: 1200 at most)\n"
     )
