@@ -373,3 +373,12 @@ def test_payload_fixtures_are_what_the_host_sends() -> None:  # K2
         assert {"session_id", "transcript_path", "cwd", "hook_event_name"} <= set(data), path
         assert data["hook_event_name"] == path.stem.split("-")[0], path
     assert os.path.isdir(PAYLOADS)
+
+
+def test_injected_memory_is_inert(state_dir: Path, store: Memory) -> None:  # R4, K2
+    """Booted text is recalled text: a marker keyword in HOT.md reaches the model defanged,
+    and the answer stays valid JSON whatever the text holds."""
+    Path(store.layout.hot).write_text('Use MEMDIR_MEMORIZE_BEGIN blocks\n\\ "quoted" é\n')
+    text = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
+    assert "MEMDIR_MEMORIZE_BEGIN" not in text and "defanged" in text
+    assert '\\ "quoted" é' in text

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import MemdirError
+from .errors import MemdirError, ValidationError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,10 +45,6 @@ class Reply:
         self.out, self.warning = out, warning
 
 
-class BadInput(MemdirError):
-    """The host's input is not what this event needs (one line on stderr, exit 0)."""
-
-
 class Hook:
     """One event's input and the store it reaches, opened on first use."""
 
@@ -63,7 +59,7 @@ class Hook:
     def field(self, name: str) -> str:
         value = self.data.get(name)
         if not isinstance(value, str) or not value:
-            raise BadInput(f"the {self.event} input has no {name!r}")
+            raise ValidationError(f"the {self.event} input has no {name!r}")
         return value
 
     @property

@@ -27,6 +27,9 @@ class SessionMemory(MemoryBase):
         found: Session | None = None
         if parent is not None:
             sessions.check_id(parent)
+            if parent == self.session_id and self.session is not None and self._unrecorded:
+                self._enabled("start a session")
+                self._adopt(self.session)  # U1: a host's session starting its first subagent
             found = self.store.get_session(parent)
             if found is None:
                 raise NotFoundError(
