@@ -51,8 +51,8 @@ class SessionMemory(MemoryBase):
         *,
         reopen: bool = False,
     ) -> Session:
-        """U1, K3: record a host's session (Claude Code's id) if memdir has not seen it;
-        its record. With a parent, a subagent of that session (read-only, U2; an unseen
+        """U1, K3: a host's session (Claude Code's id), recorded if memdir has not seen it.
+        With a parent, a subagent of that session (read-only, U2; an unseen
         parent is adopted too); `reopen`: an ended top-level session the host resumed is
         open again. U2 holds: a subagent caller adopts no top-level session."""
         session_id = sessions.check_id(session_id)
