@@ -382,3 +382,26 @@ def test_injected_memory_is_inert(state_dir: Path, store: Memory) -> None:  # R4
     text = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
     assert "MEMDIR_MEMORIZE_BEGIN" not in text and "defanged" in text
     assert '\\ "quoted" é' in text
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("start_budget_chars = 999", "hooks.start_budget_chars"),
+        ("timeout_ms = 50", "hooks.timeout_ms"),
+        ("timeout_ms = true", "hooks.timeout_ms"),
+        ("recall = 1", "hooks.recall"),
+    ],
+)
+def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -> None:  # S, K2
+    from memdir.errors import ConfigError
+    from memdir.settings import load_settings
+
+    config = tmp_path / "config.toml"
+    config.write_text(f"[hooks]\n{line}\n")
+    with pytest.raises(ConfigError, match=key) as caught:
+        load_settings(str(config))
+    assert caught.value.line == 2
+    config.write_text("[hooks]\nstart_budget_chars = 4000\ntimeout_ms = 800\n")
+    settings = load_settings(str(config))
+    assert (settings.hooks_start_budget_chars, settings.hooks_timeout_ms) == (4000, 800)
