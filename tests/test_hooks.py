@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memdir import Memory, hooks
+from memdir import Memory, ReadOnlyError, hooks
 from memdir.testing import cli_command, cli_env
 from memdir.tools import TOOLS
 
@@ -155,7 +155,7 @@ def test_subagent_start_gives_the_read_only_slice(  # K2, U2, K3
     assert "ci-duration" not in text and "careful shop assistant" not in text  # not the boot
     agent = store.store.get_session(AGENT)
     assert agent is not None and agent.parent_id == HOST and agent.is_subagent
-    with pytest.raises(Exception, match="read-only"):
+    with pytest.raises(ReadOnlyError, match="read-only"):
         Memory(session=AGENT).add_fact("from the subagent", "learning")
 
 
