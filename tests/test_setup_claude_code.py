@@ -472,3 +472,23 @@ def test_claude_validates_the_plugin_and_the_marketplace(tmp_path: Path) -> None
         checked = claude(["plugin", "validate", str(path)], tmp_path, env)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert "Validation passed" in checked.stdout, checked.stdout
+
+
+@pytest.mark.slow
+def test_claude_loads_the_plugin_and_connects_to_its_server(tmp_path: Path) -> None:
+    """K1: with the plugin loaded, Claude Code names the server plugin:memdir:memdir (its
+    tools mcp__plugin_memdir_memdir__*, what the plugin's PreToolUse matcher names) and
+    connects to the memdir on PATH."""
+    import sys
+
+    env = claude_env(tmp_path)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    memdir(["init", "--state-dir", env["MEMDIR_STATE_DIR"]], tmp_path, env)
+    plugin = ROOT / "integrations" / "claude-code"
+    listed = claude(["--plugin-dir", str(plugin), "mcp", "list"], tmp_path, env)
+    line = next(
+        (x for x in listed.stdout.splitlines() if x.startswith("plugin:memdir:memdir:")), ""
+    )
+    assert "Connected" in line, listed.stdout + listed.stderr
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]
+    assert hooks["PreToolUse"][0]["matcher"] == "mcp__plugin_memdir_memdir__.*"

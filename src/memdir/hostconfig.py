@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 SERVER = "memdir"  # the server's name in mcpServers: its tools are mcp__memdir__*
 EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd")
-MATCHERS = {"PreToolUse": "mcp__memdir__.*"}  # PreToolUse guards memdir's own tools only
 TOOLS_RULE = "mcp__memdir"  # a permission rule naming a server allows all its tools
+# A plugin's server is named plugin:<plugin>:<server>, so its tools are mcp__plugin_memdir_memdir__*
+PLUGIN_TOOLS = "mcp__plugin_memdir_memdir"
 SCOPES = ("project", "user")
 
 
@@ -48,11 +49,14 @@ def hook_command(launcher: Sequence[str], event: str) -> str:
     return shlex.join([*launcher, "hook", event])
 
 
-def hooks_entry(launcher: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """settings.json's `hooks`: one matcher group per event, each a single command hook."""
+def hooks_entry(
+    launcher: Sequence[str], tools: str = TOOLS_RULE
+) -> dict[str, list[dict[str, Any]]]:
+    """settings.json's `hooks`: one matcher group per event, each a single command hook;
+    PreToolUse only on memdir's own tools (`tools` is their name's prefix)."""
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event in EVENTS:
-        group: dict[str, Any] = {"matcher": MATCHERS[event]} if event in MATCHERS else {}
+        group: dict[str, Any] = {"matcher": f"{tools}__.*"} if event == "PreToolUse" else {}
         group["hooks"] = [{"type": "command", "command": hook_command(launcher, event)}]
         hooks[event] = [group]
     return hooks
@@ -61,7 +65,7 @@ def hooks_entry(launcher: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
 def plugin_files(launcher: Sequence[str] = ("memdir",)) -> dict[str, dict[str, Any]]:
     """The plugin's hooks.json and .mcp.json (a plugin finds memdir on PATH)."""
     return {
-        "hooks/hooks.json": {"hooks": hooks_entry(launcher)},
+        "hooks/hooks.json": {"hooks": hooks_entry(launcher, PLUGIN_TOOLS)},
         ".mcp.json": {"mcpServers": {SERVER: server_entry(launcher)}},
     }
 
