@@ -21,7 +21,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from .errors import ConfigError, ConflictError, StorageError
+from .errors import ConfigError, ConflictError
 from .storage import files
 
 TYPE_CHECKING = False
@@ -142,16 +142,13 @@ def merge(data: dict[str, Any], want: Want, path: str) -> dict[str, Any]:
                 f"{path}: mcpServers already has a server named {SERVER!r} that does not run "
                 "memdir; nothing was written (rename or remove it, then run setup again)"
             )
-        if current != want.server:
-            servers[SERVER] = want.server  # replaced in place: its position is kept
+        # in place, keeping its position and what the user added to it (an env, a timeout)
+        servers[SERVER] = {**current, **want.server} if current is not None else want.server
     if want.hooks is not None:
         hooks = _object(data, "hooks", path)
         for event, groups in want.hooks.items():
-            existing = _list(hooks, event, path, "hooks")
-            if [g for g in existing if _memdir_hooks(g)] == groups:
-                continue  # already there, as it should be: left where it is
-            hooks[event] = [kept for g in existing if (kept := _without_memdir(g)) is not None]
-            hooks[event].extend(copy.deepcopy(groups))
+            _merge_hooks(_list(hooks, event, path, "hooks"), groups)
+            hooks[event] = [g for g in hooks[event] if g is not None]
     if want.allow:
         rules = _list(_object(data, "permissions", path), "allow", path, "permissions")
         if TOOLS_RULE not in rules:
@@ -198,7 +195,27 @@ def unmerge(data: dict[str, Any], want: Want, path: str) -> dict[str, Any]:
     return data
 
 
-def _memdir_hooks(group: object) -> list[object]:
+def _merge_hooks(existing: list[Any], groups: list[dict[str, Any]]) -> None:
+    """memdir's hook for one event, in place in `existing`. One already there (wherever
+    the user put it: another matcher, a timeout added) keeps its place and gets the
+    current command; other memdir hooks of the event go; with none, `groups` is appended.
+    A group emptied here becomes None (the caller drops it)."""
+    command = groups[0]["hooks"][0]["command"]
+    found = [hook for group in existing for hook in _memdir_hooks(group)]
+    if not found:
+        existing.extend(copy.deepcopy(groups))
+        return
+    keep = found[0]
+    if len(found) == 1 and keep.get("command") == command:
+        return  # as it should be: nothing changes
+    for index, group in enumerate(existing):
+        if _memdir_hooks(group):
+            rest = [h for h in group["hooks"] if h is keep or not is_memdir_hook(h)]
+            existing[index] = {**group, "hooks": rest} if rest else None
+    keep["command"] = command
+
+
+def _memdir_hooks(group: object) -> list[dict[str, Any]]:
     if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
         return []
     return [hook for hook in group["hooks"] if is_memdir_hook(hook)]
@@ -339,7 +356,7 @@ def apply(target: Target, *, remove: bool = False, dry_run: bool = False) -> Cha
             return Change(target.path, "created", dry_run)
         files.ensure_dir(folder)
     with files.folder_locked(folder, exclusive=not dry_run):
-        old = _read(real, target.path)
+        old = _read(real)
         data = parse(old or "", target.path)
         if remove:
             new_data = unmerge(data, target.want, target.path)
@@ -359,12 +376,8 @@ def apply(target: Target, *, remove: bool = False, dry_run: bool = False) -> Cha
         return Change(target.path, "created" if old is None else "updated", dry_run)
 
 
-def _read(real: str, shown: str) -> str | None:
-    try:
-        text = files.read_for_rewrite(real, root=os.path.dirname(real))
-    except StorageError as exc:
-        raise StorageError(f"{shown}: {exc}") from None
-    return text
+def _read(real: str) -> str | None:
+    return files.read_for_rewrite(real, root=os.path.dirname(real))
 
 
 def _write(real: str, text: str) -> None:
