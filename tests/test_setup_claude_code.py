@@ -342,6 +342,7 @@ def claude_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMDIR_", "CLAUDE"))}
     env["HOME"] = str(tmp_path / "home")
     env["MEMDIR_STATE_DIR"] = str(tmp_path / "state")
+    env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"  # no telemetry from a test
     (tmp_path / "home").mkdir(exist_ok=True)
     return env
 

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 SERVER = "memdir"  # the server's name in mcpServers: its tools are mcp__memdir__*
 EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd")
 TOOLS_RULE = "mcp__memdir"  # a permission rule naming a server allows all its tools
-# A plugin's server is named plugin:<plugin>:<server>, so its tools are mcp__plugin_memdir_memdir__*
+# Claude Code names a plugin's server plugin:<plugin>:<server>: the plugin's tools are
+# mcp__plugin_memdir_memdir__*
 PLUGIN_TOOLS = "mcp__plugin_memdir_memdir"
-SCOPES = ("project", "user")
 
 
 # -- what memdir adds -------------------------------------------------------------------
