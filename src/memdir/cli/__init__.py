@@ -53,6 +53,7 @@ MODULES = {
     "doctor": "curation",
     "export": "portable",
     "import": "portable",
+    "setup": "hosts",
 }
 
 
