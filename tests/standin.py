@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -43,16 +43,6 @@ class ToolUse:
 
 
 Turn = Text | ToolUse
-
-
-@dataclass
-class Logged:
-    """One request the stand-in received: the path, the body, what answered it."""
-
-    path: str
-    body: dict[str, Any]
-    conversation: str | None = None
-    turn: int | None = None
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -87,7 +77,6 @@ class StandIn:
 
     scripts: Mapping[str, Sequence[Turn]]
     log_path: Path
-    requests: list[Logged] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.port = free_port()
@@ -106,7 +95,7 @@ class StandIn:
                 self._send(200, b"", "text/plain")
 
             def do_GET(self) -> None:
-                standin._record(self.path.split("?")[0], {})
+                standin._record("GET " + self.path.split("?")[0], {})
                 self._send(200, b"{}", "application/json")
 
             def do_POST(self) -> None:
@@ -128,8 +117,7 @@ class StandIn:
                     self._send(200, b"{}", "application/json")
 
             def _messages(self, body: dict[str, Any]) -> None:
-                entry = standin._record("/v1/messages", body)
-                turn = standin._answer(entry)
+                turn = standin._answer(body)
                 if body.get("stream"):
                     events = list(sse_events(turn, body))
                     payload = "".join(
@@ -163,39 +151,33 @@ class StandIn:
         self._server.server_close()
         self._thread.join()
 
-    def _record(self, path: str, body: dict[str, Any]) -> Logged:
-        entry = Logged(path, body)
-        with self._lock:
-            self.requests.append(entry)
-        return entry
+    def _record(
+        self,
+        path: str,
+        body: dict[str, Any],
+        conversation: str | None = None,
+        turn: int | None = None,
+    ) -> None:
+        """Every request, one JSON line: the log is the record the tests read."""
+        record = {"path": path, "conversation": conversation, "turn": turn, "body": body}
+        with self._lock, self.log_path.open("a") as log:
+            log.write(json.dumps(record) + "\n")
 
-    def _answer(self, entry: Logged) -> Turn:
-        """The scripted turn for this request, or a short text for a side request."""
-        body = entry.body
-        messages = body.get("messages") or []
+    def _answer(self, body: dict[str, Any]) -> Turn:
+        """The scripted turn for this request, or a short text for a side request; the
+        request is logged with the conversation and turn that answered it."""
         key = self.conversation_of(body)
         if key is None:
-            turn: Turn = Text("ok")
-        else:
-            done = sum(1 for m in messages if m.get("role") == "assistant")
-            script = self.scripts[key]
-            entry.conversation, entry.turn = key, done
-            if done < len(script):
-                turn = script[done]
-            else:
-                turn = Text("(the script has no more turns)")
-                with self._lock:
-                    self._errors.append(f"{key}: turn {done} asked, script has {len(script)}")
+            self._record("/v1/messages", body)
+            return Text("ok")
+        done = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
+        self._record("/v1/messages", body, key, done)
+        script = self.scripts[key]
+        if done < len(script):
+            return script[done]
         with self._lock:
-            with self.log_path.open("a") as log:
-                record = {
-                    "path": entry.path,
-                    "conversation": entry.conversation,
-                    "turn": entry.turn,
-                    "body": body,
-                }
-                log.write(json.dumps(record) + "\n")
-        return turn
+            self._errors.append(f"{key}: turn {done} asked, the script has {len(script)}")
+        return Text("(the script has no more turns)")
 
     def conversation_of(self, body: Mapping[str, Any]) -> str | None:
         """The script a request belongs to: a request with tools whose first user message
@@ -209,14 +191,15 @@ class StandIn:
 
     # what the tests read
 
+    def log(self) -> list[dict[str, Any]]:
+        """Every request logged so far: path, conversation, turn, body."""
+        with self._lock:
+            text = self.log_path.read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
     def conversation(self, key: str) -> list[dict[str, Any]]:
         """The bodies of the requests of one conversation, in the order they came."""
-        with self._lock:
-            return [e.body for e in self.requests if e.conversation == key]
-
-    def messages_requests(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e.body for e in self.requests if e.path == "/v1/messages"]
+        return [r["body"] for r in self.log() if r["conversation"] == key]
 
     def overruns(self) -> list[str]:
         """Conversations that asked for more turns than their script has."""
@@ -225,14 +208,12 @@ class StandIn:
 
     def dump(self) -> str:
         """The request log, shortened, for a failing test's message."""
-        lines = []
-        with self._lock:
-            entries = list(self.requests)
-        for e in entries:
-            body = e.body
+        lines = [f"requests logged in {self.log_path}:"]
+        for r in self.log():
+            body = r["body"]
             last = (body.get("messages") or [{}])[-1]
             lines.append(
-                f"{e.path} conv={e.conversation} turn={e.turn} "
+                f"{r['path']} conv={r['conversation']} turn={r['turn']} "
                 f"tools={[t.get('name') for t in body.get('tools') or []][:60]} "
                 f"system={system_text(body)[:300]!r} "
                 f"last={message_text(last)[:1500]!r}"
@@ -339,10 +320,10 @@ class ClaudeRun:
         return result
 
 
-def claude_env(api: StandIn, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a Claude Code run that reaches only the stand-in: a home and a
-    config dir of its own (a developer's real config is never read nor written), no
-    telemetry, no update checks, nothing of memdir's from the caller's shell."""
+def host_env(home: Path) -> dict[str, str]:
+    """The environment of a user of an agent host: a home and a Claude Code config dir of
+    their own (a developer's real config is never read nor written), nothing of memdir's
+    or of a host's from the caller's shell."""
     import os
 
     env = {
@@ -350,9 +331,16 @@ def claude_env(api: StandIn, home: Path, extra: Mapping[str, str] | None = None)
         for k, v in os.environ.items()
         if not k.startswith(("MEMDIR_", "ANTHROPIC_", "CLAUDE_", "OTEL_"))
     }
+    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"))
+    env.pop("XDG_CONFIG_HOME", None)
+    return env
+
+
+def claude_env(api: StandIn, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """host_env for a Claude Code run that reaches only the stand-in: no telemetry, no
+    update checks, no error reports."""
+    env = host_env(home)
     env.update(
-        HOME=str(home),
-        CLAUDE_CONFIG_DIR=str(home / ".claude"),
         ANTHROPIC_BASE_URL=api.url,
         ANTHROPIC_API_KEY="test",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
@@ -361,7 +349,6 @@ def claude_env(api: StandIn, home: Path, extra: Mapping[str, str] | None = None)
         DISABLE_ERROR_REPORTING="1",
         CLAUDE_CODE_ENABLE_TELEMETRY="0",
     )
-    env.pop("XDG_CONFIG_HOME", None)
     env.update(extra or {})
     return env
 

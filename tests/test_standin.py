@@ -102,11 +102,13 @@ def test_turns_follow_each_conversation_and_side_requests_consume_none(tmp_path:
     assert json.loads(second)["stop_reason"] == "end_turn"
     assert json.loads(counted)["input_tokens"] > 0
     logged = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [(r["conversation"], r["turn"]) for r in logged] == [
-        (None, None),
-        ("conv-a", 0),
-        ("conv-b", 0),
-        ("conv-a", 1),
+    assert [(r["path"], r["conversation"], r["turn"]) for r in logged] == [
+        ("/v1/messages", None, None),
+        ("/v1/messages", "conv-a", 0),
+        ("/v1/messages", "conv-b", 0),
+        ("/v1/messages", "conv-a", 1),
+        ("/v1/messages/count_tokens", None, None),
     ]
+    assert logged[1]["body"]["messages"][0]["content"][0]["text"] == "conv-a: go"
     assert not api.overruns()
     assert len(api.conversation("conv-a")) == 2
