@@ -52,6 +52,7 @@ MODULES = {
     "doctor": "curation",
     "export": "portable",
     "import": "portable",
+    "setup": "hosts",
 }
 
 

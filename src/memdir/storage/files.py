@@ -325,6 +325,22 @@ def locked(locks_dir: str, name: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+@contextlib.contextmanager
+def folder_locked(folder: str, *, exclusive: bool = True) -> Iterator[None]:
+    """An flock on the folder itself, for a file outside any memory root (an agent host's
+    config): every memdir writer of a file in `folder` takes it, and no lock file is left
+    in a folder that is not memdir's. The kernel drops it when the process dies."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _storage_error(f"cannot open the folder {folder}", exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def _temp_file(folder: str, base: str, dir_fd: int) -> tuple[int, str]:
     """A temp name (in the folder `dir_fd` holds) no other writer can hold: pid plus
     random bytes, created with O_EXCL (which never follows a link)."""
