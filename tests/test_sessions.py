@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -117,13 +118,58 @@ def test_session_from_option_or_env_and_cli_default(run, state_dir: Path) -> Non
     assert plain["session_id"] is None and plain["surface"] == "cli"
 
 
-def test_unknown_session_is_a_clear_error(memory: Memory) -> None:  # U4
-    with pytest.raises(NotFoundError, match=r"start one with `memory\.start_session\(\)`"):
-        Memory(session="nope-123").add_fact("x", "learning")
+def test_unknown_session_is_adopted_on_first_write(memory: Memory) -> None:  # U1, U4
+    """A session id memdir has not seen (a host's) is never refused: a read records
+    nothing, the first write records it as a top-level session of the caller's surface."""
+    host = "0b6c7e0e-5d43-4c1d-9c7e-6a3f1a2b3c4d"  # Claude Code's kind of id
+    reader = Memory(session=host, surface="claude-code")
+    assert not reader.read_only and reader.search("anything") == []
+    assert memory.store.get_session(host) is None
+    fact = Memory(session=host, surface="claude-code").add_fact("adopted", "learning")
+    assert (fact.session_id, fact.surface) == (host, "claude-code")
+    record = memory.store.get_session(host)
+    assert record is not None and record.surface == "claude-code" and record.parent_id is None
+    assert memory.end_session(host).counts == {"facts": 1}
     with pytest.raises(ValidationError):
         Memory(session="bad id with spaces")
     with pytest.raises(NotFoundError):
         memory.start_session(parent="missing")
+
+
+def test_adopt_session_records_a_host_session_and_its_subagents(memory: Memory) -> None:
+    """U1, U2, U3: a host's session and its subagent, recorded as they are; the subagent
+    stays read-only; an ended host session that the host resumes is open again."""
+    top = memory.adopt_session("host-1", "claude-code")
+    assert (top.id, top.surface, top.parent_id, top.ended) == ("host-1", "claude-code", None, None)
+    assert memory.adopt_session("host-1", "codex") == top  # already known: as it is
+    child = memory.adopt_session("agent-9", "claude-code", parent="host-1")
+    assert child.parent_id == "host-1" and child.is_subagent
+    with pytest.raises(ReadOnlyError, match="read-only"):
+        Memory(session="agent-9").add_fact("from the subagent", "learning")
+    orphan = memory.adopt_session("agent-7", "claude-code", parent="host-2")  # parent unseen
+    assert orphan.parent_id == "host-2" and memory.store.get_session("host-2") is not None
+    Memory(session="host-1").add_fact("one", "learning")
+    memory.end_session("host-1")
+    assert memory.adopt_session("host-1", "claude-code").ended is not None  # no reopen asked
+    again = memory.adopt_session("host-1", "claude-code", reopen=True)
+    assert again.ended is None and again.counts == {"facts": 1}
+    Memory(session="host-1").add_fact("two", "learning")
+    assert memory.end_session("host-1").counts == {"facts": 2}
+
+
+def test_u2_a_subagent_adopts_no_top_level_session(memory: Memory) -> None:
+    """U2: a process running as a subagent neither adopts a new top-level session (which
+    could write) nor acts as an unseen one through --session."""
+    parent = memory.start_session()
+    child = memory.start_session(parent=parent.id)
+    sub = Memory(session=child.id)
+    with pytest.raises(ReadOnlyError, match="cannot start"):
+        sub.adopt_session("fresh-host-id", "claude-code")
+    env = {**os.environ, "MEMDIR_SESSION_ID": child.id}
+    escaping = Memory(session="fresh-host-id", env=env)
+    with pytest.raises(ReadOnlyError, match="acts only as itself"):
+        escaping.add_fact("as a new session", "learning")
+    assert memory.store.get_session("fresh-host-id") is None
 
 
 # -- U2: who may end or start which session -----------------------------------------------

@@ -323,6 +323,8 @@ def test_sessions_count_what_they_wrote(store: Store) -> None:  # U1 U3 F5
     assert store.get_session("nope") is None
     assert [s.id for s in store.list_sessions(10)] == ["s-3", "s-1"]  # top level, newest first
     assert [s.id for s in store.list_sessions(1)] == ["s-3"]
+    reopened = store.reopen_session("s-1")  # U1: a host resumed it; its counts carry on
+    assert reopened.ended is None and reopened.counts == {"hot": 2, "facts": 1}
 
 
 def test_tasks_run_once_and_end_once(store: Store) -> None:  # T3

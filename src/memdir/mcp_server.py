@@ -20,7 +20,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from . import __version__, advice, stopping
+from . import __version__, advice, sessions, stopping
 from .errors import MemdirError
 from .markers import defang, inert
 from .memory import Memory
@@ -359,8 +359,10 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     """Serve until the client goes away or the process is stopped; returns the exit code
     (0, or 128 + the signal that stopped it).
 
-    Processes started from here reach the same memory (L5). Without a session given, the
-    server runs as its own top-level session of surface `mcp`, recorded when it ends (U3).
+    Processes started from here reach the same memory (L5). The session is the one given
+    (--session, MEMDIR_SESSION_ID), else the host's (CLAUDE_CODE_SESSION_ID: surface
+    claude-code, adopted if new, U1, K3), else the server's own top-level session of
+    surface `mcp`, recorded when it ends (U3).
 
     Shutdown (stdin closed, SIGTERM, SIGINT, at any instant: stopping.py) is one path:
     stop the background threads at their next boundary and join them, record the session,
@@ -381,6 +383,8 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     code = 1  # an error on the way out (uvicorn's own exits set theirs)
     stopped = True
     try:
+        if memory.session_id is None and memory.settings.enabled:
+            _bind_host_session(memory)
         if memory.session_id is None and memory.settings.enabled:
             own = memory.start_session("mcp")
             memory.bind_session(own.id)
@@ -408,6 +412,21 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
         memory.close()
         _exit_now(code)  # never finalise with a thread in the model, nor wait for a pipe
     return code
+
+
+def _bind_host_session(memory: Memory) -> None:
+    """K3: act as the host's session (CLAUDE_CODE_SESSION_ID), so every write carries its
+    id; the host's SessionEnd hook, not this server, records its end (U3). A host id
+    memdir cannot use is said on stderr, and the server runs as its own session."""
+    import os
+    import sys
+
+    try:
+        host = sessions.host_session(os.environ)
+        if host is not None:
+            memory.bind_session(memory.adopt_session(*host).id)
+    except MemdirError as exc:
+        print(f"memdir: warning: the host's session is not used: {exc}", file=sys.stderr)
 
 
 def _blocked_threads() -> list[str]:

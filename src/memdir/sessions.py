@@ -1,4 +1,8 @@
-"""Sessions (U1-U4): who is writing. A session with a parent is a subagent: read-only."""
+"""Sessions (U1-U4): who is writing. A session with a parent is a subagent: read-only.
+
+A session id memdir has not seen (a host's: Claude Code's UUID) is adopted on first use,
+never refused: it is a top-level session of the caller's surface, recorded by the first
+write (or by the host's own hook, which records subagents under their parent)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,11 @@ from .names import full_match
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
+
+# Hosts that name their session in the environment of the processes they start (the MCP
+# server): the variable, and the surface a session adopted from it gets (U1, K3).
+HOST_SESSION_ENVS = (("CLAUDE_CODE_SESSION_ID", "claude-code"),)
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 SURFACE_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -31,6 +39,20 @@ def check_id(session_id: str) -> str:
             f"(at most 128); a new session gets one from {advice.session_start()}"
         )
     return session_id
+
+
+def host_session(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The host's session id and surface from a host's environment (K3), if it names one."""
+    for name, surface in HOST_SESSION_ENVS:
+        value = env.get(name)
+        if value:
+            return check_id(value), surface
+    return None
+
+
+def unrecorded(session_id: str, surface: str, parent_id: str | None, now: str) -> Session:
+    """U1: the record of a session memdir has not seen yet, as it will be adopted."""
+    return Session(session_id, surface, parent_id, now, None, {})
 
 
 def check_surface(surface: str) -> str:

@@ -68,6 +68,12 @@ class Settings(Record):
     # Jaccard of content words, and cosine when the embedding model is loaded.
     duplicate_lexical: float = 0.7
     duplicate_semantic: float = 0.8
+    # [hooks] (K2): `memdir hook EVENT`, run by an agent host. start_budget_chars: what
+    # SessionStart and SubagentStart inject at most, below Claude Code's cap on a hook's
+    # context (10,000 chars); timeout_ms: a hook that would run longer gives up, with
+    # nothing injected (SessionEnd: at most 1,200 ms, inside the host's 1.5 s).
+    hooks_start_budget_chars: int = 9000
+    hooks_timeout_ms: int = 5000
 
 
 DEFAULTS = Settings()
@@ -113,7 +119,11 @@ def load_settings(config_path: str) -> Settings:
     return _settings_from(data, text, config_path)
 
 
-TABLES = ("memory", "boot", "heartbeat", "distill", "search", "duplicates")
+TABLES = ("memory", "boot", "heartbeat", "distill", "search", "duplicates", "hooks")
+HOOKS_KEYS = {
+    "start_budget_chars": ("a whole number of characters from 1,000 to 1,000,000", 1000, 1_000_000),
+    "timeout_ms": ("a whole number of milliseconds from 100 to 600,000", 100, MAX_TIMEOUT_MS),
+}
 SEARCH_KEYS = {
     "mode": "one of auto, lexical, semantic, hybrid",
     "min_score": "a number from -1 to 1 (cosine similarity)",
@@ -167,7 +177,19 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
                 path,
             )
         values["duplicate_" + key] = float(value)
+    values.update(_hooks_values(data.get("hooks", {}), text, path))
     return DEFAULTS._replace(**values)
+
+
+def _hooks_values(hooks: dict[str, Any], text: str, path: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in hooks.items():
+        expected, low, high = HOOKS_KEYS.get(key, (None, 0, 0))
+        if expected is None or not _positive_int(value) or not low <= value <= high:
+            what = expected or f"one of the keys {', '.join(HOOKS_KEYS)}"
+            raise _bad(f"hooks.{key}", value, what, text, path)
+        values["hooks_" + key] = value
+    return values
 
 
 def _search_values(search: dict[str, Any], text: str, path: str) -> dict[str, Any]:
@@ -347,4 +369,8 @@ def config_template() -> str:
         "# a write this similar to an active fact, entry or procedure is reported\n"
         "# lexical = 0.7             # Jaccard of content words\n"
         "# semantic = 0.8            # cosine, when the embedding model is loaded\n"
+        "\n[hooks]\n"
+        "# `memdir hook EVENT`, run by an agent host (Claude Code) at SessionStart, ...\n"
+        "# start_budget_chars = 9000 # what a session or subagent start injects at most\n"
+        "# timeout_ms = 5000         # a hook running longer gives up, injecting nothing\n"
     )

@@ -35,6 +35,7 @@ MODULES = {
     "session": "core",
     "sessions": "core",
     "serve": "core",
+    "hook": "hook",
     "list": "workflow",
     "show": "workflow",
     "rm": "workflow",

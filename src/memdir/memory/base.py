@@ -10,9 +10,9 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from .. import advice, facts, search, sessions
+from .. import facts, search, sessions
 from ..clock import Clock, iso
-from ..errors import ConflictError, DisabledError, MemdirError, NotFoundError, StorageError
+from ..errors import ConflictError, DisabledError, MemdirError, StorageError
 from ..lazy import lazy
 from ..models import Entry, Provenance, Session, Similar
 from ..paths import (
@@ -145,20 +145,20 @@ class MemoryBase:
         """Act as `session_id` from now on (U4), e.g. a server that started its own session."""
         self.session_id = sessions.check_id(session_id) if session_id else None
         self._session = None
+        self._unrecorded = False  # the session is one memdir has not recorded yet (U1)
         if getattr(self, "_ambient", None) == self.session_id:
             self._ambient = None
 
     @property
     def session(self) -> Session | None:
-        """The current session's record (U4), or None for a plain top-level caller."""
+        """The current session's record (U4), or None for a plain top-level caller. A
+        session memdir has not seen (a host's) is a top-level session of this caller's
+        surface, not yet recorded (U1): the first write records it (`_adopt`)."""
         if self.session_id and self._session is None:
             found = self.store.get_session(self.session_id)
             if found is None:
-                raise NotFoundError(
-                    f"unknown session {self.session_id!r}: start one with {advice.session_start()}",
-                    kind="session",
-                    key=self.session_id,
-                )
+                found = sessions.unrecorded(self.session_id, self.surface, None, self._now())
+                self._unrecorded = True
             if self._ambient and self._ambient != found.id:
                 ambient = self.store.get_session(self._ambient)
                 if ambient is not None:
@@ -197,6 +197,19 @@ class MemoryBase:
             raise ConflictError(
                 f"session {session.id} ended at {session.ended}: start a new one to write"
             )
+        if session is not None and self._unrecorded:
+            self._adopt(session)
+
+    def _adopt(self, session: Session) -> None:
+        """U1: record a session memdir had not seen, as it is; a process that recorded it
+        first (two host processes at once) wins, and its record is the one used."""
+        try:
+            self._session = self.store.start_session(
+                session.id, session.surface, session.parent_id, session.started
+            )
+        except ConflictError:
+            self._session = self.store.get_session(session.id) or session
+        self._unrecorded = False
 
     def refuse_secrets(self, what: str, **fields: object) -> None:
         """X2, once per write, before anything is written: every field the write stores

@@ -40,6 +40,43 @@ class SessionMemory(MemoryBase):
         now = self.clock()
         return self.store.start_session(sessions.new_id(now), surface, parent, iso(now))
 
+    def adopt_session(
+        self,
+        session_id: str,
+        surface: Surface | str = "cli",
+        parent: str | None = None,
+        *,
+        reopen: bool = False,
+    ) -> Session:
+        """U1, K3: record a host's session (Claude Code's id) as it is, or return its record
+        if memdir has it. With a parent it is that session's subagent (read-only, U2); an
+        unknown parent is adopted first as a top-level session of the same surface.
+        `reopen`: a host that resumes an ended top-level session opens it again (U3
+        counts carry on). The U2 rules of start_session hold: a subagent caller adopts no
+        top-level session and nothing under a session not its own, and nothing is
+        recorded under an ended session."""
+        session_id = sessions.check_id(session_id)
+        surface = sessions.check_surface(surface)
+        self._enabled("record a session")
+        found = self.store.get_session(session_id)
+        if found is None:
+            owner: Session | None = None
+            if parent is not None:
+                owner = self.adopt_session(parent, surface)
+            sessions.check_may_start(self.session, owner, self.store.get_session)
+            try:
+                found = self.store.start_session(session_id, surface, parent, self._now())
+            except ConflictError:  # another host process recorded it a moment ago
+                found = self.store.get_session(session_id)
+                assert found is not None
+        if reopen and found.ended is not None and not found.is_subagent:
+            sessions.check_may_end(self.session, found, self.store.get_session)
+            found = self.store.reopen_session(session_id)
+        if session_id == self.session_id:
+            self._session = found
+            self._unrecorded = False
+        return found
+
     def end_session(self, session_id: str) -> Session:
         """U3: record the end of a top-level session with the counts of what it wrote.
         A subagent's end is not recorded: it wrote nothing and keeps no record."""

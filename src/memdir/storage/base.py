@@ -119,6 +119,10 @@ class SessionStore(Protocol):
 
     def end_session(self, session_id: str, now: str) -> Session: ...
 
+    def reopen_session(self, session_id: str) -> Session:
+        """The session is open again (a host resumed it, U1); its counts carry on."""
+        ...
+
     def list_sessions(self, limit: int) -> list[Session]:
         """Top-level sessions, newest first."""
         ...

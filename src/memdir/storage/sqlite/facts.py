@@ -349,6 +349,13 @@ class FactRows(CurationRows):
         assert session is not None
         return session
 
+    def reopen_session(self, session_id: str) -> Session:
+        with self._write() as db:
+            db.execute("UPDATE sessions SET ended = NULL WHERE id = ?", (session_id,))
+            session = self._session(db, session_id)
+        assert session is not None
+        return session
+
     def list_sessions(self, limit: int) -> list[Session]:
         db = self._conn()
         if db is None:

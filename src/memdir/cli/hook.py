@@ -1,0 +1,44 @@
+"""`memdir hook EVENT` (K2): what an agent host runs at a lifecycle event. The event's
+JSON comes on stdin; the reply the host expects goes to stdout; every problem is one line
+on stderr and exit 0, so the host is never broken by memdir (hooks.py)."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import Builder, Raw
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+HOOK_HELP = "answer an agent host's hook: EVENT's JSON on stdin (SessionStart, SubagentStart, ...)"
+
+
+def add_hook(b: Builder) -> None:
+    hook = b.command(b.commands, "hook", _hook, HOOK_HELP)
+    hook.add_argument(
+        "event",
+        nargs="?",
+        metavar="EVENT",
+        help="SessionStart, SubagentStart, PreToolUse or SessionEnd (Claude Code's names)",
+    )
+
+
+def _hook(args: argparse.Namespace) -> Any:
+    from .. import hooks
+
+    try:
+        tty = sys.stdin is None or sys.stdin.isatty()
+        stdin = "" if tty else sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        stdin = ""
+        print(f"memdir: hook {args.event}: cannot read stdin: {exc}", file=sys.stderr)
+    reply = hooks.run(args.event, stdin, state_dir=getattr(args, "state_dir", None))
+    if reply.warning:
+        print(f"memdir: hook {args.event}: {' '.join(reply.warning.splitlines())}", file=sys.stderr)
+    return Raw(reply.out) if reply.out else None
+
+
+COMMANDS = {"hook": add_hook}
