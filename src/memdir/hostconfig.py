@@ -314,6 +314,15 @@ def targets(scope: str, launcher: Sequence[str], cwd: str, env: Mapping[str, str
     ]
 
 
+def run(targets: Sequence[Target], *, remove: bool = False, dry_run: bool = False) -> list[Change]:
+    """Every file is read and merged before any is written: one that cannot be (invalid
+    JSON, a server of another program named memdir) stops the run with nothing changed."""
+    planned = [apply(target, remove=remove, dry_run=True) for target in targets]
+    if dry_run:
+        return planned
+    return [apply(target, remove=remove) for target in targets]
+
+
 def apply(target: Target, *, remove: bool = False, dry_run: bool = False) -> Change:
     """Merge (or unmerge) one file under its folder's lock; write only if it changes."""
     real = os.path.realpath(target.path)  # a dotfiles link is written through, kept a link

@@ -47,9 +47,7 @@ def _setup(args: argparse.Namespace) -> Any:
     from .. import hostconfig
 
     targets = hostconfig.targets(args.scope, launcher(), os.getcwd(), os.environ)
-    changes = [
-        hostconfig.apply(target, remove=args.remove, dry_run=args.dry_run) for target in targets
-    ]
+    changes = hostconfig.run(targets, remove=args.remove, dry_run=args.dry_run)
     if as_json(args):
         return [change.to_dict() for change in changes]
     lines = []
