@@ -348,6 +348,10 @@ def claude_env(api: StandIn, home: Path, extra: Mapping[str, str] | None = None)
         DISABLE_AUTOUPDATER="1",
         DISABLE_ERROR_REPORTING="1",
         CLAUDE_CODE_ENABLE_TELEMETRY="0",
+        # By default `claude -p` sends its first request without waiting for the MCP
+        # servers to connect: on a loaded machine memdir's instructions and tools were then
+        # missing from it. Waiting makes what the model sees the same on every run.
+        MCP_CONNECTION_NONBLOCKING="false",
     )
     env.update(extra or {})
     return env
@@ -360,7 +364,7 @@ def run_claude(
     prompt: str,
     allowed: Sequence[str],
     extra_env: Mapping[str, str] | None = None,
-    timeout: float = 120,
+    timeout: float = 60,
 ) -> ClaudeRun:
     """`claude -p PROMPT` in `project`, stream-json out, the given tools allowed (root
     refuses --dangerously-skip-permissions)."""
@@ -372,15 +376,20 @@ def run_claude(
         raise RuntimeError("the Claude Code CLI is not on PATH: run the suite with `make test`")
     argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
     argv += ["--allowedTools", ",".join(allowed)]
-    proc = subprocess.run(
-        argv,
-        cwd=project,
-        env=claude_env(api, home, extra_env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=project,
+            env=claude_env(api, home, extra_env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"claude ran over {timeout} s; stderr:\n{exc.stderr!r}\n{api.dump()}"
+        ) from None
     events = []
     for line in proc.stdout.splitlines():
         line = line.strip()

@@ -243,5 +243,5 @@ def test_setup_keeps_the_users_own_settings_and_remove_restores_them(tmp_path: P
     assert HOT_LINE in seen, api.dump()
 
     setup(project, "--remove")
-    assert json.loads(settings.read_text()) == USER_SETTINGS
-    assert json.loads(mcp.read_text()) == USER_MCP
+    assert settings.read_text() == json.dumps(USER_SETTINGS, indent=2) + "\n"
+    assert mcp.read_text() == json.dumps(USER_MCP, indent=2) + "\n"
