@@ -342,6 +342,7 @@ def claude_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMDIR_", "CLAUDE"))}
     env["HOME"] = str(tmp_path / "home")
     env["MEMDIR_STATE_DIR"] = str(tmp_path / "state")
+    env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"  # no telemetry from a test
     (tmp_path / "home").mkdir(exist_ok=True)
     return env
 
@@ -472,3 +473,56 @@ def test_claude_validates_the_plugin_and_the_marketplace(tmp_path: Path) -> None
         checked = claude(["plugin", "validate", str(path)], tmp_path, env)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert "Validation passed" in checked.stdout, checked.stdout
+
+
+@pytest.mark.slow
+def test_claude_loads_the_plugin_and_connects_to_its_server(tmp_path: Path) -> None:
+    """K1: with the plugin loaded, Claude Code names the server plugin:memdir:memdir (its
+    tools mcp__plugin_memdir_memdir__*, what the plugin's PreToolUse matcher names) and
+    connects to the memdir on PATH."""
+    import sys
+
+    env = claude_env(tmp_path)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    memdir(["init", "--state-dir", env["MEMDIR_STATE_DIR"]], tmp_path, env)
+    plugin = ROOT / "integrations" / "claude-code"
+    listed = claude(["--plugin-dir", str(plugin), "mcp", "list"], tmp_path, env)
+    line = next(
+        (x for x in listed.stdout.splitlines() if x.startswith("plugin:memdir:memdir:")), ""
+    )
+    assert "Connected" in line, listed.stdout + listed.stderr
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]
+    assert hooks["PreToolUse"][0]["matcher"] == "mcp__plugin_memdir_memdir__.*"
+
+
+def test_what_the_user_added_to_memdirs_entries_is_kept(tmp_path: Path) -> None:
+    """K1: an env on memdir's server, a timeout or another matcher on its hook: setup
+    brings the command up to date and keeps the rest where it is; then it is stable."""
+    folder = project(tmp_path)
+    setup(folder)
+    mcp = json.loads((folder / ".mcp.json").read_text())
+    mcp["mcpServers"]["memdir"]["env"] = {"MEMDIR_STATE_DIR": "/srv/memory"}
+    mcp["mcpServers"]["memdir"]["command"] = "/old/bin/memdir"
+    (folder / ".mcp.json").write_text(json.dumps(mcp, indent=2) + "\n")
+    settings = json.loads((folder / ".claude" / "settings.json").read_text())
+    start = settings["hooks"]["SessionStart"][0]
+    start["matcher"] = "startup|resume"
+    start["hooks"][0]["timeout"] = 20
+    start["hooks"][0]["command"] = "/old/bin/memdir hook SessionStart"
+    (folder / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+    assert [c.action for c in setup(folder)] == ["updated", "updated"]
+    server = json.loads((folder / ".mcp.json").read_text())["mcpServers"]["memdir"]
+    assert server["env"] == {"MEMDIR_STATE_DIR": "/srv/memory"}
+    assert server["command"] == LAUNCHER[0]
+    (group,) = json.loads((folder / ".claude" / "settings.json").read_text())["hooks"][
+        "SessionStart"
+    ]
+    assert group == {
+        "matcher": "startup|resume",
+        "hooks": [
+            {"type": "command", "command": f"{LAUNCHER[0]} hook SessionStart", "timeout": 20}
+        ],
+    }
+    before = snapshot(folder)
+    assert [c.action for c in setup(folder)] == ["unchanged", "unchanged"]
+    assert snapshot(folder) == before

@@ -21,7 +21,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from .errors import ConfigError, ConflictError, StorageError
+from .errors import ConfigError, ConflictError
 from .storage import files
 
 TYPE_CHECKING = False
@@ -31,9 +31,10 @@ if TYPE_CHECKING:
 
 SERVER = "memdir"  # the server's name in mcpServers: its tools are mcp__memdir__*
 EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd")
-MATCHERS = {"PreToolUse": "mcp__memdir__.*"}  # PreToolUse guards memdir's own tools only
 TOOLS_RULE = "mcp__memdir"  # a permission rule naming a server allows all its tools
-SCOPES = ("project", "user")
+# Claude Code names a plugin's server plugin:<plugin>:<server>: the plugin's tools are
+# mcp__plugin_memdir_memdir__*
+PLUGIN_TOOLS = "mcp__plugin_memdir_memdir"
 
 
 # -- what memdir adds -------------------------------------------------------------------
@@ -48,11 +49,14 @@ def hook_command(launcher: Sequence[str], event: str) -> str:
     return shlex.join([*launcher, "hook", event])
 
 
-def hooks_entry(launcher: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """settings.json's `hooks`: one matcher group per event, each a single command hook."""
+def hooks_entry(
+    launcher: Sequence[str], tools: str = TOOLS_RULE
+) -> dict[str, list[dict[str, Any]]]:
+    """settings.json's `hooks`: one matcher group per event, each a single command hook;
+    PreToolUse only on memdir's own tools (`tools` is their name's prefix)."""
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event in EVENTS:
-        group: dict[str, Any] = {"matcher": MATCHERS[event]} if event in MATCHERS else {}
+        group: dict[str, Any] = {"matcher": f"{tools}__.*"} if event == "PreToolUse" else {}
         group["hooks"] = [{"type": "command", "command": hook_command(launcher, event)}]
         hooks[event] = [group]
     return hooks
@@ -61,7 +65,7 @@ def hooks_entry(launcher: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
 def plugin_files(launcher: Sequence[str] = ("memdir",)) -> dict[str, dict[str, Any]]:
     """The plugin's hooks.json and .mcp.json (a plugin finds memdir on PATH)."""
     return {
-        "hooks/hooks.json": {"hooks": hooks_entry(launcher)},
+        "hooks/hooks.json": {"hooks": hooks_entry(launcher, PLUGIN_TOOLS)},
         ".mcp.json": {"mcpServers": {SERVER: server_entry(launcher)}},
     }
 
@@ -138,16 +142,13 @@ def merge(data: dict[str, Any], want: Want, path: str) -> dict[str, Any]:
                 f"{path}: mcpServers already has a server named {SERVER!r} that does not run "
                 "memdir; nothing was written (rename or remove it, then run setup again)"
             )
-        if current != want.server:
-            servers[SERVER] = want.server  # replaced in place: its position is kept
+        # in place, keeping its position and what the user added to it (an env, a timeout)
+        servers[SERVER] = {**current, **want.server} if current is not None else want.server
     if want.hooks is not None:
         hooks = _object(data, "hooks", path)
         for event, groups in want.hooks.items():
-            existing = _list(hooks, event, path, "hooks")
-            if [g for g in existing if _memdir_hooks(g)] == groups:
-                continue  # already there, as it should be: left where it is
-            hooks[event] = [kept for g in existing if (kept := _without_memdir(g)) is not None]
-            hooks[event].extend(copy.deepcopy(groups))
+            _merge_hooks(_list(hooks, event, path, "hooks"), groups)
+            hooks[event] = [g for g in hooks[event] if g is not None]
     if want.allow:
         rules = _list(_object(data, "permissions", path), "allow", path, "permissions")
         if TOOLS_RULE not in rules:
@@ -194,7 +195,27 @@ def unmerge(data: dict[str, Any], want: Want, path: str) -> dict[str, Any]:
     return data
 
 
-def _memdir_hooks(group: object) -> list[object]:
+def _merge_hooks(existing: list[Any], groups: list[dict[str, Any]]) -> None:
+    """memdir's hook for one event, in place in `existing`. One already there (wherever
+    the user put it: another matcher, a timeout added) keeps its place and gets the
+    current command; other memdir hooks of the event go; with none, `groups` is appended.
+    A group emptied here becomes None (the caller drops it)."""
+    command = groups[0]["hooks"][0]["command"]
+    found = [hook for group in existing for hook in _memdir_hooks(group)]
+    if not found:
+        existing.extend(copy.deepcopy(groups))
+        return
+    keep = found[0]
+    if len(found) == 1 and keep.get("command") == command:
+        return  # as it should be: nothing changes
+    for index, group in enumerate(existing):
+        if _memdir_hooks(group):
+            rest = [h for h in group["hooks"] if h is keep or not is_memdir_hook(h)]
+            existing[index] = {**group, "hooks": rest} if rest else None
+    keep["command"] = command
+
+
+def _memdir_hooks(group: object) -> list[dict[str, Any]]:
     if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
         return []
     return [hook for hook in group["hooks"] if is_memdir_hook(hook)]
@@ -335,7 +356,7 @@ def apply(target: Target, *, remove: bool = False, dry_run: bool = False) -> Cha
             return Change(target.path, "created", dry_run)
         files.ensure_dir(folder)
     with files.folder_locked(folder, exclusive=not dry_run):
-        old = _read(real, target.path)
+        old = _read(real)
         data = parse(old or "", target.path)
         if remove:
             new_data = unmerge(data, target.want, target.path)
@@ -355,12 +376,8 @@ def apply(target: Target, *, remove: bool = False, dry_run: bool = False) -> Cha
         return Change(target.path, "created" if old is None else "updated", dry_run)
 
 
-def _read(real: str, shown: str) -> str | None:
-    try:
-        text = files.read_for_rewrite(real, root=os.path.dirname(real))
-    except StorageError as exc:
-        raise StorageError(f"{shown}: {exc}") from None
-    return text
+def _read(real: str) -> str | None:
+    return files.read_for_rewrite(real, root=os.path.dirname(real))
 
 
 def _write(real: str, text: str) -> None:
