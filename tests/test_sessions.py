@@ -157,6 +157,13 @@ def test_adopt_session_records_a_host_session_and_its_subagents(memory: Memory) 
     assert memory.end_session("host-1").counts == {"facts": 2}
 
 
+def test_an_unrecorded_host_session_starts_a_subagent_under_itself(memory: Memory) -> None:
+    """U1, U2: the host's session, not yet recorded, is adopted when it starts a child."""
+    host = Memory(session="host-5", surface="claude-code")
+    child = host.start_session(surface="claude-code", parent="host-5")
+    assert child.parent_id == "host-5" and memory.store.get_session("host-5") is not None
+
+
 def test_u2_a_subagent_adopts_no_top_level_session(memory: Memory) -> None:
     """U2: a process running as a subagent neither adopts a new top-level session (which
     could write) nor acts as an unseen one through --session."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import MemdirError
+from .errors import MemdirError, ValidationError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,10 +45,6 @@ class Reply:
         self.out, self.warning = out, warning
 
 
-class BadInput(MemdirError):
-    """The host's input is not what this event needs (one line on stderr, exit 0)."""
-
-
 class Hook:
     """One event's input and the store it reaches, opened on first use."""
 
@@ -63,7 +59,7 @@ class Hook:
     def field(self, name: str) -> str:
         value = self.data.get(name)
         if not isinstance(value, str) or not value:
-            raise BadInput(f"the {self.event} input has no {name!r}")
+            raise ValidationError(f"the {self.event} input has no {name!r}")
         return value
 
     @property
@@ -71,7 +67,8 @@ class Hook:
         if self._memory is None:
             from .memory import Memory
 
-            cwd = self.env.get(PROJECT_ENV) or _str(self.data.get("cwd")) or os.getcwd()
+            given = self.env.get(PROJECT_ENV) or _str(self.data.get("cwd"))
+            cwd = given if given and os.path.isdir(given) else os.getcwd()
             self._memory = Memory(self.state_dir, surface=SURFACE, env=self.env, cwd=cwd)
             budget = self._memory.settings.hooks_timeout_ms
             if self.event == "SessionEnd":
@@ -232,10 +229,12 @@ def fit(parts: list[BootPart], budget: int, root: str, header: bool = True) -> s
             left_out.append(f"{name} (cut after {len(head):,} of {len(body):,} chars)")
         else:
             left_out.append(f"{name} ({len(body):,} chars)")
-    text = "".join(chunks)
+    if not parts:
+        return ""
+    text = "".join(chunks).rstrip("\n") + "\n"
     if left_out:
-        text += _trailer(left_out, budget - len(text))
-    return text if parts else ""
+        text += "\n" + _trailer(left_out, budget - len(text) - 1)
+    return text
 
 
 def _trailer(left_out: list[str], room: int) -> str:
@@ -280,8 +279,10 @@ def run(
     if handler is None:
         known = ", ".join(EVENTS)
         return Reply(warning=f"unknown hook event {event!r}: memdir answers {known}")
+    if not stdin.strip():
+        return Reply(warning="no input on stdin, where the host sends the event's JSON")
     try:
-        data = json.loads(stdin) if stdin.strip() else None
+        data = json.loads(stdin)
     except ValueError as exc:
         return Reply(warning=f"the input is not JSON ({exc}); nothing was done")
     if not isinstance(data, dict):

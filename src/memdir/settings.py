@@ -70,8 +70,9 @@ class Settings(Record):
     duplicate_semantic: float = 0.8
     # [hooks] (K2): `memdir hook EVENT`, run by an agent host. start_budget_chars: what
     # SessionStart and SubagentStart inject at most, below Claude Code's cap on a hook's
-    # context (10,000 chars); timeout_ms: a hook that would run longer gives up, with
-    # nothing injected (SessionEnd: at most 1,200 ms, inside the host's 1.5 s).
+    # context (10,000 chars: 2.1.332 turns a longer one into a 2 KB preview); timeout_ms:
+    # a hook that would run longer gives up, with nothing injected (SessionEnd: at most
+    # 1,200 ms, inside the host's 1.5 s).
     hooks_start_budget_chars: int = 9000
     hooks_timeout_ms: int = 5000
 
@@ -370,7 +371,7 @@ def config_template() -> str:
         "# lexical = 0.7             # Jaccard of content words\n"
         "# semantic = 0.8            # cosine, when the embedding model is loaded\n"
         "\n[hooks]\n"
-        "# `memdir hook EVENT`, run by an agent host (Claude Code) at SessionStart, ...\n"
+        "# `memdir hook EVENT`, run by an agent host (Claude Code) at its session events\n"
         "# start_budget_chars = 9000 # what a session or subagent start injects at most\n"
-        "# timeout_ms = 5000         # a hook running longer gives up, injecting nothing\n"
+        "# timeout_ms = 5000         # a hook running longer gives up (SessionEnd: 1200 at most)\n"
     )

@@ -24,7 +24,7 @@ search.py (SearchMemory): search and what keeps it current, Q1-Q3.
     search, search_mode, search_notice, embedder, flush_hits, reindex (Reindexed),
     embed_pending, sync_index
 sessions.py (SessionMemory): sessions and statistics, U1-U4, D2.
-    start_session, end_session, sessions, stats
+    start_session, adopt_session, end_session, sessions, stats
 This module: Memory itself, open_memory, init_project (InitResult) and ingest_output.
 """
 

@@ -27,6 +27,9 @@ class SessionMemory(MemoryBase):
         found: Session | None = None
         if parent is not None:
             sessions.check_id(parent)
+            if parent == self.session_id and self.session is not None and self._unrecorded:
+                self._enabled("start a session")
+                self._adopt(self.session)  # U1: a host's session starting its first subagent
             found = self.store.get_session(parent)
             if found is None:
                 raise NotFoundError(
@@ -48,13 +51,10 @@ class SessionMemory(MemoryBase):
         *,
         reopen: bool = False,
     ) -> Session:
-        """U1, K3: record a host's session (Claude Code's id) as it is, or return its record
-        if memdir has it. With a parent it is that session's subagent (read-only, U2); an
-        unknown parent is adopted first as a top-level session of the same surface.
-        `reopen`: a host that resumes an ended top-level session opens it again (U3
-        counts carry on). The U2 rules of start_session hold: a subagent caller adopts no
-        top-level session and nothing under a session not its own, and nothing is
-        recorded under an ended session."""
+        """U1, K3: a host's session (Claude Code's id), recorded if memdir has not seen it.
+        With a parent, a subagent of that session (read-only, U2; an unseen
+        parent is adopted too); `reopen`: an ended top-level session the host resumed is
+        open again. U2 holds: a subagent caller adopts no top-level session."""
         session_id = sessions.check_id(session_id)
         surface = sessions.check_surface(surface)
         self._enabled("record a session")

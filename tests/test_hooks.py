@@ -1,0 +1,384 @@
+"""`memdir hook EVENT` (K2) and host sessions (K3, U1-U4) on the payloads Claude Code
+2.1.332 sends (tests/host_payloads/), each run as a real `memdir hook EVENT` process with
+the payload on stdin, as the host runs it; what it did is checked on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import Memory, hooks
+from memdir.testing import cli_command, cli_env
+from memdir.tools import TOOLS
+
+PAYLOADS = Path(__file__).parent / "host_payloads" / "claude-code-2.1.332"
+HOST = "5f0c3a7e-2b9d-4e61-8f14-0d6a9c3b7e21"  # the session id in the payloads
+AGENT = "a3f8c9d2e1b04f67"  # the subagent's agent_id in them
+
+
+def payload(name: str, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((PAYLOADS / f"{name}.json").read_text())
+    data.update(changes)
+    return data
+
+
+class Hooked:
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.code, self.out, self.err = proc.returncode, proc.stdout, proc.stderr
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.out)["hookSpecificOutput"]
+        return data
+
+    @property
+    def context(self) -> str:
+        text: str = self.answer["additionalContext"]
+        return text
+
+
+def hook(
+    state_dir: Path, *args: str, stdin: str | dict[str, Any], env: dict[str, str] | None = None
+) -> Hooked:
+    """`memdir hook ARGS` as Claude Code runs it: the payload on stdin, in the project."""
+    text = stdin if isinstance(stdin, str) else json.dumps(stdin)
+    proc = subprocess.run(
+        cli_command("hook", *args),
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cli_env(str(state_dir), env),
+    )
+    return Hooked(proc)
+
+
+@pytest.fixture
+def store(state_dir: Path) -> Iterator[Memory]:
+    """A store with every boot part: HOT.md, an identity file, both days' logs, entries."""
+    (state_dir / "SOUL.md").write_text("You are Ada's careful shop assistant.\n")
+    with Memory() as memory:
+        memory.hot_set("Deploys go through `make ship`, never by hand.\n")
+        memory.daily_append("Moved the shop to the new host.")
+        memory.write_entry("ci-duration", "How long CI takes", "About 12 minutes.")
+        yield memory
+
+
+# -- SessionStart: the boot context, the host session adopted -------------------------------
+
+
+@pytest.mark.parametrize("source", ["startup", "resume", "clear", "compact"])
+def test_session_start_injects_the_boot_context(  # K2, E3, K3, U1
+    state_dir: Path, store: Memory, source: str
+) -> None:
+    result = hook(state_dir, "SessionStart", stdin=payload(f"SessionStart-{source}"))
+    assert (result.code, result.err) == (0, "")
+    assert result.answer["hookEventName"] == "SessionStart"
+    text = result.context
+    hot, soul = text.index("Deploys go through"), text.index("careful shop assistant")
+    today, index = text.index("Moved the shop"), text.index("ci-duration")
+    assert hot < soul < today < index  # HOT.md first, the MEMORY.md index of a main session
+    assert "left out" not in text  # all of it fits
+    session = store.store.get_session(HOST)
+    assert session is not None and (session.surface, session.parent_id) == ("claude-code", None)
+
+
+@pytest.mark.slow  # eighty entries written through the API: ~2 s
+def test_session_start_stays_within_its_budget(  # K2, E3, H3
+    state_dir: Path, store: Memory
+) -> None:
+    """A full HOT.md, a long log and an index bigger than the budget: what is injected stays in
+    [hooks] start_budget_chars, HOT.md whole and first, and the last line says what was
+    left out and how to read it."""
+    store.hot_set("\n".join(f"- rule {i}: " + "keep it short " * 6 for i in range(60))[:5200])
+    store.daily_append("\n".join(f"step {i}: " + "long log line " * 20 for i in range(40)))
+    with store.bulk():  # an index of ~14,000 chars, over the whole budget by itself
+        for i in range(80):
+            store.write_entry(f"entry-{i:03}", f"what entry {i} says " * 8, f"body {i}")
+    for budget in (None, 3000):
+        if budget is not None:
+            (state_dir / "config.toml").write_text(f"[hooks]\nstart_budget_chars = {budget}\n")
+        text = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
+        assert len(text) <= (budget or 9000)
+        last = text.rstrip("\n").splitlines()[-1]
+        assert last.startswith("memdir: left out to stay within the budget: ")
+        assert "memory_get" in last and "`memdir get PATH`" in last
+        if budget is None:
+            assert store.hot().strip() in text  # HOT.md whole
+            assert "MEMORY.md" in last
+        else:
+            assert "HOT.md (cut after" in last
+
+
+def test_fit_keeps_parts_whole_cuts_one_and_names_the_rest(store: Memory) -> None:  # K2, E3
+    parts = store.boot().parts
+    whole = hooks.fit(parts, 100_000, store.path)
+    assert "left out" not in whole and all(p.text.strip() in whole for p in parts)
+    budget = len(whole) + hooks.TRAILER_ROOM - 10  # the last part no longer fits
+    small = hooks.fit(parts, budget, store.path)
+    assert len(small) <= budget and "Deploys go through" in small
+    assert small.splitlines()[-1].startswith("memdir: left out to stay within the budget: ")
+    assert "MEMORY.md" in small.splitlines()[-1] and "ci-duration" not in small
+    assert hooks.fit([], 1000, store.path) == ""
+
+
+def test_session_start_resume_opens_an_ended_session_again(  # K3, U3
+    state_dir: Path, store: Memory
+) -> None:
+    hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
+    assert hook(state_dir, "SessionEnd", stdin=payload("SessionEnd")).code == 0
+    assert store.store.get_session(HOST).ended is not None  # type: ignore[union-attr]
+    hook(state_dir, "SessionStart", stdin=payload("SessionStart-resume"))
+    assert store.store.get_session(HOST).ended is None  # type: ignore[union-attr]
+    Memory(session=HOST).add_fact("written after the resume", "learning")
+
+
+# -- SubagentStart: the read-only slice ------------------------------------------------------
+
+
+def test_subagent_start_gives_the_read_only_slice(  # K2, U2, K3
+    state_dir: Path, store: Memory
+) -> None:
+    result = hook(state_dir, "SubagentStart", stdin=payload("SubagentStart"))
+    assert (result.code, result.err) == (0, "")
+    assert result.answer["hookEventName"] == "SubagentStart"
+    text = result.context
+    assert "Deploys go through" in text and text.endswith(hooks.READ_ONLY_LINE)
+    assert "ci-duration" not in text and "careful shop assistant" not in text  # not the boot
+    agent = store.store.get_session(AGENT)
+    assert agent is not None and agent.parent_id == HOST and agent.is_subagent
+    with pytest.raises(Exception, match="read-only"):
+        Memory(session=AGENT).add_fact("from the subagent", "learning")
+
+
+# -- PreToolUse: memdir's write tools denied inside a subagent --------------------------------
+
+
+def test_pre_tool_use_denies_a_subagent_write_and_allows_its_read(  # K2, U2
+    state_dir: Path, store: Memory
+) -> None:
+    denied = hook(state_dir, "PreToolUse", stdin=payload("PreToolUse-subagent-memory_update"))
+    assert (denied.code, denied.err) == (0, "")
+    answer = denied.answer
+    assert (answer["hookEventName"], answer["permissionDecision"]) == ("PreToolUse", "deny")
+    reason = answer["permissionDecisionReason"]
+    assert "read-only in a subagent" in reason and "\n" not in reason
+    for allowed in ("PreToolUse-subagent-memory_search", "PreToolUse-main-memory_update"):
+        result = hook(state_dir, "PreToolUse", stdin=payload(allowed))
+        assert (result.code, result.out, result.err) == (0, "", "")
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+@pytest.mark.parametrize("server", ["memdir", "plugin_memdir_memdir"])
+def test_pre_tool_use_follows_the_tools_read_only_flags(tool: str, server: str) -> None:  # U2
+    """Every tool tools.py does not mark read-only is denied in a subagent, every other is
+    let through; the main session's calls and other servers' tools are never touched."""
+    name = f"mcp__{server}__{tool}"
+    sub = hooks.run(
+        "PreToolUse", json.dumps(payload("PreToolUse-subagent-memory_update", tool_name=name))
+    )
+    if TOOLS[tool].read_only:
+        assert sub.out == ""
+    else:
+        assert json.loads(sub.out)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    main = hooks.run(
+        "PreToolUse", json.dumps(payload("PreToolUse-main-memory_update", tool_name=name))
+    )
+    other = payload("PreToolUse-subagent-memory_update", tool_name=f"mcp__notes__{tool}")
+    bash = payload("PreToolUse-subagent-memory_update", tool_name="Bash")
+    for reply in (
+        main,
+        hooks.run("PreToolUse", json.dumps(other)),
+        hooks.run("PreToolUse", json.dumps(bash)),
+    ):
+        assert (reply.out, reply.warning) == ("", None)
+
+
+# -- SessionEnd: the session recorded with what it wrote -----------------------------------
+
+
+def test_session_end_records_the_session_and_its_counts(  # K2, U3, K3
+    state_dir: Path, store: Memory
+) -> None:
+    hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
+    host = Memory(session=HOST)
+    host.add_fact("Staging runs on port 8080", "learning")
+    host.hot_append("The shop opens at nine")
+    result = hook(state_dir, "SessionEnd", stdin=payload("SessionEnd"))
+    assert (result.code, result.out, result.err) == (0, "", "")
+    (listed,) = [s for s in store.sessions() if s.id == HOST]
+    assert listed.ended is not None and listed.counts == {"facts": 1, "hot": 1}
+    again = hook(state_dir, "SessionEnd", stdin=payload("SessionEnd"))  # the host retried
+    assert (again.code, again.out, again.err) == (0, "", "")
+
+
+def test_session_end_of_a_session_never_seen_records_it(  # K3, U1, U3
+    state_dir: Path, store: Memory
+) -> None:
+    result = hook(state_dir, "SessionEnd", stdin=payload("SessionEnd", session_id="host-77"))
+    assert result.code == 0 and result.err == ""
+    record = store.store.get_session("host-77")
+    assert record is not None and record.ended is not None and record.surface == "claude-code"
+
+
+# -- never breaking the host ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "says"),
+    [
+        (("SessionStart",), "{not json", "not JSON"),
+        (("SessionStart",), "", "no input on stdin"),
+        (("SessionStart",), "[1, 2]", "not a JSON object"),
+        (("SubagentStart",), {"session_id": HOST, "hook_event_name": "SubagentStart"}, "agent_id"),
+        (("SessionEnd",), {"hook_event_name": "SessionEnd"}, "session_id"),
+        (("PreToolUse",), {"agent_id": AGENT, "hook_event_name": "PreToolUse"}, "tool_name"),
+        (("Notification",), {"session_id": HOST}, "unknown hook event 'Notification'"),
+        ((), {"session_id": HOST}, "unknown hook event None"),
+    ],
+    ids=["bad-json", "empty", "not-object", "no-agent", "no-session", "no-tool", "unknown", "none"],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_0(  # K2, Z
+    state_dir: Path, store: Memory, args: tuple[str, ...], stdin: Any, says: str
+) -> None:
+    result = hook(state_dir, *args, stdin=stdin)
+    assert (result.code, result.out) == (0, "")
+    assert result.err.count("\n") == 1 and says in result.err and "Traceback" not in result.err
+
+
+def test_session_start_without_a_session_id_still_boots(  # K2, E3
+    state_dir: Path, store: Memory
+) -> None:
+    data = payload("SessionStart-startup")
+    del data["session_id"]
+    result = hook(state_dir, "SessionStart", stdin=data)
+    assert result.code == 0 and "Deploys go through" in result.context
+    assert result.err.count("\n") == 1 and "session_id" in result.err
+
+
+def test_a_broken_config_is_one_line_and_exit_0(state_dir: Path, store: Memory) -> None:  # K2, Z
+    (state_dir / "config.toml").write_text("[hooks]\nstart_budget_chars = 5\n")
+    result = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
+    assert (result.code, result.out) == (0, "")
+    assert result.err.count("\n") == 1 and "hooks.start_budget_chars" in result.err
+
+
+def test_disabled_memory_injects_and_records_nothing(state_dir: Path, store: Memory) -> None:  # S
+    (state_dir / "config.toml").write_text("[memory]\nenabled = false\n")
+    for event in ("SessionStart-startup", "SubagentStart", "SessionEnd"):
+        result = hook(state_dir, event.split("-")[0], stdin=payload(event))
+        assert (result.code, result.out, result.err) == (0, "", "")
+    assert store.store.get_session(HOST) is None
+
+
+def test_a_hook_past_its_time_budget_gives_up(state_dir: Path, store: Memory) -> None:  # K2
+    """The store is locked by another writer for as long as the test holds it: the hook
+    gives up at [hooks] timeout_ms with one line and exit 0, injecting nothing."""
+    (state_dir / "config.toml").write_text("[hooks]\ntimeout_ms = 300\n")
+    store.store.get_session("warm")  # the database exists
+    holder = sqlite3.connect(store.layout.db, timeout=0)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        result = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
+    finally:
+        holder.rollback()
+        holder.close()
+    assert (result.code, result.out) == (0, "")
+    assert result.err.count("\n") == 1 and "gave up after 300 ms" in result.err
+    assert store.store.get_session(HOST) is None
+
+
+def test_the_hook_imports_nothing_heavy(state_dir: Path, store: Memory) -> None:  # K2, C
+    """Run at every session and tool call: no mcp, yaml or numpy on its way."""
+    code = (
+        "import io, json, sys\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+        "from memdir.cli import main\n"
+        "main(['hook', sys.argv[2]])\n"
+        "heavy = {'mcp', 'yaml', 'numpy', 'click', 'pydantic'} & set(sys.modules)\n"
+        "print(json.dumps(sorted(heavy)), file=sys.stderr)\n"
+    )
+    for name in ("SessionStart-startup", "SubagentStart", "PreToolUse-subagent-memory_update"):
+        data = json.dumps(payload(name))
+        proc = subprocess.run(
+            [sys.executable, "-c", code, data, name.split("-")[0]],
+            capture_output=True,
+            text=True,
+            env=cli_env(str(state_dir)),
+        )
+        assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr
+        assert json.loads(proc.stdout)["hookSpecificOutput"]
+
+
+# -- the MCP server in the host's session -------------------------------------------------
+
+
+@pytest.mark.slow  # a real MCP server: a second of SDK imports
+@pytest.mark.timeout(60)
+def test_mcp_server_writes_carry_the_host_session(state_dir: Path, store: Memory) -> None:  # K3
+    """`memdir serve` started by Claude Code (CLAUDE_CODE_SESSION_ID in its environment)
+    writes as the host's session; it leaves the end to the SessionEnd hook; with
+    MEMDIR_SESSION_ID also set, that one wins."""
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    async def write(env: dict[str, str], content: str) -> dict[str, Any]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "memdir", "serve"],
+            env=cli_env(str(state_dir), env),
+        )
+        async with Client(params, read_timeout_seconds=20) as client:
+            result = await client.call_tool(
+                "memory_update", {"category": "learning", "content": content}
+            )
+            assert not result.is_error, result
+            assert result.structured_content is not None
+            return result.structured_content
+
+    def written(env: dict[str, str], content: str) -> tuple[str | None, str]:
+        fact = store.get_fact(anyio.run(write, env, content)["fact"]["id"])
+        return fact.session_id, fact.surface
+
+    hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
+    staging = written({"CLAUDE_CODE_SESSION_ID": HOST}, "Staging runs on port 8080")
+    assert staging == (HOST, "claude-code")
+    adopted = written({"CLAUDE_CODE_SESSION_ID": "never-seen-1"}, "The shop opens at nine")
+    assert adopted == ("never-seen-1", "claude-code")
+    mine = store.start_session("repl").id
+    assert written({"CLAUDE_CODE_SESSION_ID": HOST, "MEMDIR_SESSION_ID": mine}, "Mine") == (
+        mine,
+        "repl",
+    )
+    assert store.store.get_session(HOST).ended is None  # type: ignore[union-attr]
+    hook(state_dir, "SessionEnd", stdin=payload("SessionEnd"))
+    ended = store.store.get_session(HOST)
+    assert ended is not None and ended.ended is not None and ended.counts == {"facts": 1}
+    assert not any(s.surface == "mcp" for s in store.sessions())  # no session of its own
+
+
+def test_payload_fixtures_are_what_the_host_sends() -> None:  # K2
+    """Every payload carries the fields Claude Code 2.1.332 gives every hook input."""
+    for path in sorted(PAYLOADS.glob("*.json")):
+        data = json.loads(path.read_text())
+        assert {"session_id", "transcript_path", "cwd", "hook_event_name"} <= set(data), path
+        assert data["hook_event_name"] == path.stem.split("-")[0], path
+    assert os.path.isdir(PAYLOADS)
+
+
+def test_injected_memory_is_inert(state_dir: Path, store: Memory) -> None:  # R4, K2
+    """Booted text is recalled text: a marker keyword in HOT.md reaches the model defanged,
+    and the answer stays valid JSON whatever the text holds."""
+    Path(store.layout.hot).write_text('Use MEMDIR_MEMORIZE_BEGIN blocks\n\\ "quoted" é\n')
+    text = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
+    assert "MEMDIR_MEMORIZE_BEGIN" not in text and "defanged" in text
+    assert '\\ "quoted" é' in text
