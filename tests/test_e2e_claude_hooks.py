@@ -245,3 +245,38 @@ def test_setup_keeps_the_users_own_settings_and_remove_restores_them(tmp_path: P
     setup(project, "--remove")
     assert settings.read_text() == json.dumps(USER_SETTINGS, indent=2) + "\n"
     assert mcp.read_text() == json.dumps(USER_MCP, indent=2) + "\n"
+
+
+def test_session_start_stays_within_the_hosts_cap_on_a_full_store(tmp_path: Path) -> None:
+    """K2, E3: on a store whose boot context is over the budget (a full HOT.md, a long
+    daily log, a long MEMORY.md index), what reaches the model from SessionStart is
+    HOT.md whole and first, under Claude Code's 10,000-char cap on a hook's context (a
+    longer one reaches the model as a 2 KB preview), and ends with the line naming what was
+    left out, intact."""
+    project = make_project(tmp_path)
+    seed(project)
+    hot = [
+        f"- Standing rule {n:03}: keep the staging fixtures in sync (hot-bulk)" for n in range(70)
+    ]
+    with Memory(str(project.state)) as memory:
+        memory.hot_set("\n".join([HOT_LINE, *hot]) + "\n")
+        memory.daily_append("Spent the morning on the payments migration. " * 80)
+        for n in range(120):
+            memory.write_entry(
+                f"runbook-{n:03}",
+                f"Runbook {n:03}: how the nightly export of region {n} is checked and re-run",
+                "Check the export log, then re-run the job.",
+            )
+    setup(project)
+    run, api = project.run({"e2e-full-63": [Text("Hi.")]}, "e2e-full-63 say hi")
+    (first,) = api.conversation("e2e-full-63")
+    seen = messages_text(first)
+    start = seen.index("SessionStart hook additional context: ")
+    trailer = seen.index("memdir: left out to stay within the budget:", start)
+    end = seen.index("\n", trailer)
+    assert end - start <= 10_000, seen[start:end]
+    shown = seen[start:end]
+    assert shown.index(HOT_LINE) < shown.index(hot[-1]), shown[:2000]
+    assert "## MEMORY.md" not in shown[: shown.index(hot[-1])], shown[:2000]
+    left_out = seen[trailer:end]  # the index, last of the boot parts, did not fit: named
+    assert "MEMORY.md" in left_out and "memory_get" in left_out, left_out
