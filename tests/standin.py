@@ -365,9 +365,10 @@ def run_claude(
     allowed: Sequence[str],
     extra_env: Mapping[str, str] | None = None,
     timeout: float = 60,
+    args: Sequence[str] = (),
 ) -> ClaudeRun:
-    """`claude -p PROMPT` in `project`, stream-json out, the given tools allowed (root
-    refuses --dangerously-skip-permissions)."""
+    """`claude -p PROMPT [ARGS]` in `project`, stream-json out, the given tools allowed
+    (root refuses --dangerously-skip-permissions)."""
     import shutil
     import subprocess
 
@@ -375,7 +376,7 @@ def run_claude(
     if claude is None:
         raise RuntimeError("the Claude Code CLI is not on PATH: run the suite with `make test`")
     argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
-    argv += ["--allowedTools", ",".join(allowed)]
+    argv += ["--allowedTools", ",".join(allowed), *args]
     try:
         proc = subprocess.run(
             argv,

@@ -64,11 +64,15 @@ class Wired:
         )
 
     def run(
-        self, scripts: dict[str, list[Any]], prompt: str, allowed: Sequence[str] = ()
+        self,
+        scripts: dict[str, list[Any]],
+        prompt: str,
+        allowed: Sequence[str] = (),
+        args: Sequence[str] = (),
     ) -> tuple[ClaudeRun, StandIn]:
         api = StandIn(scripts, self.log)
         with api:
-            result = run_claude(api, self.root, self.home, prompt, list(allowed))
+            result = run_claude(api, self.root, self.home, prompt, list(allowed), args=args)
         assert result.code == 0, f"claude failed:\n{result.stderr}\n{api.dump()}"
         assert not api.overruns(), f"{api.overruns()}\n{api.dump()}"
         return result, api
