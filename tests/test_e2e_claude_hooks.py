@@ -284,3 +284,26 @@ def test_session_start_stays_within_the_hosts_cap_on_a_full_store(tmp_path: Path
     assert "## MEMORY.md" not in shown[: shown.index(hot[-1])], shown[:2000]
     left_out = seen[trailer:end]  # the index, last of the boot parts, did not fit: named
     assert "MEMORY.md" in left_out and "memory_get" in left_out, left_out
+
+
+def test_user_scope_setup_wires_every_project(tmp_path: Path) -> None:
+    """K1, K2: `memdir setup claude-code --scope user` writes only the user's Claude Code
+    config; a session in a project never set up (and never trusted) gets the boot context
+    from the user's hooks and writes through the user's server, allowed by the user's rule."""
+    project = make_project(tmp_path)
+    (project.home / ".claude" / ".claude.json").unlink()  # no trust: user rules need none
+    seed(project)
+    setup(project, "--scope", "user")
+    assert not (project.root / ".claude").exists() and not (project.root / ".mcp.json").exists()
+    fact = "Load tests run against the perf cluster (fact-user-scope-40)"
+    call = {"target": "fact", "action": "set", "category": "convention", "content": fact}
+    scripts = {"e2e-user-40": [ToolUse("mcp__memdir__memory_update", call), Text("Noted.")]}
+    run, api = project.run(scripts, "e2e-user-40 remember the load-test rule")
+    first, second = api.conversation("e2e-user-40")
+    assert f"## HOT.md\n{HOT_LINE}" in messages_text(first), api.dump()
+    (written,) = tool_results(second)
+    assert not written.get("is_error"), message_text({"content": written["content"]})
+    db = project.state / "memory" / "memory.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT session_id FROM facts WHERE content = ?", (fact,)).fetchall()
+    assert rows == [(run.session_id,)], rows
