@@ -13,6 +13,7 @@ gets the same answer. A request that matches no conversation gets a plain short 
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -83,6 +84,7 @@ class StandIn:
         self.url = f"http://127.0.0.1:{self.port}"
         self._lock = threading.Lock()
         self._errors: list[str] = []
+        self._serials = itertools.count(1)  # ids of the answers, unique in the run
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -118,14 +120,16 @@ class StandIn:
 
             def _messages(self, body: dict[str, Any]) -> None:
                 turn = standin._answer(body)
+                with standin._lock:
+                    serial = next(standin._serials)
                 if body.get("stream"):
-                    events = list(sse_events(turn, body))
+                    events = list(sse_events(turn, body, serial))
                     payload = "".join(
                         f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events
                     ).encode()
                     self._send(200, payload, "text/event-stream")
                 else:
-                    self._send(200, json.dumps(message_json(turn, body)).encode())
+                    self._send(200, json.dumps(message_json(turn, body, serial)).encode())
 
             def _send(self, status: int, payload: bytes, kind: str = "application/json") -> None:
                 self.send_response(status)
@@ -225,7 +229,7 @@ def usage(body: Mapping[str, Any]) -> dict[str, int]:
     return {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": 10}
 
 
-def blocks_of(turn: Turn, index: int) -> list[dict[str, Any]]:
+def blocks_of(turn: Turn, serial: int) -> list[dict[str, Any]]:
     """The content blocks of one assistant turn, as a non-streamed message has them."""
     if isinstance(turn, Text):
         return [{"type": "text", "text": turn.text}]
@@ -233,39 +237,41 @@ def blocks_of(turn: Turn, index: int) -> list[dict[str, Any]]:
     if turn.text:
         out.append({"type": "text", "text": turn.text})
     out.append(
-        {"type": "tool_use", "id": f"toolu_standin_{index}", "name": turn.name, "input": turn.input}
+        {
+            "type": "tool_use",
+            "id": f"toolu_standin_{serial}",
+            "name": turn.name,
+            "input": turn.input,
+        }
     )
     return out
 
 
-def _turn_index(body: Mapping[str, Any]) -> int:
-    return len(body.get("messages") or [])
-
-
-def message_json(turn: Turn, body: Mapping[str, Any]) -> dict[str, Any]:
-    """A non-streamed Messages API response."""
-    index = _turn_index(body)
+def message_json(turn: Turn, body: Mapping[str, Any], serial: int) -> dict[str, Any]:
+    """A non-streamed Messages API response; `serial` makes its ids unique in the run
+    (a subagent's tool_use never shares an id with its parent's)."""
     return {
-        "id": f"msg_standin_{index}",
+        "id": f"msg_standin_{serial}",
         "type": "message",
         "role": "assistant",
         "model": body.get("model", MODEL),
-        "content": blocks_of(turn, index),
+        "content": blocks_of(turn, serial),
         "stop_reason": "tool_use" if isinstance(turn, ToolUse) else "end_turn",
         "stop_sequence": None,
         "usage": usage(body),
     }
 
 
-def sse_events(turn: Turn, body: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def sse_events(
+    turn: Turn, body: Mapping[str, Any], serial: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """A streamed response, event by event, as the Messages API sends it."""
-    index = _turn_index(body)
-    start = message_json(turn, body)
+    start = message_json(turn, body, serial)
     start["content"] = []
     start["stop_reason"] = None
     start["usage"] = {**usage(body), "output_tokens": 1}
     yield "message_start", {"type": "message_start", "message": start}
-    for i, block in enumerate(blocks_of(turn, index)):
+    for i, block in enumerate(blocks_of(turn, serial)):
         if block["type"] == "text":
             yield (
                 "content_block_start",
