@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memdir import Memory, hooks
+from memdir import Memory, ReadOnlyError, hooks
 from memdir.testing import cli_command, cli_env
 from memdir.tools import TOOLS
 
@@ -155,7 +155,7 @@ def test_subagent_start_gives_the_read_only_slice(  # K2, U2, K3
     assert "ci-duration" not in text and "careful shop assistant" not in text  # not the boot
     agent = store.store.get_session(AGENT)
     assert agent is not None and agent.parent_id == HOST and agent.is_subagent
-    with pytest.raises(Exception, match="read-only"):
+    with pytest.raises(ReadOnlyError, match="read-only"):
         Memory(session=AGENT).add_fact("from the subagent", "learning")
 
 
@@ -382,3 +382,26 @@ def test_injected_memory_is_inert(state_dir: Path, store: Memory) -> None:  # R4
     text = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
     assert "MEMDIR_MEMORIZE_BEGIN" not in text and "defanged" in text
     assert '\\ "quoted" é' in text
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("start_budget_chars = 999", "hooks.start_budget_chars"),
+        ("timeout_ms = 50", "hooks.timeout_ms"),
+        ("timeout_ms = true", "hooks.timeout_ms"),
+        ("recall = 1", "hooks.recall"),
+    ],
+)
+def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -> None:  # S, K2
+    from memdir.errors import ConfigError
+    from memdir.settings import load_settings
+
+    config = tmp_path / "config.toml"
+    config.write_text(f"[hooks]\n{line}\n")
+    with pytest.raises(ConfigError, match=key) as caught:
+        load_settings(str(config))
+    assert caught.value.line == 2
+    config.write_text("[hooks]\nstart_budget_chars = 4000\ntimeout_ms = 800\n")
+    settings = load_settings(str(config))
+    assert (settings.hooks_start_budget_chars, settings.hooks_timeout_ms) == (4000, 800)
