@@ -1,0 +1,405 @@
+"""A scripted stand-in for the Anthropic Messages API, on loopback, for end-to-end tests
+that run a real agent host (Claude Code) headless against it (K1-K3).
+
+What it receives is exactly what the model would see: every request body is logged, one
+JSON line each, to a file the test reads. It answers from a script, stateless: each
+conversation has its own list of turns, keyed by a marker string the conversation's first
+user message contains (the prompt of `claude -p`, the prompt a scripted Agent call gives
+a subagent), and the turn answered is the one after the assistant turns the request
+already carries. So the host's side requests (titles, summaries: no tools, or a first
+message with no marker) never consume a scripted turn, and a request the host repeats
+gets the same answer. A request that matches no conversation gets a plain short text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from memdir.testing import free_port
+
+MODEL = "claude-standin"
+
+
+@dataclass(frozen=True)
+class Text:
+    """An assistant turn that answers in text and ends the turn."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """An assistant turn that calls one tool (the host runs it and asks again)."""
+
+    name: str
+    input: Mapping[str, Any]
+    text: str = ""  # an optional text block before the call
+
+
+Turn = Text | ToolUse
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """All the text of one message: its string, or its text and tool_result blocks."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or []:
+        if block.get("type") == "text":
+            parts.append(block.get("text", ""))
+        elif block.get("type") == "tool_result":
+            inner = block.get("content")
+            if isinstance(inner, str):
+                parts.append(inner)
+            else:
+                parts.extend(b.get("text", "") for b in inner or [] if b.get("type") == "text")
+    return "\n".join(parts)
+
+
+def system_text(body: Mapping[str, Any]) -> str:
+    """The system prompt of a request, as one string."""
+    system = body.get("system")
+    if isinstance(system, str):
+        return system
+    return "\n".join(block.get("text", "") for block in system or [])
+
+
+@dataclass
+class StandIn:
+    """The server; `with StandIn(scripts, log) as api:` serves on api.url until the end."""
+
+    scripts: Mapping[str, Sequence[Turn]]
+    log_path: Path
+
+    def __post_init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._lock = threading.Lock()
+        self._errors: list[str] = []
+        self._serials = itertools.count(1)  # ids of the answers, unique in the run
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # the JSONL log is the record
+
+            def do_HEAD(self) -> None:
+                self._send(200, b"", "text/plain")
+
+            def do_GET(self) -> None:
+                standin._record("GET " + self.path.split("?")[0], {})
+                self._send(200, b"{}", "application/json")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {"unparsed": raw.decode("utf-8", "replace")}
+                path = self.path.split("?")[0]
+                if path == "/v1/messages":
+                    self._messages(body)
+                elif path == "/v1/messages/count_tokens":
+                    standin._record(path, body)
+                    tokens = len(json.dumps(body)) // 4
+                    self._send(200, json.dumps({"input_tokens": tokens}).encode())
+                else:  # telemetry, event logging: acknowledged, logged
+                    standin._record(path, body)
+                    self._send(200, b"{}", "application/json")
+
+            def _messages(self, body: dict[str, Any]) -> None:
+                turn = standin._answer(body)
+                with standin._lock:
+                    serial = next(standin._serials)
+                if body.get("stream"):
+                    events = list(sse_events(turn, body, serial))
+                    payload = "".join(
+                        f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events
+                    ).encode()
+                    self._send(200, payload, "text/event-stream")
+                else:
+                    self._send(200, json.dumps(message_json(turn, body, serial)).encode())
+
+            def _send(self, status: int, payload: bytes, kind: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
+
+    def __enter__(self) -> StandIn:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text("")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def _record(
+        self,
+        path: str,
+        body: dict[str, Any],
+        conversation: str | None = None,
+        turn: int | None = None,
+    ) -> None:
+        """Every request, one JSON line: the log is the record the tests read."""
+        record = {"path": path, "conversation": conversation, "turn": turn, "body": body}
+        with self._lock, self.log_path.open("a") as log:
+            log.write(json.dumps(record) + "\n")
+
+    def _answer(self, body: dict[str, Any]) -> Turn:
+        """The scripted turn for this request, or a short text for a side request; the
+        request is logged with the conversation and turn that answered it."""
+        key = self.conversation_of(body)
+        if key is None:
+            self._record("/v1/messages", body)
+            return Text("ok")
+        done = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
+        self._record("/v1/messages", body, key, done)
+        script = self.scripts[key]
+        if done < len(script):
+            return script[done]
+        with self._lock:
+            self._errors.append(f"{key}: turn {done} asked, the script has {len(script)}")
+        return Text("(the script has no more turns)")
+
+    def conversation_of(self, body: Mapping[str, Any]) -> str | None:
+        """The script a request belongs to: a request with tools whose first user message
+        holds the script's marker (the longest marker, if several are held)."""
+        messages = body.get("messages") or []
+        if not body.get("tools") or not messages:
+            return None
+        first = message_text(messages[0])
+        held = [key for key in self.scripts if key in first]
+        return max(held, key=len) if held else None
+
+    # what the tests read
+
+    def log(self) -> list[dict[str, Any]]:
+        """Every request logged so far: path, conversation, turn, body."""
+        with self._lock:
+            text = self.log_path.read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
+    def conversation(self, key: str) -> list[dict[str, Any]]:
+        """The bodies of the requests of one conversation, in the order they came."""
+        return [r["body"] for r in self.log() if r["conversation"] == key]
+
+    def overruns(self) -> list[str]:
+        """Conversations that asked for more turns than their script has."""
+        with self._lock:
+            return list(self._errors)
+
+    def dump(self) -> str:
+        """The request log, shortened, for a failing test's message."""
+        lines = [f"requests logged in {self.log_path}:"]
+        for r in self.log():
+            body = r["body"]
+            last = (body.get("messages") or [{}])[-1]
+            lines.append(
+                f"{r['path']} conv={r['conversation']} turn={r['turn']} "
+                f"tools={[t.get('name') for t in body.get('tools') or []][:60]} "
+                f"system={system_text(body)[:300]!r} "
+                f"last={message_text(last)[:1500]!r}"
+            )
+        return "\n".join(lines)
+
+
+def usage(body: Mapping[str, Any]) -> dict[str, int]:
+    return {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": 10}
+
+
+def blocks_of(turn: Turn, serial: int) -> list[dict[str, Any]]:
+    """The content blocks of one assistant turn, as a non-streamed message has them."""
+    if isinstance(turn, Text):
+        return [{"type": "text", "text": turn.text}]
+    out: list[dict[str, Any]] = []
+    if turn.text:
+        out.append({"type": "text", "text": turn.text})
+    out.append(
+        {
+            "type": "tool_use",
+            "id": f"toolu_standin_{serial}",
+            "name": turn.name,
+            "input": turn.input,
+        }
+    )
+    return out
+
+
+def message_json(turn: Turn, body: Mapping[str, Any], serial: int) -> dict[str, Any]:
+    """A non-streamed Messages API response; `serial` makes its ids unique in the run
+    (a subagent's tool_use never shares an id with its parent's)."""
+    return {
+        "id": f"msg_standin_{serial}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", MODEL),
+        "content": blocks_of(turn, serial),
+        "stop_reason": "tool_use" if isinstance(turn, ToolUse) else "end_turn",
+        "stop_sequence": None,
+        "usage": usage(body),
+    }
+
+
+def sse_events(
+    turn: Turn, body: Mapping[str, Any], serial: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A streamed response, event by event, as the Messages API sends it."""
+    start = message_json(turn, body, serial)
+    start["content"] = []
+    start["stop_reason"] = None
+    start["usage"] = {**usage(body), "output_tokens": 1}
+    yield "message_start", {"type": "message_start", "message": start}
+    for i, block in enumerate(blocks_of(turn, serial)):
+        if block["type"] == "text":
+            yield (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": {**block, "text": ""}},
+            )
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            shell = {**block, "input": {}}
+            yield (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": shell},
+            )
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}
+        yield "content_block_stop", {"type": "content_block_stop", "index": i}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": "tool_use" if isinstance(turn, ToolUse) else "end_turn",
+                "stop_sequence": None,
+            },
+            "usage": {"output_tokens": 10},
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
+# The harness: the real Claude Code CLI, headless, against a stand-in
+
+
+@dataclass
+class ClaudeRun:
+    """One `claude -p` run: its exit code, its stream-json events, its stderr."""
+
+    code: int
+    events: list[dict[str, Any]]
+    stderr: str
+
+    @property
+    def session_id(self) -> str:
+        """The host's session id, as its init event gives it."""
+        (init,) = [
+            e for e in self.events if e.get("type") == "system" and e.get("subtype") == "init"
+        ]
+        return str(init["session_id"])
+
+    @property
+    def result(self) -> dict[str, Any]:
+        (result,) = [e for e in self.events if e.get("type") == "result"]
+        return result
+
+
+def host_env(home: Path) -> dict[str, str]:
+    """The environment of a user of an agent host: a home and a Claude Code config dir of
+    their own (a developer's real config is never read nor written), nothing of memdir's
+    or of a host's from the caller's shell."""
+    import os
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MEMDIR_", "ANTHROPIC_", "CLAUDE_", "OTEL_"))
+    }
+    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"))
+    env.pop("XDG_CONFIG_HOME", None)
+    return env
+
+
+def claude_env(api: StandIn, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """host_env for a Claude Code run that reaches only the stand-in: no telemetry, no
+    update checks, no error reports."""
+    env = host_env(home)
+    env.update(
+        ANTHROPIC_BASE_URL=api.url,
+        ANTHROPIC_API_KEY="test",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+        CLAUDE_CODE_ENABLE_TELEMETRY="0",
+        # By default `claude -p` sends its first request without waiting for the MCP
+        # servers to connect: on a loaded machine memdir's instructions and tools were then
+        # missing from it. Waiting makes what the model sees the same on every run.
+        MCP_CONNECTION_NONBLOCKING="false",
+    )
+    env.update(extra or {})
+    return env
+
+
+def run_claude(
+    api: StandIn,
+    project: Path,
+    home: Path,
+    prompt: str,
+    allowed: Sequence[str],
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    args: Sequence[str] = (),
+) -> ClaudeRun:
+    """`claude -p PROMPT [ARGS]` in `project`, stream-json out, the given tools allowed
+    (root refuses --dangerously-skip-permissions)."""
+    import shutil
+    import subprocess
+
+    claude = shutil.which("claude")
+    if claude is None:
+        raise RuntimeError("the Claude Code CLI is not on PATH: run the suite with `make test`")
+    argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
+    argv += ["--allowedTools", ",".join(allowed), *args]
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=project,
+            env=claude_env(api, home, extra_env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"claude ran over {timeout} s; stderr:\n{exc.stderr!r}\n{api.dump()}"
+        ) from None
+    events = []
+    for line in proc.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            events.append(json.loads(line))
+    return ClaudeRun(proc.returncode, events, proc.stderr)

@@ -1,0 +1,309 @@
+"""Whole headless Claude Code sessions in a project wired the way a new user wires one:
+`memdir init`, then `memdir setup claude-code`, then `claude -p` against the scripted
+stand-in (tests/standin.py). The hooks (SessionStart, SubagentStart, PreToolUse,
+SessionEnd) and the MCP server are the ones setup registered, run by the real CLI.
+
+Slow-marked, and in the xdist group "processes": each run is claude, memdir serve and a
+memdir process per hook event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import Memory
+from standin import (
+    ClaudeRun,
+    StandIn,
+    Text,
+    ToolUse,
+    host_env,
+    message_text,
+    run_claude,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
+
+MEMDIR = os.path.join(os.path.dirname(sys.executable), "memdir")
+HOT_LINE = "- The on-call rotation changes every Wednesday (hotline-7730)"
+ENTRY = ("payments-runbook", "How refunds over 500 EUR are approved (index-6123)")
+SEARCHABLE = "Release builds are signed with the team key (fact-ramble-88)"
+
+
+@dataclass
+class Wired:
+    """A temp project after `memdir init` and `memdir setup claude-code`."""
+
+    root: Path
+    home: Path
+    log: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / ".memdir"
+
+    def memdir(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The memdir CLI as the user runs it in the project."""
+        return subprocess.run(
+            [MEMDIR, *args],
+            cwd=self.root,
+            env=host_env(self.home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def run(
+        self,
+        scripts: dict[str, list[Any]],
+        prompt: str,
+        allowed: Sequence[str] = (),
+        args: Sequence[str] = (),
+    ) -> tuple[ClaudeRun, StandIn]:
+        api = StandIn(scripts, self.log)
+        with api:
+            result = run_claude(api, self.root, self.home, prompt, list(allowed), args=args)
+        assert result.code == 0, f"claude failed:\n{result.stderr}\n{api.dump()}"
+        assert not api.overruns(), f"{api.overruns()}\n{api.dump()}"
+        return result, api
+
+
+def make_project(tmp_path: Path) -> Wired:
+    """An empty project the user has opened in Claude Code once and trusted: what the
+    trust dialog writes. Until then Claude Code ignores the permission rules of a
+    project's .claude/settings.json (its hooks still run): `claude -p` in a folder never
+    trusted asks before every memdir tool."""
+    root, home = tmp_path / "project", tmp_path / "home"
+    root.mkdir()
+    (home / ".claude").mkdir(parents=True)
+    trusted = {"projects": {str(root): {"hasTrustDialogAccepted": True}}}
+    (home / ".claude" / ".claude.json").write_text(json.dumps(trusted))
+    return Wired(root, home, tmp_path / "requests.jsonl")
+
+
+def seed(wired: Wired) -> None:
+    """`memdir init` in the project, then HOT.md, one global entry (a line of the
+    MEMORY.md index), one fact to search for."""
+    done = wired.memdir("init")
+    assert done.returncode == 0, done.stderr
+    with Memory(str(wired.state)) as memory:
+        memory.hot_set(HOT_LINE + "\n")
+        memory.write_entry(ENTRY[0], ENTRY[1], "Two approvers, one from finance.")
+        memory.add_fact(SEARCHABLE, "convention")
+
+
+def setup(wired: Wired, *args: str) -> subprocess.CompletedProcess[str]:
+    done = wired.memdir("setup", "claude-code", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture
+def wired(tmp_path: Path) -> Wired:
+    project = make_project(tmp_path)
+    seed(project)
+    setup(project)
+    return project
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks of a request's last user message."""
+    (last, *_) = [m for m in reversed(body["messages"]) if m["role"] == "user"]
+    content = last["content"] if isinstance(last["content"], list) else []
+    return [block for block in content if block.get("type") == "tool_result"]
+
+
+def messages_text(body: dict[str, Any]) -> str:
+    """What the conversation holds (hook output lands there), less the MCP server's
+    instructions' copy of HOT.md (they carry it too, A2): what is left of HOT.md came
+    from a hook."""
+    text = "\n".join(message_text(m) for m in body["messages"])
+    return text.replace(f"[Hot memory]\n{HOT_LINE}", "[Hot memory, from the MCP instructions]")
+
+
+def test_session_start_boot_context_reaches_the_first_request(wired: Wired) -> None:
+    """K2, E3, K1: after `memdir setup claude-code`, SessionStart's boot context (HOT.md
+    first, the MEMORY.md index in a main session) is in the model's first request."""
+    run, api = wired.run({"e2e-boot-44": [Text("Hi.")]}, "e2e-boot-44 say hi")
+    (first,) = api.conversation("e2e-boot-44")
+    seen = messages_text(first)
+    assert f"## HOT.md\n{HOT_LINE}" in seen, api.dump()
+    assert f"## MEMORY.md\n- {ENTRY[0]} — {ENTRY[1]}" in seen, api.dump()
+    assert seen.index(HOT_LINE) < seen.index(ENTRY[1]), api.dump()
+
+
+def test_subagent_write_is_refused_and_its_search_works(wired: Wired) -> None:
+    """U2, K2: inside a subagent, memory_search runs and its hit reaches the subagent;
+    memory_update is denied by the PreToolUse hook, the one-line reason reaches the
+    subagent's model, and nothing is written; SubagentStart gives it the read-only slice."""
+    launch = {
+        "description": "check signing",
+        "prompt": "e2e-sub-81 look up signing and note it",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    write = {
+        "target": "fact",
+        "action": "set",
+        "category": "learning",
+        "content": "Subagents may not write this (fact-denied-81)",
+    }
+    scripts = {
+        "e2e-main-81": [ToolUse("Agent", launch), Text("Back from the subagent.")],
+        "e2e-sub-81": [
+            ToolUse("mcp__memdir__memory_search", {"query": "release builds signed"}),
+            ToolUse("mcp__memdir__memory_update", write),
+            Text("Searched; the write was refused."),
+        ],
+    }
+    run, api = wired.run(scripts, "e2e-main-81 delegate", ["Agent"])
+    first, after_search, after_write = api.conversation("e2e-sub-81")
+    slice_ = messages_text(first)
+    assert f"## HOT.md\n{HOT_LINE}" in slice_, api.dump()
+    assert "memory is read-only in this subagent" in slice_, api.dump()
+    assert ENTRY[1] not in slice_, api.dump()  # the slice, not the main session's boot
+    (hit,) = tool_results(after_search)
+    assert not hit.get("is_error"), api.dump()
+    assert "fact-ramble-88" in message_text({"content": hit["content"]}), api.dump()
+    (refused,) = tool_results(after_write)
+    reason = message_text({"content": refused["content"]})
+    assert refused.get("is_error"), api.dump()
+    assert "memory_update was not run: memory is read-only in a subagent" in reason, reason
+    assert "\n" not in reason.strip(), reason  # the one line the hook gave
+    db = wired.state / "memory" / "memory.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        written = conn.execute("SELECT count(*) FROM facts WHERE content LIKE '%fact-denied-81%'")
+        assert written.fetchone() == (0,)
+        sessions = conn.execute("SELECT surface, parent_id FROM sessions").fetchall()
+    # U1: the subagent's session is recorded under the host's session, its parent
+    assert len(sessions) == 2 and set(sessions) == {
+        ("claude-code", None),
+        ("claude-code", run.session_id),
+    }, sessions
+    assert run.result["result"] == "Back from the subagent."
+
+
+def test_session_end_records_the_host_session_with_counts(wired: Wired) -> None:
+    """U3, K3, K2: a main-session write through MCP carries the host's session id, and
+    SessionEnd records that session (surface claude-code) with what it wrote."""
+    fact = "Hotfixes go through the release branch (fact-hotfix-29)"
+    call = {"target": "fact", "action": "set", "category": "convention", "content": fact}
+    scripts = {"e2e-end-29": [ToolUse("mcp__memdir__memory_update", call), Text("Noted.")]}
+    run, api = wired.run(scripts, "e2e-end-29 remember the hotfix rule")
+    listed = wired.memdir("sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    sessions = {s["id"]: s for s in json.loads(listed.stdout)}
+    # one session: the host's; the MCP server adopted it rather than starting its own
+    assert list(sessions) == [run.session_id], (listed.stdout, api.dump())
+    recorded = sessions[run.session_id]
+    assert recorded["surface"] == "claude-code", recorded
+    assert recorded["ended"], recorded
+    assert recorded["counts"] == {"facts": 1}, recorded
+
+
+USER_SETTINGS = {
+    "env": {"USER_OWN_KEY": "kept"},
+    "permissions": {"allow": ["Bash(ls:*)"]},
+    "hooks": {
+        "SessionStart": [{"hooks": [{"type": "command", "command": "echo user-own-hook-5521"}]}]
+    },
+}
+USER_MCP = {"mcpServers": {"other": {"command": "true", "args": []}}}
+
+
+def test_setup_keeps_the_users_own_settings_and_remove_restores_them(tmp_path: Path) -> None:
+    """K1: setup merges into the user's .claude/settings.json and .mcp.json: their own
+    hook still runs beside memdir's (both reach the model), their keys and server stay; a
+    second setup changes no byte; --remove gives back what they had."""
+    project = make_project(tmp_path)
+    seed(project)
+    settings, mcp = project.root / ".claude" / "settings.json", project.root / ".mcp.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps(USER_SETTINGS, indent=2) + "\n")
+    mcp.write_text(json.dumps(USER_MCP, indent=2) + "\n")
+    setup(project)
+    merged = json.loads(settings.read_text())
+    assert merged["env"] == USER_SETTINGS["env"]
+    assert "Bash(ls:*)" in merged["permissions"]["allow"]
+    assert json.loads(mcp.read_text())["mcpServers"]["other"] == USER_MCP["mcpServers"]["other"]
+    before = settings.read_bytes(), mcp.read_bytes()
+    setup(project)
+    assert (settings.read_bytes(), mcp.read_bytes()) == before
+
+    run, api = project.run({"e2e-keep-55": [Text("Hi.")]}, "e2e-keep-55 say hi")
+    (first,) = api.conversation("e2e-keep-55")
+    seen = messages_text(first)
+    assert "user-own-hook-5521" in seen, api.dump()
+    assert HOT_LINE in seen, api.dump()
+
+    setup(project, "--remove")
+    assert settings.read_text() == json.dumps(USER_SETTINGS, indent=2) + "\n"
+    assert mcp.read_text() == json.dumps(USER_MCP, indent=2) + "\n"
+
+
+def test_session_start_stays_within_the_hosts_cap_on_a_full_store(tmp_path: Path) -> None:
+    """K2, E3: on a store whose boot context is over the budget (a full HOT.md, a long
+    daily log, a long MEMORY.md index), what reaches the model from SessionStart is
+    HOT.md whole and first, under Claude Code's 10,000-char cap on a hook's context (a
+    longer one reaches the model as a 2 KB preview), and ends with the line naming what was
+    left out, intact."""
+    project = make_project(tmp_path)
+    seed(project)
+    hot = [
+        f"- Standing rule {n:03}: keep the staging fixtures in sync (hot-bulk)" for n in range(70)
+    ]
+    with Memory(str(project.state)) as memory:
+        memory.hot_set("\n".join([HOT_LINE, *hot]) + "\n")
+        memory.daily_append("Spent the morning on the payments migration. " * 80)
+        for n in range(120):
+            memory.write_entry(
+                f"runbook-{n:03}",
+                f"Runbook {n:03}: how the nightly export of region {n} is checked and re-run",
+                "Check the export log, then re-run the job.",
+            )
+    setup(project)
+    run, api = project.run({"e2e-full-63": [Text("Hi.")]}, "e2e-full-63 say hi")
+    (first,) = api.conversation("e2e-full-63")
+    seen = messages_text(first)
+    start = seen.index("SessionStart hook additional context: ")
+    trailer = seen.index("memdir: left out to stay within the budget:", start)
+    end = seen.index("\n", trailer)
+    assert end - start <= 10_000, seen[start:end]
+    shown = seen[start:end]
+    assert shown.index(HOT_LINE) < shown.index(hot[-1]), shown[:2000]
+    assert "## MEMORY.md" not in shown[: shown.index(hot[-1])], shown[:2000]
+    left_out = seen[trailer:end]  # the index, last of the boot parts, did not fit: named
+    assert "MEMORY.md" in left_out and "memory_get" in left_out, left_out
+
+
+def test_user_scope_setup_wires_every_project(tmp_path: Path) -> None:
+    """K1, K2: `memdir setup claude-code --scope user` writes only the user's Claude Code
+    config; a session in a project never set up (and never trusted) gets the boot context
+    from the user's hooks and writes through the user's server, allowed by the user's rule."""
+    project = make_project(tmp_path)
+    (project.home / ".claude" / ".claude.json").unlink()  # no trust: user rules need none
+    seed(project)
+    setup(project, "--scope", "user")
+    assert not (project.root / ".claude").exists() and not (project.root / ".mcp.json").exists()
+    fact = "Load tests run against the perf cluster (fact-user-scope-40)"
+    call = {"target": "fact", "action": "set", "category": "convention", "content": fact}
+    scripts = {"e2e-user-40": [ToolUse("mcp__memdir__memory_update", call), Text("Noted.")]}
+    run, api = project.run(scripts, "e2e-user-40 remember the load-test rule")
+    first, second = api.conversation("e2e-user-40")
+    assert f"## HOT.md\n{HOT_LINE}" in messages_text(first), api.dump()
+    (written,) = tool_results(second)
+    assert not written.get("is_error"), message_text({"content": written["content"]})
+    db = project.state / "memory" / "memory.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT session_id FROM facts WHERE content = ?", (fact,)).fetchall()
+    assert rows == [(run.session_id,)], rows
