@@ -307,3 +307,39 @@ def test_user_scope_setup_wires_every_project(tmp_path: Path) -> None:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         rows = conn.execute("SELECT session_id FROM facts WHERE content = ?", (fact,)).fetchall()
     assert rows == [(run.session_id,)], rows
+
+
+def test_a_resumed_session_is_the_same_session_counted_once(wired: Wired) -> None:
+    """U1, U3, K3: `claude -p --resume ID` continues the host's session: SessionStart
+    (resume) opens the recorded session again, its new write carries the same id, and
+    SessionEnd records one session with both writes counted."""
+    facts = [
+        "Backups are kept for 35 days (fact-resume-1)",
+        "Restores are tested monthly (fact-resume-2)",
+    ]
+    calls = [
+        {"target": "fact", "action": "set", "category": "convention", "content": f} for f in facts
+    ]
+    script = {
+        "e2e-resume-17": [
+            ToolUse("mcp__memdir__memory_update", calls[0]),
+            Text("Noted the first."),
+            ToolUse("mcp__memdir__memory_update", calls[1]),
+            Text("Noted the second."),
+        ]
+    }
+    first, _ = wired.run(script, "e2e-resume-17 remember the backup rule")
+    second, api = wired.run(script, "and the restore rule", args=["--resume", first.session_id])
+    assert second.session_id == first.session_id, api.dump()
+    assert second.result["result"] == "Noted the second.", api.dump()
+    (_, *later) = api.conversation("e2e-resume-17")
+    (written,) = tool_results(later[0])
+    assert not written.get("is_error"), message_text({"content": written["content"]})
+    db = wired.state / "memory" / "memory.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        owners = conn.execute(
+            "SELECT content, session_id FROM facts WHERE content IN (?, ?) ORDER BY id", facts
+        ).fetchall()
+    assert owners == [(fact, first.session_id) for fact in facts], owners
+    listed = json.loads(wired.memdir("sessions", "--json").stdout)
+    assert [(s["id"], s["counts"]) for s in listed] == [(first.session_id, {"facts": 2})], listed
