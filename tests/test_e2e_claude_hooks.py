@@ -332,9 +332,8 @@ def test_a_resumed_session_is_the_same_session_counted_once(wired: Wired) -> Non
     second, api = wired.run(script, "and the restore rule", args=["--resume", first.session_id])
     assert second.session_id == first.session_id, api.dump()
     assert second.result["result"] == "Noted the second.", api.dump()
-    (_, *later) = api.conversation("e2e-resume-17")
-    (written,) = tool_results(later[0])
-    assert not written.get("is_error"), message_text({"content": written["content"]})
+    # what the resumed run's write answered is the store's to say (below): Claude Code
+    # 2.1.332 resends a resumed tool call as "[Tool use interrupted]", without its result
     db = wired.state / "memory" / "memory.db"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         owners = conn.execute(

@@ -193,6 +193,10 @@ class MemoryBase:
         self._enabled(f"write {what}")
         session = self.session
         sessions.refuse_if_subagent(session)
+        if session is not None and session.ended is not None and not self._unrecorded:
+            # the record may have changed since it was read: a host that resumes a session
+            # (SessionStart, resume) opens it again while a long-lived server holds it
+            session = self._session = self.store.get_session(session.id) or session
         if session is not None and session.ended is not None:
             raise ConflictError(
                 f"session {session.id} ended at {session.ended}: start a new one to write"
