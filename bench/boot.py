@@ -69,10 +69,10 @@ sys.stdout.write("\\n\\n".join(parts))
 # -- processes -------------------------------------------------------------------------
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, str, str]:
-    """(seconds, stdout, stderr) of one process."""
+def run(argv: list[str], env: dict[str, str], stdin: str | None = None) -> tuple[float, str, str]:
+    """(seconds, stdout, stderr) of one process, `stdin` written to it (hooks.py)."""
     started = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(argv, env=env, input=stdin, capture_output=True, text=True, check=False)
     took = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(

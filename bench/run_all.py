@@ -49,6 +49,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "boot": ([], ["--days", "10", "--entries", "50", "--runs", "5"]),
+    "hooks": ([], ["--days", "10", "--entries", "50", "--runs", "5"]),
     "search_scale": (
         [],
         [
@@ -188,6 +189,45 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "bench": name,
                 "figure": "memdir boot / bare read of the same files, median wall",
                 "value": summary["ratio_p50"],
+                "target": "",
+                "ok": None,
+            },
+        ]
+    if name == "hooks":
+        size = f"{summary['entries']:,} entries, {summary['days']} daily logs, full HOT.md"
+        return [
+            {
+                "bench": name,
+                "figure": f"memdir hook SessionStart p50 ms, whole process ({size})",
+                "value": summary["session_start_p50_ms"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"memdir hook SessionStart p95 ms, whole process ({size})",
+                "value": summary["session_start_p95_ms"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "memdir hook SessionStart / bare read of the same files, median wall",
+                "value": summary["session_start_ratio_p50"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "memdir hook SubagentStart p50 ms, whole process",
+                "value": summary["subagent_start_p50_ms"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": "memdir hook PreToolUse (subagent write, denied) p50 ms",
+                "value": summary["pre_tool_use_p50_ms"],
                 "target": "",
                 "ok": None,
             },

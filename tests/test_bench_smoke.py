@@ -51,6 +51,7 @@ TINY = {
         "--profile",
     ],
     "boot": ["--days", "3", "--entries", "20", "--runs", "2", "--profile", "--profile-runs", "1"],
+    "hooks": ["--days", "3", "--entries", "20", "--runs", "2"],
     "search_scale": [
         "--facts",
         "300",
@@ -124,6 +125,17 @@ SUMMARY_KEYS = {
         "imports",
         "ok",
     },
+    "hooks": {
+        "session_start_p50_ms",
+        "session_start_p95_ms",
+        "session_start_ratio_p50",
+        "session_start_known_p50_ms",
+        "subagent_start_p50_ms",
+        "pre_tool_use_p50_ms",
+        "bare_p50_ms",
+        "sessions_recorded",
+        "ok",
+    },
     "search_scale": {
         "targets",
         "met",
@@ -182,6 +194,7 @@ ROW_KEYS = {
         "us_per_block",
     },
     "boot": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "chars", "tokens"},
+    "hooks": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "ratio_p95"},
     "search_scale": {"table"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
@@ -274,7 +287,7 @@ def test_boot_reports_what_it_showed(tmp_path: Path, cache_dir: Path) -> None:
 
 
 def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
-    scripts = ["search_inprocess", "insert", "recall", "ingest", "boot"]
+    scripts = ["search_inprocess", "insert", "recall", "ingest", "boot", "hooks"]
     data = run_bench(
         "run_all", ["--quick", "--only", ",".join(scripts)], tmp_path, cache_dir, result="summary"
     )
