@@ -103,6 +103,11 @@ def check(side: str, out: str, err: str, hot: str) -> None:
         raise SystemExit(f"{NAME}: SubagentStart does not end with the read-only line")
 
 
+def context(out: str) -> str:
+    """The text a hook's reply puts in front of the model."""
+    return str(json.loads(out)["hookSpecificOutput"]["additionalContext"])
+
+
 def recorded(state: str, ids: set[str]) -> int:
     """How many of `ids` the store holds as claude-code sessions."""
     with common.open_memory(state) as memory:
@@ -194,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         "pre_tool_use_p50_ms": by_side["PreToolUse, subagent write"]["p50_ms"],
         "pre_tool_use_p95_ms": by_side["PreToolUse, subagent write"]["p95_ms"],
         "bare_p50_ms": stats["bare"]["p50"],
+        "bare_chars": len(outputs["bare"]),
+        "session_start_context_chars": len(context(outputs["SessionStart, new session"])),
+        "subagent_start_context_chars": len(context(outputs["SubagentStart"])),
         "sessions_recorded": fresh_recorded,
         "build": build,
         "stale_after_copy": filled["stale_after_copy"],

@@ -286,6 +286,26 @@ def test_boot_reports_what_it_showed(tmp_path: Path, cache_dir: Path) -> None:
     assert {r["side"] for r in boot["rows"]} >= {"boot", "boot --subagent", "boot --json", "bare"}
 
 
+def test_hooks_checked_every_reply_and_recorded_every_session(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    """K2, U1, U2: each new-session SessionStart call (warm-up included) left its session
+    in the store; the contexts are what the hooks injected, within the start budget."""
+    hooks = run_bench("hooks", TINY["hooks"], tmp_path, cache_dir)
+    summary = hooks["summary"]
+    assert summary["sessions_recorded"] == 2 + hooks["params"]["runs"]
+    assert summary["daily_files"] == 3 and summary["stale_after_copy"] == 0
+    assert 0 < summary["subagent_start_context_chars"] < summary["session_start_context_chars"]
+    assert summary["session_start_context_chars"] <= 9000 < summary["bare_chars"]
+    assert {r["side"] for r in hooks["rows"]} >= {
+        "SessionStart, new session",
+        "SessionStart, known session",
+        "SubagentStart",
+        "PreToolUse, subagent write",
+        "bare",
+    }
+
+
 def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
     scripts = ["search_inprocess", "insert", "recall", "ingest", "boot", "hooks"]
     data = run_bench(
