@@ -442,19 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         floor, chars = floors[side], len(outputs[side])
         rows.append(
             {
-                "side": side,
-                "calls": stats[side]["n"],
-                "p50_ms": stats[side]["p50"],
-                "p95_ms": stats[side]["p95"],
-                "min_ms": stats[side]["min"],
-                "max_ms": stats[side]["max"],
-                "floor": floor or "",
-                "ratio_p50": common.ratio(stats[side]["p50"], stats[floor]["p50"])
-                if floor
-                else None,
-                "ratio_p95": common.ratio(stats[side]["p95"], stats[floor]["p95"])
-                if floor
-                else None,
+                **common.side_row(side, stats, floor),
                 "chars": chars if side.startswith(("boot", "bare")) else None,
                 "tokens": -(-chars // CHARS_PER_TOKEN)
                 if side.startswith(("boot", "bare"))

@@ -352,6 +352,23 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else math.nan
 
 
+def side_row(side: str, stats: dict[str, dict[str, float]], floor: str | None) -> dict[str, Any]:
+    """One timed side of a whole-process benchmark: its figures, and its ratios against
+    the floor it is compared with (a bare process doing the least the same job needs)."""
+    mine = stats[side]
+    return {
+        "side": side,
+        "calls": mine["n"],
+        "p50_ms": mine["p50"],
+        "p95_ms": mine["p95"],
+        "min_ms": mine["min"],
+        "max_ms": mine["max"],
+        "floor": floor or "",
+        "ratio_p50": ratio(mine["p50"], stats[floor]["p50"]) if floor else None,
+        "ratio_p95": ratio(mine["p95"], stats[floor]["p95"]) if floor else None,
+    }
+
+
 def alternate(run: int, pair: tuple[Any, Any]) -> tuple[Any, Any]:
     """Swap the order of the two sides every other run, so neither always goes first."""
     return pair if run % 2 == 0 else (pair[1], pair[0])

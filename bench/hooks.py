@@ -165,24 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for side in calls:
         floor = FLOORS.get(side)
-        rows.append(
-            {
-                "side": side,
-                "calls": stats[side]["n"],
-                "p50_ms": stats[side]["p50"],
-                "p95_ms": stats[side]["p95"],
-                "min_ms": stats[side]["min"],
-                "max_ms": stats[side]["max"],
-                "floor": floor or "",
-                "ratio_p50": common.ratio(stats[side]["p50"], stats[floor]["p50"])
-                if floor
-                else None,
-                "ratio_p95": common.ratio(stats[side]["p95"], stats[floor]["p95"])
-                if floor
-                else None,
-                "stdout_chars": len(outputs[side]),
-            }
-        )
+        rows.append({**common.side_row(side, stats, floor), "stdout_chars": len(outputs[side])})
     by_side = {r["side"]: r for r in rows}
     new, known = by_side["SessionStart, new session"], by_side["SessionStart, known session"]
     summary: dict[str, Any] = {
