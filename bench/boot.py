@@ -502,15 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         f"entries, {args.days} daily logs of ~{filled['daily_chars_mean'] / 1024:.1f} KB, "
         f"median and p95 of {args.runs} runs, ms",
         [
-            ("side", "side", ""),
-            ("calls", "calls", ",d"),
-            ("p50_ms", "p50", ".1f"),
-            ("p95_ms", "p95", ".1f"),
-            ("min_ms", "min", ".1f"),
-            ("max_ms", "max", ".1f"),
-            ("floor", "floor", ""),
-            ("ratio_p50", "ratio p50", ".2f"),
-            ("ratio_p95", "ratio p95", ".2f"),
+            *common.SIDE_COLUMNS,
             ("chars", "stdout chars", ",d"),
             ("tokens", "~tokens", ",d"),
         ],

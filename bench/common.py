@@ -352,6 +352,20 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else math.nan
 
 
+# print_table columns of the figures side_row gives (a script adds its own after them)
+SIDE_COLUMNS = [
+    ("side", "side", ""),
+    ("calls", "calls", ",d"),
+    ("p50_ms", "p50", ".1f"),
+    ("p95_ms", "p95", ".1f"),
+    ("min_ms", "min", ".1f"),
+    ("max_ms", "max", ".1f"),
+    ("floor", "floor", ""),
+    ("ratio_p50", "ratio p50", ".2f"),
+    ("ratio_p95", "ratio p95", ".2f"),
+]
+
+
 def side_row(side: str, stats: dict[str, dict[str, float]], floor: str | None) -> dict[str, Any]:
     """One timed side of a whole-process benchmark: its figures, and its ratios against
     the floor it is compared with (a bare process doing the least the same job needs)."""

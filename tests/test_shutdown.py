@@ -163,7 +163,8 @@ def start_stdio(state: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
-def start_http(state: Path) -> tuple[subprocess.Popen[bytes], int]:
+def spawn_http(state: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`memdir serve --http` on a free port, not yet waited for."""
     port = free_port()
     proc = subprocess.Popen(
         cli_command("serve", "--http", f"127.0.0.1:{port}"),
@@ -172,6 +173,11 @@ def start_http(state: Path) -> tuple[subprocess.Popen[bytes], int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    return proc, port
+
+
+def start_http(state: Path) -> tuple[subprocess.Popen[bytes], int]:
+    proc, port = spawn_http(state)
     wait_for_port(port, proc)
     return proc, port
 
@@ -301,14 +307,7 @@ def test_a_server_stopped_before_it_listens_exits_with_the_signal_code(
 ) -> None:  # U3 A2
     """The stop policy holds from the CLI's first moment on: a signal during the SDK's
     second of imports stops the server before it serves, with its code (not -15)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        cli_command("serve", "--http", f"127.0.0.1:{port}"),
-        env=cli_env(str(tmp_path)),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    proc, _ = spawn_http(tmp_path)
     try:
         deadline = time.monotonic() + 30
         while not handles(proc.pid, signal.SIGTERM) and time.monotonic() < deadline:
