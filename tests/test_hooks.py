@@ -202,6 +202,167 @@ def test_pre_tool_use_follows_the_tools_read_only_flags(tool: str, server: str) 
         assert (reply.out, reply.warning) == ("", None)
 
 
+# -- Stop / SubagentStop: memorize blocks of the last answer --------------------------------
+
+
+def entry_file(store: Memory, name: str) -> Path:
+    return Path(store.layout.entry(name))
+
+
+def test_stop_applies_the_answers_blocks_once_as_the_host_session(  # K2, M1, M3, K3, U3
+    state_dir: Path, store: Memory
+) -> None:
+    result = hook(state_dir, "Stop", stdin=payload("Stop"))
+    assert (result.code, result.err) == (0, "")
+    said = json.loads(result.out)["systemMessage"]
+    assert said == "memdir: memorized global ci-cache (created)"
+    assert "caches ~/.cache/pip" in entry_file(store, "ci-cache").read_text()
+    session = store.store.get_session(HOST)
+    assert session is not None and session.surface == "claude-code"
+    assert session.counts == {"entries": 1}
+    # the host hands the same answer over again (a second Stop, a hook registered twice):
+    # nothing is applied again, not even over a hand edit made meanwhile
+    entry_file(store, "ci-cache").write_text(
+        entry_file(store, "ci-cache").read_text().replace("keyed on", "hand-edited: keyed on")
+    )
+    again = hook(state_dir, "Stop", stdin=payload("Stop"))
+    assert (again.code, again.out, again.err) == (0, "", "")
+    assert "hand-edited" in entry_file(store, "ci-cache").read_text()
+    assert store.store.get_session(HOST).counts == {"entries": 1}  # type: ignore[union-attr]
+
+
+def test_stop_applies_blocks_once_when_two_hooks_race(  # K2, M4
+    state_dir: Path, store: Memory
+) -> None:
+    """Setup's hook and the plugin's both run at one Stop: one applies, one finds it done."""
+    text = json.dumps(payload("Stop"))
+    procs = [
+        subprocess.Popen(
+            cli_command("hook", "Stop"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(str(state_dir)),
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(text, timeout=60) for p in procs]
+    assert all(p.returncode == 0 and err == "" for p, (_, err) in zip(procs, outs, strict=True))
+    assert sum(1 for out, _ in outs if out) == 1, outs
+    assert store.store.get_session(HOST).counts == {"entries": 1}  # type: ignore[union-attr]
+
+
+def test_stop_without_blocks_opens_no_store(state_dir: Path) -> None:  # K2
+    """Most turns end without a block: the hook answers before it looks for a store."""
+    plain = payload("Stop", last_assistant_message="All done, the tests pass.")
+    result = hook(state_dir / "missing", "Stop", stdin=plain)
+    assert (result.code, result.out, result.err) == (0, "", "")
+
+
+def test_stop_reports_a_refused_block_to_the_user(state_dir: Path, store: Memory) -> None:  # M4
+    bad = '{"scope": "global", "name": "Bad Name!", "description": "x", "content": "y"}'
+    answer = f"Done.\nMEMDIR_MEMORIZE_BEGIN\n{bad}\nMEMDIR_MEMORIZE_END\n"
+    result = hook(state_dir, "Stop", stdin=payload("Stop", last_assistant_message=answer))
+    assert (result.code, result.err) == (0, "")
+    said = json.loads(result.out)["systemMessage"]
+    assert said.startswith("memdir: ") and "Bad Name!" in said and "\n" not in said
+    assert store.entries() == [] or all(e.name != "Bad Name!" for e in store.entries())
+    again = hook(state_dir, "Stop", stdin=payload("Stop", last_assistant_message=answer))
+    assert json.loads(again.out)["systemMessage"] == said  # nothing applied: said again
+
+
+def test_stop_reads_the_transcript_when_the_host_sends_no_answer(  # K2, M1
+    state_dir: Path, store: Memory, tmp_path: Path
+) -> None:
+    """A host that sends only `transcript_path`: the last assistant message is read from
+    the JSONL transcript, its text blocks joined (split over lines sharing its id, as older
+    Claude Code versions write it), the earlier turns' blocks left alone."""
+    block = (
+        'MEMDIR_MEMORIZE_BEGIN {"scope": "global", "name": "from-transcript", '
+        '"description": "d", "content": "read from the transcript"} MEMDIR_MEMORIZE_END'
+    )
+    old = block.replace("from-transcript", "earlier-turn")
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "first"}},
+        {"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": old}]}},
+        {"type": "user", "message": {"role": "user", "content": "second"}},
+        {"type": "attachment", "attachment": {"type": "x"}},
+        {
+            "type": "assistant",
+            "message": {"id": "m2", "content": [{"type": "text", "text": "Here it is."}]},
+        },
+        {
+            "type": "assistant",
+            "message": {
+                "id": "m2",
+                "content": [{"type": "thinking", "thinking": "x"}, {"type": "text", "text": block}],
+            },
+        },
+        {"type": "last-prompt", "lastPrompt": "second"},
+        {"type": "system", "subtype": "turn_duration"},
+    ]
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in lines) + "{cut")
+    assert hooks.last_assistant_text(str(transcript)) == f"Here it is.\n{block}"
+    data = payload("Stop", transcript_path=str(transcript))
+    del data["last_assistant_message"]
+    result = hook(state_dir, "Stop", stdin=data)
+    assert json.loads(result.out)["systemMessage"] == (
+        "memdir: memorized global from-transcript (created)"
+    )
+    assert not entry_file(store, "earlier-turn").exists()
+    del data["transcript_path"]
+    missing = hook(state_dir, "Stop", stdin=data)
+    assert missing.code == 0 and "last_assistant_message" in missing.err
+
+
+def test_subagent_stop_drops_the_blocks_and_says_so(  # K2, U2
+    state_dir: Path, store: Memory
+) -> None:
+    result = hook(state_dir, "SubagentStop", stdin=payload("SubagentStop"))
+    assert (result.code, result.err) == (0, "")
+    said = json.loads(result.out)["systemMessage"]
+    assert said.startswith(f"memdir: subagent {AGENT}: ") and "read-only" in said
+    assert not entry_file(store, "signing").exists()
+    agent = store.store.get_session(AGENT)
+    assert agent is not None and agent.parent_id == HOST
+    plain = payload("SubagentStop", last_assistant_message="nothing to keep")
+    assert hook(state_dir, "SubagentStop", stdin=plain).out == ""
+
+
+# -- PreCompact / PostCompact: the compaction in today's log ---------------------------------
+
+
+def test_post_compact_logs_the_hosts_summary_for_the_next_boot(  # K2, E1, E3
+    state_dir: Path, store: Memory
+) -> None:
+    result = hook(state_dir, "PostCompact", stdin=payload("PostCompact"))
+    assert (result.code, result.out, result.err) == (0, "", "")
+    log = store.daily()
+    assert f"Claude Code compacted the context of session {HOST} (manual)." in log
+    assert "wheels are cached" in log
+    boot = hook(state_dir, "SessionStart", stdin=payload("SessionStart-compact")).context
+    assert "wheels are cached" in boot  # re-injected with today's log
+    pre = hook(state_dir, "PreCompact", stdin=payload("PreCompact"))
+    assert (pre.code, pre.out, pre.err) == (0, "", "")
+    assert "is compacting the context" in store.daily() and "keep the ids" in store.daily()
+    assert store.store.get_session(HOST).counts == {"daily": 2}  # type: ignore[union-attr]
+
+
+def test_post_compact_keeps_the_log_short_and_free_of_secrets(  # K2, E1, X2
+    state_dir: Path, store: Memory
+) -> None:
+    long = "\n".join(f"{i}. a step of the work done so far" for i in range(400))
+    hook(state_dir, "PostCompact", stdin=payload("PostCompact", compact_summary=long))
+    log = store.daily()
+    assert "cut: " in log and len(log) < hooks.SUMMARY_MAX + 1000
+    leaked = "the deploy key is ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    result = hook(state_dir, "PostCompact", stdin=payload("PostCompact", compact_summary=leaked))
+    assert result.code == 0 and result.err.count("\n") == 1 and "secret" in result.err
+    assert "ghp_" not in store.daily() and "its summary was not logged" in store.daily()
+
+
 # -- SessionEnd: the session recorded with what it wrote -----------------------------------
 
 

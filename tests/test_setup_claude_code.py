@@ -22,7 +22,15 @@ from memdir.testing import cli_command
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ["/opt/tools/bin/memdir"]
-EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd")
+EVENTS = (
+    "SessionStart",
+    "SubagentStart",
+    "PreToolUse",
+    "Stop",
+    "SubagentStop",
+    "PostCompact",
+    "SessionEnd",
+)
 
 USER_MCP = {"mcpServers": {"github": {"command": "gh-mcp", "args": ["--stdio"], "env": {}}}}
 USER_SETTINGS = {
@@ -119,7 +127,8 @@ def test_setup_keeps_the_users_servers_hooks_keys_and_indent(tmp_path: Path) -> 
     assert list(settings)[:4] == ["model", "hooks", "permissions", "env"]
     assert settings["hooks"]["PreToolUse"][0] == USER_SETTINGS["hooks"]["PreToolUse"][0]
     assert settings["hooks"]["PreToolUse"][1]["matcher"] == "mcp__memdir__.*"
-    assert settings["hooks"]["Stop"] == USER_SETTINGS["hooks"]["Stop"]
+    assert settings["hooks"]["Stop"][:1] == USER_SETTINGS["hooks"]["Stop"]  # the user's first
+    assert settings["hooks"]["Stop"][1]["hooks"][0]["command"].endswith("memdir hook Stop")
     assert settings["permissions"] == {
         "allow": ["Bash(git status)", "mcp__memdir"],
         "deny": ["Read(.env)"],

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import MemdirError, ValidationError
+from .errors import MemdirError, SecretError, ValidationError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,12 +64,19 @@ class Hook:
 
     @property
     def memory(self) -> Memory:
+        return self.open()
+
+    def open(self, session: str | None = None) -> Memory:
+        """The store, as `session` (whose writes then carry the host's session id) or as
+        a plain caller."""
         if self._memory is None:
             from .memory import Memory
 
             given = self.env.get(PROJECT_ENV) or _str(self.data.get("cwd"))
             cwd = given if given and os.path.isdir(given) else os.getcwd()
-            self._memory = Memory(self.state_dir, surface=SURFACE, env=self.env, cwd=cwd)
+            self._memory = Memory(
+                self.state_dir, session=session, surface=SURFACE, env=self.env, cwd=cwd
+            )
             budget = self._memory.settings.hooks_timeout_ms
             if self.event == "SessionEnd":
                 budget = min(budget, SESSION_END_MS)
@@ -179,6 +186,148 @@ def session_end(hook: Hook) -> str:
     return ""
 
 
+def stop(hook: Hook) -> str:
+    """M1-M6 at Stop: the memorize blocks of the main session's last answer are applied as
+    the host's session, once however often the host hands over the same answer; what was
+    stored, or why not, is a line the user sees."""
+    session_id = hook.field("session_id")
+    answer = _last_answer(hook, "transcript_path")
+    if BLOCK_KEYWORD not in answer:  # most turns: no store opened
+        return ""
+    memory = hook.open(session_id)
+    if not memory.settings.enabled:
+        return ""
+    ingested = memory.ingest_once(answer, session_id)
+    if ingested is None:
+        return ""
+    said = [f"memorized {a.scope} {a.target} ({a.action})" for a in ingested.applied]
+    return _system_message([*said, *ingested.warnings])
+
+
+def subagent_stop(hook: Hook) -> str:
+    """U2 at SubagentStop: a subagent's memory is read-only, so the blocks in its last
+    answer are dropped, with a line saying so; the main session writes what it hands back."""
+    agent, parent = hook.field("agent_id"), hook.field("session_id")
+    answer = _last_answer(hook, "agent_transcript_path")
+    if BLOCK_KEYWORD not in answer:
+        return ""
+    memory = hook.memory
+    if not memory.settings.enabled:
+        return ""
+    memory.adopt_session(agent, SURFACE, parent=parent)
+    memory.bind_session(agent)
+    ingested = memory.ingest(answer)  # refused by U2: nothing is written
+    if not ingested.warnings:
+        return ""
+    return _system_message(
+        [
+            f"subagent {agent}: {w}; the main session writes what it hands back"
+            for w in ingested.warnings
+        ]
+    )
+
+
+def compaction(hook: Hook) -> str:
+    """E1 at PreCompact / PostCompact: the compaction goes in today's daily log as the
+    host's session, with the host's summary where it gives one (PostCompact), so the next
+    SessionStart (compact) re-injects it with the log."""
+    session_id = hook.field("session_id")
+    memory = hook.open(session_id)
+    if not memory.settings.enabled:
+        return ""
+    trigger = _str(hook.data.get("trigger")) or "unknown trigger"
+    done = "compacted" if hook.event == "PostCompact" else "is compacting"
+    line = f"Claude Code {done} the context of session {session_id} ({trigger})."
+    instructions = _str(hook.data.get("custom_instructions"))
+    if instructions:
+        line += f" Instructions: {_cut(' '.join(instructions.split()), 500)}"
+    summary = _str(hook.data.get("compact_summary"))
+    text = f"{line}\n\nIts summary:\n\n{_cut(summary.strip(), SUMMARY_MAX)}" if summary else line
+    try:
+        memory.daily_append(text)
+    except SecretError as exc:  # the summary quotes a credential: the line alone is logged
+        if text == line:
+            raise
+        memory.daily_append(line + " (its summary was not logged: it holds a secret)")
+        hook.warnings.append(f"the summary was not logged: {exc}")
+    return ""
+
+
+SUMMARY_MAX = 2000  # chars of the host's summary logged: the log is part of every boot
+BLOCK_KEYWORD = "_MEMORIZE_BEGIN"  # in every block, whatever the prefix (M1)
+TRANSCRIPT_TAIL = 8 << 20  # bytes read from a transcript's end to find the last answer
+
+
+def _cut(text: str, most: int) -> str:
+    if len(text) <= most:
+        return text
+    end = text.rfind("\n", 0, most)
+    end = end if end > most // 2 else text.rfind(" ", 0, most)
+    end = end if end > most // 2 else most
+    return f"{text[:end].rstrip()} [... cut: {len(text):,} chars in all]"
+
+
+def _system_message(lines: list[str]) -> str:
+    """Claude Code's answer that shows the user one line (a Stop hook cannot reach the
+    model without making it go on)."""
+    import json
+
+    if not lines:
+        return ""
+    return json.dumps({"systemMessage": "memdir: " + "; ".join(lines)}, ensure_ascii=False)
+
+
+def _last_answer(hook: Hook, transcript_field: str) -> str:
+    """The text of the last assistant message: the host's `last_assistant_message`, or
+    (a host that does not send it) the last assistant message in the JSONL transcript."""
+    given = hook.data.get("last_assistant_message")
+    if isinstance(given, str):
+        return given
+    path = _str(hook.data.get(transcript_field))
+    if path is None:
+        raise ValidationError(
+            f"the {hook.event} input has neither 'last_assistant_message' nor {transcript_field!r}"
+        )
+    return last_assistant_text(path)
+
+
+def last_assistant_text(path: str) -> str:
+    """The text blocks of the last assistant message of a Claude Code transcript (JSONL:
+    one line per content block, the blocks of one message sharing its `message.id`)."""
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TRANSCRIPT_TAIL))
+            tail = handle.read()
+    except OSError as exc:
+        raise ValidationError(f"cannot read the transcript {path}: {exc.strerror}") from exc
+    lines = tail.decode("utf-8", errors="replace").splitlines()
+    if size > TRANSCRIPT_TAIL:
+        lines = lines[1:]  # the first is cut
+    texts: list[str] = []
+    seen, message_id = False, None
+    for raw in reversed(lines):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if not isinstance(message, dict) or entry.get("type") not in ("assistant", "user"):
+            continue  # summaries, system lines, metadata
+        if entry["type"] == "user" or (seen and message.get("id") != message_id):
+            break  # the message before the last answer
+        seen, message_id = True, message.get("id")
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for block in reversed(blocks if isinstance(blocks, list) else []):
+            if isinstance(block, dict) and block.get("type") == "text":
+                text = block.get("text")
+                texts.append(text if isinstance(text, str) else "")
+    return "\n".join(reversed(texts))
+
+
 def _memdir_tool(name: str) -> str | None:
     """The memdir tool an MCP tool name calls: mcp__<server>__<tool> with memdir in the
     server's name (`memdir`, or a plugin's `plugin_memdir_memdir`)."""
@@ -192,6 +341,10 @@ EVENTS: dict[str, Callable[[Hook], str]] = {
     "SessionStart": session_start,
     "SubagentStart": subagent_start,
     "PreToolUse": pre_tool_use,
+    "Stop": stop,
+    "SubagentStop": subagent_stop,
+    "PreCompact": compaction,
+    "PostCompact": compaction,
     "SessionEnd": session_end,
 }
 

@@ -22,7 +22,10 @@ def add_hook(b: Builder) -> None:
         "event",
         nargs="?",
         metavar="EVENT",
-        help="SessionStart, SubagentStart, PreToolUse or SessionEnd (Claude Code's names)",
+        help=(
+            "SessionStart, SubagentStart, PreToolUse, Stop, SubagentStop, PreCompact, "
+            "PostCompact or SessionEnd (Claude Code's names)"
+        ),
     )
 
 

@@ -77,6 +77,27 @@ class AgentMemory(MemoryBase):
             self._embed_written(files=sorted(written))
         return Ingested(parsed.output, applied, warnings)
 
+    def ingest_once(self, output: str, key: str) -> Ingested | None:
+        """M4 for an answer a host may hand over more than once (its Stop event fires per
+        turn, and a hook registered twice runs twice at once): the blocks of `output` are
+        applied the first time `key` is seen, None every later time. Marked after the
+        blocks are applied, under a lock, so two processes apply them once between them
+        and a process killed between the two lets the next one apply them again (an
+        entry written twice is `unchanged`)."""
+        from hashlib import sha256
+
+        from ..storage import files
+
+        digest = sha256(f"{key}\0{output}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        mark = f"ingested:{digest}"
+        with files.locked(self.layout.locks_dir, "ingest-once"):  # rare: answers with blocks
+            if self.store.get_value(mark) is not None:
+                return None
+            ingested = self.ingest(output)
+            if ingested.applied:  # nothing applied (refused, dropped): nothing to repeat
+                self.store.set_value(mark, self._now())
+        return ingested
+
     def _memorize_refusal(self, policy: recall.Policy) -> str | None:
         if not self.settings.enabled:
             return "memory is disabled (memory.enabled = false)"
