@@ -342,3 +342,55 @@ def test_a_resumed_session_is_the_same_session_counted_once(wired: Wired) -> Non
     assert owners == [(fact, first.session_id) for fact in facts], owners
     listed = json.loads(wired.memdir("sessions", "--json").stdout)
     assert [(s["id"], s["counts"]) for s in listed] == [(first.session_id, {"facts": 2})], listed
+
+
+def block(name: str, description: str, content: str) -> str:
+    request = {"scope": "global", "name": name, "description": description, "content": content}
+    return f"MEMDIR_MEMORIZE_BEGIN\n{json.dumps(request)}\nMEMDIR_MEMORIZE_END"
+
+
+def test_a_marker_block_in_the_final_answer_becomes_an_entry_once(wired: Wired) -> None:
+    """M1, M3, K2, U2: the main session's final answer carries a memorize block: the Stop
+    hook writes the entry once, as the host's session, and says so to the user; the block a
+    subagent put in its own last answer is dropped (read-only), and the main session's
+    resumed run, which ends on the same answer again, writes nothing twice."""
+    launch = {
+        "description": "check caching",
+        "prompt": "e2e-sub-63 look at the cache",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    main = f"CI now caches wheels.\n\n{block('ci-cache', 'CI caches pip wheels', 'Keyed on requirements.txt (entry-cache-63).')}"
+    sub = f"Looked.\n{block('sub-note', 'from the subagent', 'must not be written (entry-sub-63)')}"
+    scripts = {
+        "e2e-main-63": [ToolUse("Agent", launch), Text(main)],
+        "e2e-sub-63": [Text(sub)],
+    }
+    run, api = wired.run(scripts, "e2e-main-63 speed up CI", ["Agent"])
+    entry = wired.state / "memory" / "global" / "ci-cache.md"
+    assert "entry-cache-63" in entry.read_text(), api.dump()
+    assert not (wired.state / "memory" / "global" / "sub-note.md").exists()
+    said = [e for e in run.events if "memorized global ci-cache (created)" in json.dumps(e)]
+    assert said, run.events  # the Stop hook's line reached the user's stream
+    listed = json.loads(wired.memdir("sessions", "--json").stdout)
+    main_session = [s for s in listed if s["id"] == run.session_id]
+    assert [s["counts"] for s in main_session] == [{"entries": 1}], listed
+    db = wired.state / "memory" / "memory.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        parents = conn.execute("SELECT parent_id FROM sessions WHERE parent_id IS NOT NULL")
+        assert parents.fetchall() == [(run.session_id,)]  # the subagent, under the host
+
+
+def test_a_compaction_is_logged_and_reinjected(wired: Wired) -> None:
+    """K2, E1, E3: `/compact` in a session: PostCompact logs the host's summary in today's
+    log, and the next start of the session (resume) has it in front of the model."""
+    summary = "<summary>The user wants faster CI (summary-compact-58).</summary>"
+    script = {"e2e-compact-58": [Text("Sure."), Text(summary), Text("Back again.")]}
+    first, _ = wired.run(script, "e2e-compact-58 hello")
+    wired.run(script, "/compact", args=["--resume", first.session_id])
+    log = wired.memdir("daily", "show")
+    assert "summary-compact-58" in log.stdout, log.stdout + log.stderr
+    assert f"compacted the context of session {first.session_id} (manual)" in log.stdout
+    _, api = wired.run(script, "e2e-compact-58 again", args=["--resume", first.session_id])
+    seen = "\n".join(messages_text(body) for body in api.conversation("e2e-compact-58"))
+    assert "summary-compact-58" in seen, api.dump()
