@@ -1,8 +1,9 @@
 """`memdir hook EVENT` as a whole process (K2: what Claude Code runs at its lifecycle
 events), against a bare Python process that reads the same files: SessionStart (E3, U1)
 with a fresh session id every call and with one the store already knows, SubagentStart
-(U2, a fresh agent id under a known parent) and PreToolUse of a subagent's memory_update
-(U2: denied).
+(U2, a fresh agent id under a known parent), PreToolUse of a subagent's memory_update
+(U2: denied), and Stop (M1-M6) on an answer with no block (every turn) and with one block
+that memorizes a new global entry.
 
 The store is boot.py's (its builders, not a copy): 300 global entries, HOT.md full (just
 under `hot_cap_chars`), SOUL.md, USER.md and 60 daily logs of ~10 KB. Each hook gets a
@@ -10,9 +11,10 @@ Claude Code 2.1.332 payload (tests/host_payloads/) on stdin, its cwd and
 CLAUDE_PROJECT_DIR pointed at the scratch dir, as the host does. The floors: a bare
 process printing the files SessionStart shows (HOT.md, SOUL.md, USER.md, today's and
 yesterday's logs, MEMORY.md), one printing HOT.md (what SubagentStart shows), and
-`python -c pass` for PreToolUse, which reads no file. Before timing, every reply is
+`python -c pass` for PreToolUse and Stop. Before timing, every reply is
 checked: SessionStart's context carries HOT.md and records the session (nothing on
-stderr), SubagentStart's ends with the read-only line, PreToolUse denies. The sides take
+stderr), SubagentStart's ends with the read-only line, PreToolUse denies, Stop says
+what it memorized (and nothing without a block). The sides take
 turns going first; docs/spec.md (Performance) sets no target for hooks: the figures are
 p50/p95 and the ratio of medians to the floor.
 
@@ -69,10 +71,27 @@ def sides(
         "SessionStart, known session": hook("SessionStart", "SessionStart-startup", None),
         "SubagentStart": hook("SubagentStart", "SubagentStart", "agent_id"),
         "PreToolUse, subagent write": hook("PreToolUse", "PreToolUse-subagent-memory_update", None),
+        "Stop, no block": lambda: (
+            [memdir, "hook", "Stop"],
+            payload("Stop", scratch, last_assistant_message="Done: the tests pass."),
+        ),
+        "Stop, one block": stop_with_block(memdir, scratch),
         "bare": lambda: ([python, "-c", boot.BARE, *paths], None),
         "bare, HOT.md": lambda: ([python, "-c", boot.BARE, paths[0]], None),
         "python -c pass": lambda: ([python, "-c", "pass"], None),
     }
+
+
+def stop_with_block(memdir: str, scratch: str) -> Callable[[], tuple[list[str], str]]:
+    """Stop with an answer that memorizes a new global entry (a fresh name every call)."""
+
+    def call() -> tuple[list[str], str]:
+        name = f"bench-{uuid.uuid4().hex[:12]}"
+        block = {"scope": "global", "name": name, "description": "a bench entry", "content": name}
+        answer = f"Done.\nMEMDIR_MEMORIZE_BEGIN\n{json.dumps(block)}\nMEMDIR_MEMORIZE_END\n"
+        return [memdir, "hook", "Stop"], payload("Stop", scratch, last_assistant_message=answer)
+
+    return call
 
 
 FLOORS = {
@@ -80,16 +99,24 @@ FLOORS = {
     "SessionStart, known session": "bare",
     "SubagentStart": "bare, HOT.md",
     "PreToolUse, subagent write": "python -c pass",
+    "Stop, no block": "python -c pass",
+    "Stop, one block": "python -c pass",
 }
 
 
 def check(side: str, out: str, err: str, hot: str) -> None:
     """What each hook must answer; anything on stderr is a failure (a session not
     recorded, a watchdog, a bug)."""
-    if not side.startswith(("SessionStart", "SubagentStart", "PreToolUse")):
+    if not side.startswith(("SessionStart", "SubagentStart", "PreToolUse", "Stop")):
         return
     if err.strip():
         raise SystemExit(f"{NAME}: {side} said on stderr: {err.strip()}")
+    if side.startswith("Stop"):
+        said = json.loads(out)["systemMessage"] if out else ""
+        memorized = said.startswith("memdir: memorized global bench-")
+        if memorized != (side == "Stop, one block") or (not memorized and said):
+            raise SystemExit(f"{NAME}: {side} answered {out!r}")
+        return
     answer = json.loads(out)["hookSpecificOutput"]
     first = hot.strip().splitlines()[-1]  # a fact line, not the heading
     if side.startswith("PreToolUse"):
@@ -181,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         "subagent_start_p95_ms": by_side["SubagentStart"]["p95_ms"],
         "pre_tool_use_p50_ms": by_side["PreToolUse, subagent write"]["p50_ms"],
         "pre_tool_use_p95_ms": by_side["PreToolUse, subagent write"]["p95_ms"],
+        "stop_no_block_p50_ms": by_side["Stop, no block"]["p50_ms"],
+        "stop_no_block_p95_ms": by_side["Stop, no block"]["p95_ms"],
+        "stop_one_block_p50_ms": by_side["Stop, one block"]["p50_ms"],
+        "stop_one_block_p95_ms": by_side["Stop, one block"]["p95_ms"],
         "bare_p50_ms": stats["bare"]["p50"],
         "bare_chars": len(outputs["bare"]),
         "session_start_context_chars": len(context(outputs["SessionStart, new session"])),

@@ -74,9 +74,11 @@ class Hook:
 
             given = self.env.get(PROJECT_ENV) or _str(self.data.get("cwd"))
             cwd = given if given and os.path.isdir(given) else os.getcwd()
-            self._memory = Memory(
-                self.state_dir, session=session, surface=SURFACE, env=self.env, cwd=cwd
-            )
+            memory = Memory(self.state_dir, session=session, surface=SURFACE, env=self.env, cwd=cwd)
+            # the host waits for its hooks: a write never loads the model here (~0.35 s);
+            # the server's worker or `memdir reindex` embeds it, search finds it by its words
+            memory.settings = memory.settings._replace(search_embed_on_write="loaded")
+            self._memory = memory
             budget = self._memory.settings.hooks_timeout_ms
             if self.event == "SessionEnd":
                 budget = min(budget, SESSION_END_MS)
