@@ -360,8 +360,10 @@ def test_a_marker_block_in_the_final_answer_becomes_an_entry_once(wired: Wired) 
         "subagent_type": "general-purpose",
         "run_in_background": False,
     }
-    main = f"CI now caches wheels.\n\n{block('ci-cache', 'CI caches pip wheels', 'Keyed on requirements.txt (entry-cache-63).')}"
-    sub = f"Looked.\n{block('sub-note', 'from the subagent', 'must not be written (entry-sub-63)')}"
+    kept = block("ci-cache", "CI caches pip wheels", "Keyed on requirements.txt (entry-cache-63).")
+    main = f"CI now caches wheels.\n\n{kept}"
+    dropped = block("sub-note", "from the subagent", "must not be written (entry-sub-63)")
+    sub = f"Looked.\n{dropped}"
     scripts = {
         "e2e-main-63": [ToolUse("Agent", launch), Text(main)],
         "e2e-sub-63": [Text(sub)],
