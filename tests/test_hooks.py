@@ -564,6 +564,8 @@ def test_injected_memory_is_inert(state_dir: Path, store: Memory) -> None:  # R4
         ("timeout_ms = 50", "hooks.timeout_ms"),
         ("timeout_ms = true", "hooks.timeout_ms"),
         ("recall = 1", "hooks.recall"),
+        ('off = "Stop"', "hooks.off"),
+        ('off = ["Stopp"]', "hooks.off"),
     ],
 )
 def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -> None:  # S, K2
@@ -578,3 +580,35 @@ def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -
     config.write_text("[hooks]\nstart_budget_chars = 4000\ntimeout_ms = 800\n")
     settings = load_settings(str(config))
     assert (settings.hooks_start_budget_chars, settings.hooks_timeout_ms) == (4000, 800)
+
+
+ANSWERING = {  # a payload of each event that, switched on, answers or writes something
+    "SessionStart": "SessionStart-startup",
+    "SubagentStart": "SubagentStart",
+    "PreToolUse": "PreToolUse-subagent-memory_update",
+    "Stop": "Stop",
+    "SubagentStop": "SubagentStop",
+    "PreCompact": "PreCompact",
+    "PostCompact": "PostCompact",
+    "SessionEnd": "SessionEnd",
+}
+
+
+def test_each_hook_can_be_switched_off(state_dir: Path, store: Memory) -> None:  # K2, S
+    """[hooks] off names the events memdir does nothing at: each answers nothing and writes
+    nothing, and the events left on work as before."""
+    from memdir.settings import HOOK_EVENTS
+
+    assert set(HOOK_EVENTS) == set(hooks.EVENTS) == set(ANSWERING)
+    (state_dir / "config.toml").write_text(f"[hooks]\noff = {json.dumps(list(ANSWERING))}\n")
+    for event, name in ANSWERING.items():
+        result = hook(state_dir, event, stdin=payload(name))
+        assert (result.code, result.out, result.err) == (0, "", ""), event
+    assert store.store.get_session(HOST) is None and store.store.get_session(AGENT) is None
+    assert not entry_file(store, "ci-cache").exists() and "compact" not in store.daily()
+    (state_dir / "config.toml").write_text('[hooks]\noff = ["SubagentStart"]\n')
+    assert hook(state_dir, "SubagentStart", stdin=payload("SubagentStart")).out == ""
+    assert (
+        "Deploys go through"
+        in hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
+    )

@@ -85,6 +85,11 @@ class Hook:
             self._timer = _watchdog(self.event, budget)
         return self._memory
 
+    def active(self) -> bool:
+        """Memory is on ([memory] enabled) and this event is not in [hooks] off."""
+        settings = self.memory.settings
+        return settings.enabled and self.event not in settings.hooks_off
+
     def close(self) -> None:
         """Done in time: the watchdog is called off before anything is printed."""
         if self._timer is not None:
@@ -115,7 +120,7 @@ def session_start(hook: Hook) -> str:
     is adopted (U1; a resumed one opened again), and the boot context goes in front of
     the model within `[hooks] start_budget_chars`."""
     memory = hook.memory
-    if not memory.settings.enabled:
+    if not hook.active():
         return ""
     try:
         memory.adopt_session(hook.field("session_id"), SURFACE, reopen=True)
@@ -130,7 +135,7 @@ def subagent_start(hook: Hook) -> str:
     """U2 at SubagentStart: the read-only slice (HOT.md and the line that says memory is
     read-only here), not the whole boot; the subagent is recorded under its parent."""
     memory = hook.memory
-    if not memory.settings.enabled:
+    if not hook.active():
         return ""
     agent, parent = hook.field("agent_id"), hook.field("session_id")
     try:
@@ -155,7 +160,7 @@ def pre_tool_use(hook: Hook) -> str:
     from .tools import TOOLS  # only here: a subagent calling one of memdir's tools
 
     found = TOOLS.get(tool)
-    if found is None or found.read_only:
+    if found is None or found.read_only or not hook.active():
         return ""
     import json
 
@@ -179,7 +184,7 @@ def session_end(hook: Hook) -> str:
     """U3 at SessionEnd: the host's session is recorded ended, with the counts of what it
     wrote (adopted first if memdir never saw it)."""
     memory = hook.memory
-    if not memory.settings.enabled:
+    if not hook.active():
         return ""
     session_id = hook.field("session_id")
     found = memory.adopt_session(session_id, SURFACE)
@@ -197,7 +202,7 @@ def stop(hook: Hook) -> str:
     if BLOCK_KEYWORD not in answer:  # most turns: no store opened
         return ""
     memory = hook.open(session_id)
-    if not memory.settings.enabled:
+    if not hook.active():
         return ""
     ingested = memory.ingest_once(answer, session_id)
     if ingested is None:
@@ -214,7 +219,7 @@ def subagent_stop(hook: Hook) -> str:
     if BLOCK_KEYWORD not in answer:
         return ""
     memory = hook.memory
-    if not memory.settings.enabled:
+    if not hook.active():
         return ""
     memory.adopt_session(agent, SURFACE, parent=parent)
     memory.bind_session(agent)
@@ -235,7 +240,7 @@ def compaction(hook: Hook) -> str:
     SessionStart (compact) re-injects it with the log."""
     session_id = hook.field("session_id")
     memory = hook.open(session_id)
-    if not memory.settings.enabled:
+    if not hook.active():
         return ""
     trigger = _str(hook.data.get("trigger")) or "unknown trigger"
     done = "compacted" if hook.event == "PostCompact" else "is compacting"

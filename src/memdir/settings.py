@@ -75,6 +75,9 @@ class Settings(Record):
     # 1,200 ms, inside the host's 1.5 s).
     hooks_start_budget_chars: int = 9000
     hooks_timeout_ms: int = 5000
+    # off: the events `memdir hook` answers with nothing and does nothing for (a plugin's
+    # hooks cannot be edited away one by one; this turns each off where memory lives).
+    hooks_off: tuple[str, ...] = ()
 
 
 DEFAULTS = Settings()
@@ -182,12 +185,31 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
     return DEFAULTS._replace(**values)
 
 
+# the events `memdir hook` answers (hooks.EVENTS, checked by a test): [hooks] off names them
+HOOK_EVENTS = (
+    "SessionStart",
+    "SubagentStart",
+    "PreToolUse",
+    "Stop",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "SessionEnd",
+)
+
+
 def _hooks_values(hooks: dict[str, Any], text: str, path: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in hooks.items():
+        if key == "off":
+            if not isinstance(value, list) or not all(v in HOOK_EVENTS for v in value):
+                expected = f"a list of hook events, of {', '.join(HOOK_EVENTS)}"
+                raise _bad("hooks.off", value, expected, text, path)
+            values["hooks_off"] = tuple(value)
+            continue
         expected, low, high = HOOKS_KEYS.get(key, (None, 0, 0))
         if expected is None or not _positive_int(value) or not low <= value <= high:
-            what = expected or f"one of the keys {', '.join(HOOKS_KEYS)}"
+            what = expected or f"one of the keys {', '.join([*HOOKS_KEYS, 'off'])}"
             raise _bad(f"hooks.{key}", value, what, text, path)
         values["hooks_" + key] = value
     return values
@@ -374,4 +396,5 @@ def config_template() -> str:
         "# `memdir hook EVENT`, run by an agent host (Claude Code) at its session events\n"
         "# start_budget_chars = 9000 # what a session or subagent start injects at most\n"
         "# timeout_ms = 5000         # a hook running longer gives up (SessionEnd: 1200 at most)\n"
+        '# off = []                  # events to do nothing at, e.g. ["SubagentStart", "Stop"]\n'
     )
