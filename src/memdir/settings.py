@@ -203,8 +203,8 @@ def _hooks_values(hooks: dict[str, Any], text: str, path: str) -> dict[str, Any]
     for key, value in hooks.items():
         if key == "off":
             if not isinstance(value, list) or not all(v in HOOK_EVENTS for v in value):
-                expected = f"a list of hook events, of {', '.join(HOOK_EVENTS)}"
-                raise _bad("hooks.off", value, expected, text, path)
+                events = f"a list of hook events, of {', '.join(HOOK_EVENTS)}"
+                raise _bad("hooks.off", value, events, text, path)
             values["hooks_off"] = tuple(value)
             continue
         expected, low, high = HOOKS_KEYS.get(key, (None, 0, 0))
