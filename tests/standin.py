@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -367,27 +367,34 @@ def run_claude(
     api: StandIn,
     project: Path,
     home: Path,
-    prompt: str,
+    prompt: str | Sequence[str],
     allowed: Sequence[str],
     extra_env: Mapping[str, str] | None = None,
     timeout: float = 60,
     args: Sequence[str] = (),
 ) -> ClaudeRun:
     """`claude -p PROMPT [ARGS]` in `project`, stream-json out, the given tools allowed
-    (root refuses --dangerously-skip-permissions)."""
+    (root refuses --dangerously-skip-permissions). A list of prompts is one process given
+    them one at a time (stream-json input: the next once the last turn's result is out),
+    as a user typing them, slash commands included."""
     import shutil
     import subprocess
 
     claude = shutil.which("claude")
     if claude is None:
         raise RuntimeError("the Claude Code CLI is not on PATH: run the suite with `make test`")
-    argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
+    turns = None if isinstance(prompt, str) else list(prompt)
+    argv = [claude, "-p", *(["--input-format", "stream-json"] if turns else [prompt])]
+    argv += ["--output-format", "stream-json", "--verbose"]
     argv += ["--allowedTools", ",".join(allowed), *args]
+    env = claude_env(api, home, extra_env)
+    if turns:
+        return _run_turns(argv, turns, project, env, timeout, api)
     try:
         proc = subprocess.run(
             argv,
             cwd=project,
-            env=claude_env(api, home, extra_env),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -397,9 +404,59 @@ def run_claude(
         raise AssertionError(
             f"claude ran over {timeout} s; stderr:\n{exc.stderr!r}\n{api.dump()}"
         ) from None
-    events = []
-    for line in proc.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            events.append(json.loads(line))
-    return ClaudeRun(proc.returncode, events, proc.stderr)
+    return ClaudeRun(proc.returncode, _events(proc.stdout.splitlines()), proc.stderr)
+
+
+def _events(lines: Iterable[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (raw.strip() for raw in lines) if line.startswith("{")]
+
+
+def _run_turns(
+    argv: list[str],
+    turns: list[str],
+    project: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    api: StandIn,
+) -> ClaudeRun:
+    """One claude process, the prompts given one by one: each after the result of the last."""
+    import subprocess
+    import tempfile
+    import time
+
+    with (
+        tempfile.TemporaryFile("w+") as err,
+        subprocess.Popen(
+            argv,
+            cwd=project,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        ) as proc,
+    ):
+        assert proc.stdin is not None and proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        lines: list[str] = []
+        try:
+            for turn in turns:
+                message = {"type": "user", "message": {"role": "user", "content": turn}}
+                proc.stdin.write(json.dumps(message) + "\n")
+                proc.stdin.flush()
+                while time.monotonic() < deadline:
+                    line = proc.stdout.readline()
+                    if not line:
+                        break
+                    lines.append(line)
+                    if line.startswith("{") and json.loads(line).get("type") == "result":
+                        break
+            proc.stdin.close()
+            lines += proc.stdout.readlines()
+            proc.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"claude ran over {timeout} s\n{api.dump()}") from None
+        err.seek(0)
+        return ClaudeRun(proc.returncode, _events(lines), err.read())

@@ -66,7 +66,7 @@ class Wired:
     def run(
         self,
         scripts: dict[str, list[Any]],
-        prompt: str,
+        prompt: str | Sequence[str],
         allowed: Sequence[str] = (),
         args: Sequence[str] = (),
     ) -> tuple[ClaudeRun, StandIn]:
@@ -396,3 +396,32 @@ def test_a_compaction_is_logged_and_reinjected(wired: Wired) -> None:
     _, api = wired.run(script, "e2e-compact-58 again", args=["--resume", first.session_id])
     seen = "\n".join(messages_text(body) for body in api.conversation("e2e-compact-58"))
     assert "summary-compact-58" in seen, api.dump()
+
+
+def test_writes_after_clear_carry_the_new_session(wired: Wired) -> None:
+    """K3, U1, U3: `/clear` ends the host's session and starts another in the same process,
+    whose MCP server lives on: its writes after the clear carry the new session (the
+    SessionStart hook names it for the host process), not the ended one's id."""
+    facts = ["Before the clear (fact-clear-1)", "After the clear (fact-clear-2)"]
+    calls = [
+        {"target": "fact", "action": "set", "category": "learning", "content": f} for f in facts
+    ]
+    scripts = {
+        "e2e-clear-a": [ToolUse("mcp__memdir__memory_update", calls[0]), Text("Noted one.")],
+        "e2e-clear-b": [ToolUse("mcp__memdir__memory_update", calls[1]), Text("Noted two.")],
+    }
+    run, api = wired.run(scripts, ["e2e-clear-a one", "/clear", "e2e-clear-b two"])
+    (after,) = tool_results(api.conversation("e2e-clear-b")[1])
+    assert not after.get("is_error"), api.dump()
+    db = wired.state / "memory" / "memory.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        owners = conn.execute(
+            "SELECT content, session_id FROM facts WHERE content IN (?, ?) ORDER BY id", facts
+        ).fetchall()
+    first, second = (session for _, session in owners)
+    assert [c for c, _ in owners] == facts and first != second, owners
+    listed = {s["id"]: s for s in json.loads(wired.memdir("sessions", "--json").stdout)}
+    assert listed[first]["counts"] == {"facts": 1} and listed[first]["ended"], listed
+    assert listed[second]["counts"] == {"facts": 1} and listed[second]["ended"], listed
+    inits = [e["session_id"] for e in run.events if e.get("subtype") == "init"]
+    assert (inits[0], inits[-1]) == (first, second), inits

@@ -141,6 +141,38 @@ def test_session_start_resume_opens_an_ended_session_again(  # K3, U3
     Memory(session=HOST).add_fact("written after the resume", "learning")
 
 
+def test_session_start_names_the_session_its_host_process_runs(  # K3, U1
+    state_dir: Path, store: Memory
+) -> None:
+    """The host ends one session and starts the next in the same process (/clear): its
+    SessionStart names the new session for that process (CLAUDE_PID), and a server the
+    process started, bound to the old session, follows it for its next writes."""
+    from memdir.sessions import host_process, process_name
+
+    host = {"CLAUDE_PID": str(os.getpid())}
+    process = process_name(os.getpid())
+    assert process.startswith(f"{os.getpid()}-") and host_process(host) == process
+    assert process_name(os.getpid()) == process  # stable: the pid and its start time
+    hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"), env=host)
+    server = Memory(session=HOST)
+    server.follow_host(process, "claude-code")  # at the server's start
+    server.follow_host(process, "claude-code")
+    assert server.session_id == HOST  # still the host's session
+    late = Memory(session="started-later")  # a server started after the last SessionStart
+    late.follow_host(process, "claude-code")
+    late.follow_host(process, "claude-code")
+    assert late.session_id == "started-later"
+    hook(state_dir, "SessionEnd", stdin=payload("SessionEnd", reason="clear"), env=host)
+    cleared = payload("SessionStart-clear", session_id="after-clear-1")
+    hook(state_dir, "SessionStart", stdin=cleared, env=host)
+    server.follow_host(process, "claude-code")
+    fact = server.add_fact("Written after the clear", "learning")
+    assert (server.session_id, fact.session_id) == ("after-clear-1", "after-clear-1")
+    other = Memory(session=HOST)
+    other.follow_host(process_name(1), "claude-code")  # another process: not followed
+    assert other.session_id == HOST
+
+
 # -- SubagentStart: the read-only slice ------------------------------------------------------
 
 

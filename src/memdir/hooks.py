@@ -123,7 +123,12 @@ def session_start(hook: Hook) -> str:
     if not hook.active():
         return ""
     try:
-        memory.adopt_session(hook.field("session_id"), SURFACE, reopen=True)
+        session_id = hook.field("session_id")
+        memory.adopt_session(session_id, SURFACE, reopen=True)
+        # the host's MCP server lives as long as the host process, across /clear
+        from .sessions import host_process
+
+        memory.host_runs(host_process(hook.env), session_id)
     except MemdirError as exc:  # the context still reaches the model
         hook.warnings.append(f"the session was not recorded: {exc}")
     boot = memory.boot(subagent=False)

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from .http_access import Access
     from .stopping import Stop
 
+Host = tuple[str, str]  # a host process (sessions.host_process) and its sessions' surface
+
 HOT_URI = "memdir://hot"
 RECALL_URI = "memdir://recall"
 RECALL_PROMPT = types.Prompt(
@@ -58,8 +60,10 @@ INSTRUCTIONS = """memdir is your long-term memory; it outlasts this session.
 """
 
 
-def build_server(memory: Memory) -> Server[Any]:
-    """A server bound to one Memory; a subagent session sees only read-only tools (U2)."""
+def build_server(memory: Memory, host: Host | None = None) -> Server[Any]:
+    """A server bound to one Memory; a subagent session sees only read-only tools (U2).
+    With a host (its process and surface: a server a host started, as the host's session),
+    each call acts as the session that host process runs now (K3: /clear starts another)."""
     read_only = memory.read_only
     offered = tools(read_only=read_only)
     names = {tool.name for tool in offered}
@@ -75,6 +79,11 @@ def build_server(memory: Memory) -> Server[Any]:
             companion.embed_later = memory.embed_later  # the server's background embedder
             reading.append(companion)
         return reading[0]
+
+    def run_tool(on: Memory, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        if host is not None and on is memory:  # writes carry the session: reads need none
+            on.follow_host(*host)
+        return call_tool(on, name, dict(arguments or {}))
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         # R4: every text the server sends an agent is inert: tool list, tool results and
@@ -107,10 +116,7 @@ def build_server(memory: Memory) -> Server[Any]:
         try:
             async with read_lock if read else lock:
                 result = await anyio.to_thread.run_sync(
-                    call_tool,
-                    reader() if read else memory,
-                    params.name,
-                    dict(params.arguments or {}),
+                    run_tool, reader() if read else memory, params.name, params.arguments
                 )
         except MemdirError as exc:
             return _error(str(exc))
@@ -253,13 +259,13 @@ def _error(message: str) -> types.CallToolResult:
     )
 
 
-def serve_stdio(memory: Memory, stop: Stop) -> None:
+def serve_stdio(memory: Memory, stop: Stop, host: Host | None = None) -> None:
     """Until the client closes stdin, or the first stop signal cancels the session."""
     import asyncio
 
     from mcp.server.stdio import stdio_server
 
-    server = build_server(memory)
+    server = build_server(memory, host)
 
     async def main() -> None:
         with anyio.CancelScope() as scope:
@@ -317,7 +323,7 @@ def _claimed_stdin() -> Iterator[anyio.AsyncFile[str] | None]:
 GRACE = 5  # seconds open requests and streams get to finish once the server is stopped
 
 
-def serve_http(memory: Memory, access: Access, stop: Stop) -> None:
+def serve_http(memory: Memory, access: Access, stop: Stop, host: Host | None = None) -> None:
     """Streamable HTTP behind the Host, Origin and token checks of http_access.py; the
     first stop signal ends it through uvicorn's graceful shutdown, bounded by GRACE."""
     import uvicorn
@@ -330,7 +336,9 @@ def serve_http(memory: Memory, access: Access, stop: Stop) -> None:
         allowed_hosts=access.allowed_hosts(),
         allowed_origins=access.allowed_origins(),
     )
-    app = build_server(memory).streamable_http_app(host=access.host, transport_security=security)
+    app = build_server(memory, host).streamable_http_app(
+        host=access.host, transport_security=security
+    )
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -377,14 +385,14 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     if stop.asked:  # stopped during start-up: nothing to serve, nothing to record
         stop.settle()
         return stop.code
-    own = None
+    own = host = None
     stop_sweeping: Callable[[], object] = lambda: None  # noqa: E731
     stop_embedding: Callable[[], bool] = lambda: True  # noqa: E731
     code = 1  # an error on the way out (uvicorn's own exits set theirs)
     stopped = True
     try:
         if memory.session_id is None and memory.settings.enabled:
-            _bind_host_session(memory)
+            host = _bind_host_session(memory)
         if memory.session_id is None and memory.settings.enabled:
             own = memory.start_session("mcp")
             memory.bind_session(own.id)
@@ -393,9 +401,9 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
         stop_embedding = _start_embedder(memory)
         if not stop.asked:
             if http is None:
-                serve_stdio(memory, stop)
+                serve_stdio(memory, stop, host)
             else:
-                serve_http(memory, http, stop)
+                serve_http(memory, http, stop, host)
         code = stop.code
     except SystemExit as exc:  # uvicorn's exit when it cannot start (port in use: 3)
         code = exc.code if isinstance(exc.code, int) else 1
@@ -414,10 +422,11 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     return code
 
 
-def _bind_host_session(memory: Memory) -> None:
+def _bind_host_session(memory: Memory) -> tuple[str, str] | None:
     """K3: act as the host's session (CLAUDE_CODE_SESSION_ID), so every write carries its
     id; the host's SessionEnd hook, not this server, records its end (U3). A host id
-    memdir cannot use is said on stderr, and the server runs as its own session."""
+    memdir cannot use is said on stderr, and the server runs as its own session. Returns
+    the host process and surface to follow (the host's session changes at /clear)."""
     import os
     import sys
 
@@ -427,6 +436,12 @@ def _bind_host_session(memory: Memory) -> None:
             memory.bind_session(memory.adopt_session(*host).id)
     except MemdirError as exc:
         print(f"memdir: warning: the host's session is not used: {exc}", file=sys.stderr)
+        return None
+    if host is None:
+        return None
+    follow = sessions.host_process(os.environ), host[1]
+    memory.follow_host(*follow)  # the host's session now: later changes are followed
+    return follow
 
 
 def _blocked_threads() -> list[str]:

@@ -50,6 +50,35 @@ def host_session(env: Mapping[str, str]) -> tuple[str, str] | None:
     return None
 
 
+HOST_PID_ENV = "CLAUDE_PID"  # Claude Code's own pid, in its hooks' environment
+
+
+def host_process(env: Mapping[str, str]) -> str:
+    """K3: the host process a hook or MCP server runs under (CLAUDE_PID where the host
+    sets it, else the parent), named so that a hook and the server find the same one."""
+    pid = env.get(HOST_PID_ENV, "")
+    return process_name(int(pid) if pid.isdigit() else os.getppid())
+
+
+def process_name(pid: int) -> str:
+    """A name for process `pid` that no later process reusing the pid shares: the pid and
+    its start time (Linux /proc; elsewhere the pid alone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return str(pid)
+    # the fields after the command's ")" (the command may hold spaces and parentheses);
+    # starttime is the 22nd field of the whole line, the 20th after it
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return f"{pid}-{fields[19].decode()}" if len(fields) > 19 else str(pid)
+
+
+def host_key(process: str) -> str:
+    """The store's key for the session a host process runs now (set at its SessionStart)."""
+    return f"host-process:{process}"
+
+
 def unrecorded(session_id: str, surface: str, parent_id: str | None, now: str) -> Session:
     """U1: the record of a session memdir has not seen yet, as it will be adopted."""
     return Session(session_id, surface, parent_id, now, None, {})

@@ -97,6 +97,7 @@ class MemoryBase:
         self._companions: list[MemoryBase] = []
         self.session_id: str | None = None
         self._session: Session | None = None
+        self._host_seen: dict[str, str | None] = {}  # host process -> its session (K3)
         # The session the environment names (inherited from a parent process): a subagent
         # there cannot switch to another session with --session (U2).
         ambient = env.get(SESSION_ENV) or None

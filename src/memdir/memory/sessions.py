@@ -77,6 +77,27 @@ class SessionMemory(MemoryBase):
             self._unrecorded = False
         return found
 
+    def host_runs(self, process: str, session_id: str) -> None:
+        """K3: the host process `process` (sessions.host_process) now runs `session_id`:
+        its SessionStart at startup, resume, /clear or compaction. The MCP server that host
+        started (one process for the host's whole life) follows it (`follow_host`)."""
+        sessions.check_id(session_id)
+        self._enabled("record the host's session")
+        self.store.set_value(sessions.host_key(process), session_id)
+
+    def follow_host(self, process: str, surface: Surface | str) -> None:
+        """K3: act as the session the host process runs now, once its SessionStart has named
+        another since the first call (after /clear, the host ends one session and starts
+        the next in the same process): the new one is adopted, and later writes carry it.
+        The first call takes the current name as the starting point: a name older than this
+        Memory's session (a server started after it) is not followed."""
+        current = self.store.get_value(sessions.host_key(process))
+        seen = self._host_seen.get(process, "")
+        self._host_seen[process] = current
+        if seen == "" or current is None or current == seen or current == self.session_id:
+            return
+        self.bind_session(self.adopt_session(current, surface).id)
+
     def end_session(self, session_id: str) -> Session:
         """U3: record the end of a top-level session with the counts of what it wrote.
         A subagent's end is not recorded: it wrote nothing and keeps no record."""
