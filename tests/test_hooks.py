@@ -304,6 +304,22 @@ def test_stop_reports_a_refused_block_to_the_user(state_dir: Path, store: Memory
     assert json.loads(again.out)["systemMessage"] == said  # nothing applied: said again
 
 
+def test_stop_logs_a_task_block_in_todays_log(state_dir: Path, store: Memory) -> None:  # M3
+    """A host's session has no memdir task: a task block (the default scope) is a note in
+    today's daily log, not lost; applied once like any block."""
+    answer = 'Done.\nMEMDIR_MEMORIZE_BEGIN\n{"content": "The flaky test is test_upload"}\n'
+    answer += "MEMDIR_MEMORIZE_END\n"
+    data = payload("Stop", last_assistant_message=answer)
+    result = hook(state_dir, "Stop", stdin=data)
+    assert (result.code, result.err) == (0, "")
+    day = store.daily_log()[0]
+    assert json.loads(result.out)["systemMessage"] == f"memdir: logged a note in daily/{day}.md"
+    assert store.daily().count("The flaky test is test_upload") == 1
+    assert hook(state_dir, "Stop", stdin=data).out == ""
+    assert store.daily().count("The flaky test is test_upload") == 1
+    assert store.store.get_session(HOST).counts == {"daily": 1}  # type: ignore[union-attr]
+
+
 def test_stop_reads_the_transcript_when_the_host_sends_no_answer(  # K2, M1
     state_dir: Path, store: Memory, tmp_path: Path
 ) -> None:

@@ -212,7 +212,12 @@ def stop(hook: Hook) -> str:
     ingested = memory.ingest_once(answer, session_id)
     if ingested is None:
         return ""
-    said = [f"memorized {a.scope} {a.target} ({a.action})" for a in ingested.applied]
+    said = [
+        f"logged a note in {a.target}"
+        if a.action == "logged"
+        else f"memorized {a.scope} {a.target} ({a.action})"
+        for a in ingested.applied
+    ]
     return _system_message([*said, *ingested.warnings])
 
 

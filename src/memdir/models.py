@@ -205,8 +205,8 @@ class Applied(Record):
     (it held exactly this), noted, or skipped a duplicate note (a retry)."""
 
     scope: str  # global | task
-    target: str  # entry name or task id
-    action: str  # created | updated | unchanged | noted | duplicate
+    target: str  # entry name, task id, or the daily log (logged)
+    action: str  # created | updated | unchanged | noted | duplicate | logged (daily log)
     hint: str | None = None  # what the duplicate guard found, and what to do
     similar: tuple[Similar, ...] = ()  # the other entries this one resembles (X5)
 

@@ -31,6 +31,8 @@ class AgentMemory(MemoryBase):
     """What an agent's turn calls: boot and recall before, memorize after, the
     heartbeat and distillation between."""
 
+    _log_untasked = False  # inside ingest_once: a host's answer, which has no memdir task
+
     def ingest(
         self,
         output: str,
@@ -71,7 +73,7 @@ class AgentMemory(MemoryBase):
         written = {
             self.layout.entry(a.target) if a.scope == "global" else self.layout.task_notes(a.target)
             for a in applied
-            if a.action not in ("unchanged", "duplicate")
+            if a.action not in ("unchanged", "duplicate", "logged")  # logged: embedded there
         }
         if written:
             self._embed_written(files=sorted(written))
@@ -80,7 +82,8 @@ class AgentMemory(MemoryBase):
     def ingest_once(self, output: str, key: str) -> Ingested | None:
         """M4 for an answer a host may hand over more than once (its Stop event fires per
         turn, and a hook registered twice runs twice at once): the blocks of `output` are
-        applied the first time `key` is seen, None every later time. Marked after the
+        applied the first time `key` is seen, None every later time. A host's session has no
+        memdir task: a task block goes to today's daily log instead. Marked after the
         blocks are applied, under a lock, so two processes apply them once between them
         and a process killed between the two lets the next one apply them again (an
         entry written twice is `unchanged`)."""
@@ -93,7 +96,11 @@ class AgentMemory(MemoryBase):
         with files.locked(self.layout.locks_dir, "ingest-once"):  # rare: answers with blocks
             if self.store.get_value(mark) is not None:
                 return None
-            ingested = self.ingest(output)
+            self._log_untasked = True
+            try:
+                ingested = self.ingest(output)
+            finally:
+                self._log_untasked = False
             if ingested.applied:  # nothing applied (refused, dropped): nothing to repeat
                 self.store.set_value(mark, self._now())
         return ingested
@@ -125,6 +132,10 @@ class AgentMemory(MemoryBase):
                 return Applied("global", entry.name, "unchanged", entry.hint)
             action = "created" if created else "updated"
             return Applied("global", request.name, action, entry.hint, entry.similar)
+        if task is None and self._log_untasked:
+            # a host's session has no memdir task: the note is today's, not lost (M3)
+            written = self._log(request.content)
+            return Applied("task", written.path, "logged")
         if task is None:
             raise ValidationError(
                 f"a task note needs the current task: {advice.memorize_with_task()}"

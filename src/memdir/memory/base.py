@@ -34,11 +34,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Self
 
-    from .. import duplicates, entries, tasks
+    from .. import daily, duplicates, entries, tasks
     from ..search import index, vectors
     from ..storage.base import Store
     from ..types import Embedder, Surface
 else:
+    daily = lazy("memdir.daily")
     duplicates = lazy("memdir.duplicates")
     entries = lazy("memdir.entries")
     tasks = lazy("memdir.tasks")
@@ -349,6 +350,17 @@ class MemoryBase:
         except StorageError:
             registry = {}  # a broken memory.db: the task's own notes still recall (Z)
         return tasks.lineage(registry, task_id)
+
+    def _log(self, text: str, section: str | None = None) -> daily.DailyWrite:
+        """E1: a timestamped entry in today's log, under `## HH:MM` or `section`: the
+        daily_append tool's write, and memorize's for a task note with no task (M3)."""
+        facts.check_content(text, self.settings.max_entry_bytes, "log entry")
+        self.require_writable("the daily log")
+        self.refuse_secrets("log entry", text=text, section=section)
+        result = daily.append(self.layout, text, self.clock(), section)
+        self._count("daily")
+        self._embed_written(files=[os.path.join(self.layout.memory_dir, result.path)])
+        return result
 
     def _add_note(self, task_id: str, content: str, workflow: str | None, step: str | None) -> bool:
         """T1/T2 (tasks.add_note, and memorize's task blocks): append a note to the task;

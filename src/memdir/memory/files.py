@@ -170,13 +170,7 @@ class FileMemory(MemoryBase):
 
     def daily_append(self, text: str, *, section: str | None = None) -> daily.DailyWrite:
         """E1: a timestamped entry in today's log (local time), under `## HH:MM` or `section`."""
-        facts.check_content(text, self.settings.max_entry_bytes, "log entry")
-        self.require_writable("the daily log")
-        self.refuse_secrets("log entry", text=text, section=section)
-        result = daily.append(self.layout, text, self.clock(), section)
-        self._count("daily")
-        self._embed_written(files=[os.path.join(self.layout.memory_dir, result.path)])
-        return result
+        return self._log(text, section)
 
     def daily(self, date: str | None = None) -> str:
         """The log of `date` (YYYY-MM-DD, 'today' or 'yesterday'; default today)."""
