@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SERVER = "memdir"  # the server's name in mcpServers: its tools are mcp__memdir__*
-EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd")
+EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd", "UserPromptSubmit")
 TOOLS_RULE = "mcp__memdir"  # a permission rule naming a server allows all its tools
 # Claude Code names a plugin's server plugin:<plugin>:<server>: the plugin's tools are
 # mcp__plugin_memdir_memdir__*

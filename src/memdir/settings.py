@@ -72,9 +72,14 @@ class Settings(Record):
     # SessionStart and SubagentStart inject at most, below Claude Code's cap on a hook's
     # context (10,000 chars: 2.1.332 turns a longer one into a 2 KB preview); timeout_ms:
     # a hook that would run longer gives up, with nothing injected (SessionEnd: at most
-    # 1,200 ms, inside the host's 1.5 s).
+    # 1,200 ms, inside the host's 1.5 s). recall_on_prompt: UserPromptSubmit puts the few
+    # hits a prompt's words find in front of the model, within prompt_budget_chars and
+    # prompt_timeout_ms (past it nothing is injected: the prompt is never held up).
     hooks_start_budget_chars: int = 9000
     hooks_timeout_ms: int = 5000
+    hooks_recall_on_prompt: bool = False
+    hooks_prompt_budget_chars: int = 2000
+    hooks_prompt_timeout_ms: int = 400
 
 
 DEFAULTS = Settings()
@@ -124,7 +129,10 @@ TABLES = ("memory", "boot", "heartbeat", "distill", "search", "duplicates", "hoo
 HOOKS_KEYS = {
     "start_budget_chars": ("a whole number of characters from 1,000 to 1,000,000", 1000, 1_000_000),
     "timeout_ms": ("a whole number of milliseconds from 100 to 600,000", 100, MAX_TIMEOUT_MS),
+    "prompt_budget_chars": ("a whole number of characters from 200 to 10,000", 200, 10_000),
+    "prompt_timeout_ms": ("a whole number of milliseconds from 50 to 600,000", 50, MAX_TIMEOUT_MS),
 }
+HOOKS_SWITCHES = ("recall_on_prompt",)  # true or false
 SEARCH_KEYS = {
     "mode": "one of auto, lexical, semantic, hybrid",
     "min_score": "a number from -1 to 1 (cosine similarity)",
@@ -185,9 +193,14 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
 def _hooks_values(hooks: dict[str, Any], text: str, path: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in hooks.items():
+        if key in HOOKS_SWITCHES:
+            if not isinstance(value, bool):
+                raise _bad(f"hooks.{key}", value, "true or false", text, path)
+            values["hooks_" + key] = value
+            continue
         expected, low, high = HOOKS_KEYS.get(key, (None, 0, 0))
         if expected is None or not _positive_int(value) or not low <= value <= high:
-            what = expected or f"one of the keys {', '.join(HOOKS_KEYS)}"
+            what = expected or f"one of the keys {', '.join([*HOOKS_KEYS, *HOOKS_SWITCHES])}"
             raise _bad(f"hooks.{key}", value, what, text, path)
         values["hooks_" + key] = value
     return values
@@ -374,4 +387,7 @@ def config_template() -> str:
         "# `memdir hook EVENT`, run by an agent host (Claude Code) at its session events\n"
         "# start_budget_chars = 9000 # what a session or subagent start injects at most\n"
         "# timeout_ms = 5000         # a hook running longer gives up (SessionEnd: 1200 at most)\n"
+        "# recall_on_prompt = false  # true: each prompt gets the few memory hits its words find\n"
+        "# prompt_budget_chars = 2000 # what a prompt's recall injects at most\n"
+        "# prompt_timeout_ms = 400   # past this a prompt's recall gives up, injecting nothing\n"
     )
