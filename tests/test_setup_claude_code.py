@@ -22,7 +22,7 @@ from memdir.testing import cli_command
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ["/opt/tools/bin/memdir"]
-EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd")
+EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd", "UserPromptSubmit")
 
 USER_MCP = {"mcpServers": {"github": {"command": "gh-mcp", "args": ["--stdio"], "env": {}}}}
 USER_SETTINGS = {
