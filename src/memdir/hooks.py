@@ -224,6 +224,11 @@ PROMPT_MIN_WORDS = 2  # the floor: a hit shares at least this many of the prompt
 PROMPT_SCAN_CHARS = 2000  # of a prompt, the start is searched: a pasted log is not a query
 PROMPT_MAX_WORDS = 24  # ...and at most this many of its distinct words
 SNIPPET_CHARS = 300
+# What a prompt says to the agent, not about the work: never searched for.
+PROMPT_CHATTER = frozenset(
+    "ok okay yes yeah yep sure no nope thanks thank please go continue hi hello hey great "
+    "fine cool good lgtm".split()
+)
 PROMPT_HEADER = (
     "# memdir: memory that may bear on this prompt (read more with memory_get PATH from "
     "LINE, find more with memory_search)\n"
@@ -231,15 +236,15 @@ PROMPT_HEADER = (
 
 
 def prompt_words(prompt: str) -> list[str]:
-    """The words of a prompt a search looks for: lower-cased, no stopwords or single
-    letters, each once, from its start. Plain words only, so no quote, operator or
+    """The words of a prompt a search looks for: lower-cased, no stopwords, chatter
+    ("ok, go on") or single letters, each once, from its start. Plain words only, so no quote, operator or
     parenthesis in a prompt is ever read as query syntax."""
     from .query import STOPWORDS, WORD_RE
 
     found: dict[str, None] = {}
     for word in WORD_RE.findall(prompt[:PROMPT_SCAN_CHARS].lower()):
         word = word.strip("_")
-        if len(word) > 1 and word not in STOPWORDS:
+        if len(word) > 1 and word not in STOPWORDS and word not in PROMPT_CHATTER:
             found[word] = None
             if len(found) == PROMPT_MAX_WORDS:
                 break
