@@ -237,8 +237,8 @@ PROMPT_HEADER = (
 
 def prompt_words(prompt: str) -> list[str]:
     """The words of a prompt a search looks for: lower-cased, no stopwords, chatter
-    ("ok, go on") or single letters, each once, from its start. Plain words only, so no quote, operator or
-    parenthesis in a prompt is ever read as query syntax."""
+    ("ok, go on") or single letters, each once, from its start. Plain words only, so no
+    quote, operator or parenthesis in a prompt is ever read as query syntax."""
     from .query import STOPWORDS, WORD_RE
 
     found: dict[str, None] = {}
