@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memdir import Memory, ReadOnlyError, hooks
 from memdir.testing import cli_command, cli_env
@@ -410,6 +412,9 @@ def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -
 # -- UserPromptSubmit: recall on the prompt ------------------------------------------------
 
 
+PROMPT_PIECES = ['"', "(", ")", "*", "AND", "OR", "NOT", "NEAR", ":", "^", "-", "ci", "takes", "\0"]
+
+
 def recall_on(state_dir: Path, extra: str = "") -> None:
     (state_dir / "config.toml").write_text(f"[hooks]\nrecall_on_prompt = true\n{extra}")
 
@@ -543,6 +548,22 @@ def test_prompt_words_are_plain_words_from_the_start() -> None:  # K2, F4
         "late",
     ]
     assert hooks.covered(["signed", "builds", "key"], "Release builds are signing with it") == 2
+    assert hooks.covered(["tests", "testing"], "the tests pass") == 1  # one word, twice
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(prompt=st.text(max_size=300) | st.lists(st.sampled_from(PROMPT_PIECES)).map(" ".join))
+def test_user_prompt_submit_never_fails_on_any_text(  # K2, F4
+    state_dir: Path, store: Memory, prompt: str
+) -> None:
+    """Any text at all, FTS5 syntax pieces included, is one reply and no warning."""
+    recall_on(state_dir)
+    reply = hooks.run("UserPromptSubmit", json.dumps(payload("UserPromptSubmit", prompt=prompt)))
+    assert reply.warning is None
+    if reply.out:
+        assert json.loads(reply.out)["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
 
 
 def test_user_prompt_submit_gives_up_past_its_time_budget(  # K2

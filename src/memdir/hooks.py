@@ -252,13 +252,13 @@ def prompt_words(prompt: str) -> list[str]:
 
 
 def covered(words: list[str], text: str) -> int:
-    """How many of `words` `text` holds, a word counting when it shares its first four
-    letters (all of a shorter word) with one of the text's: the index stems words (porter),
-    so "signed" found "signing"; this counts them alike, without a stemmer."""
+    """How many of `words` `text` holds, words alike in their first four letters (all of a
+    shorter word) counting as one: the index stems words (porter), so "signed" found
+    "signing"; this counts them alike without a stemmer, and "tests testing" as one word."""
     from .query import WORD_RE
 
     stems = {w[:4] for w in WORD_RE.findall(text.lower())}
-    return sum(w[:4] in stems for w in words)
+    return len(stems & {w[:4] for w in words})
 
 
 def _hit_line(
