@@ -415,6 +415,11 @@ def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -
 PROMPT_PIECES = ['"', "(", ")", "*", "AND", "OR", "NOT", "NEAR", ":", "^", "-", "ci", "takes", "\0"]
 
 
+# hooks.run in the test's own process arms the watchdog, which would end pytest itself on
+# a slow machine: for those tests, a time budget no call reaches.
+IN_PROCESS = "prompt_timeout_ms = 600000\n"
+
+
 def recall_on(state_dir: Path, extra: str = "") -> None:
     (state_dir / "config.toml").write_text(f"[hooks]\nrecall_on_prompt = true\n{extra}")
 
@@ -528,7 +533,7 @@ def test_user_prompt_submit_takes_any_prompt(
 ) -> None:  # K2, F4
     """A prompt is untrusted text, never query syntax: quotes, operators, FTS5 syntax, NUL,
     a huge paste all search as plain words; never a warning."""
-    recall_on(state_dir)
+    recall_on(state_dir, IN_PROCESS)
     reply = hooks.run("UserPromptSubmit", json.dumps(payload("UserPromptSubmit", prompt=prompt)))
     assert reply.warning is None
     if reply.out:
@@ -559,7 +564,7 @@ def test_user_prompt_submit_never_fails_on_any_text(  # K2, F4
     state_dir: Path, store: Memory, prompt: str
 ) -> None:
     """Any text at all, FTS5 syntax pieces included, is one reply and no warning."""
-    recall_on(state_dir)
+    recall_on(state_dir, IN_PROCESS)
     reply = hooks.run("UserPromptSubmit", json.dumps(payload("UserPromptSubmit", prompt=prompt)))
     assert reply.warning is None
     if reply.out:
