@@ -50,6 +50,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "boot": ([], ["--days", "10", "--entries", "50", "--runs", "5"]),
     "hooks": ([], ["--days", "10", "--entries", "50", "--runs", "5"]),
+    "uprompt": ([], ["--facts", "2000", "--runs", "3", "--inprocess-runs", "20"]),
     "search_scale": (
         [],
         [
@@ -228,6 +229,38 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "bench": name,
                 "figure": "memdir hook PreToolUse (subagent write, denied) p50 ms",
                 "value": summary["pre_tool_use_p50_ms"],
+                "target": "",
+                "ok": None,
+            },
+        ]
+    if name == "uprompt":
+        size = f"{summary['facts']:,} facts"
+        return [
+            {
+                "bench": name,
+                "figure": f"memdir hook UserPromptSubmit p50 ms, whole process ({size})",
+                "value": summary["hook_p50_ms"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"memdir hook UserPromptSubmit p95 ms, whole process ({size})",
+                "value": summary["hook_p95_ms"],
+                "target": f"< {summary['prompt_timeout_ms']} ([hooks] prompt_timeout_ms)",
+                "ok": summary["hook_worst_p95_ms"] < summary["prompt_timeout_ms"],
+            },
+            {
+                "bench": name,
+                "figure": "memdir hook UserPromptSubmit / bare FTS5 process, median wall",
+                "value": summary["hook_ratio_p50"],
+                "target": "",
+                "ok": None,
+            },
+            {
+                "bench": name,
+                "figure": f"UserPromptSubmit in-process p95 ms ({size})",
+                "value": summary["inprocess_p95_ms"],
                 "target": "",
                 "ok": None,
             },

@@ -52,6 +52,7 @@ TINY = {
     ],
     "boot": ["--days", "3", "--entries", "20", "--runs", "2", "--profile", "--profile-runs", "1"],
     "hooks": ["--days", "3", "--entries", "20", "--runs", "2"],
+    "uprompt": ["--facts", "500", "--runs", "2", "--inprocess-runs", "3"],
     "search_scale": [
         "--facts",
         "300",
@@ -136,6 +137,17 @@ SUMMARY_KEYS = {
         "sessions_recorded",
         "ok",
     },
+    "uprompt": {
+        "hook_p50_ms",
+        "hook_p95_ms",
+        "hook_ratio_p50",
+        "inprocess_p50_ms",
+        "inprocess_p95_ms",
+        "inprocess_ratio_p95",
+        "off_p50_ms",
+        "calls_over_budget",
+        "ok",
+    },
     "search_scale": {
         "targets",
         "met",
@@ -195,6 +207,7 @@ ROW_KEYS = {
     },
     "boot": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "chars", "tokens"},
     "hooks": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "ratio_p95"},
+    "uprompt": {"prompt", "words", "hits", "hook_p50_ms", "bare_p50_ms", "run_p50_ms"},
     "search_scale": {"table"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
@@ -306,8 +319,21 @@ def test_hooks_checked_every_reply_and_recorded_every_session(
     }
 
 
+def test_uprompt_checked_every_reply_against_the_raw_query(tmp_path: Path, cache_dir: Path) -> None:
+    """K2: every prompt's reply was checked against the raw FTS5 query before timing (the
+    script exits otherwise): the hits it injected, within the budget, none for chatter."""
+    data = run_bench("uprompt", TINY["uprompt"], tmp_path, cache_dir)
+    by = {r["prompt"]: r for r in data["rows"]}
+    assert set(by) == {"short", "question", "paragraph", "pasted 50 KB", "chatter"}
+    assert by["chatter"]["words"] == 0 and by["chatter"]["hits"] == 0
+    assert by["question"]["hits"] > 0 and by["pasted 50 KB"]["words"] == 24
+    budget = data["summary"]["prompt_budget_chars"]
+    assert all(r["injected_chars"] <= budget for r in data["rows"])
+    assert data["summary"]["calls"] == 5 * data["params"]["runs"]
+
+
 def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
-    scripts = ["search_inprocess", "insert", "recall", "ingest", "boot", "hooks"]
+    scripts = ["search_inprocess", "insert", "recall", "ingest", "boot", "hooks", "uprompt"]
     data = run_bench(
         "run_all", ["--quick", "--only", ",".join(scripts)], tmp_path, cache_dir, result="summary"
     )

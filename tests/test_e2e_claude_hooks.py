@@ -1,7 +1,8 @@
 """Whole headless Claude Code sessions in a project wired the way a new user wires one:
 `memdir init`, then `memdir setup claude-code`, then `claude -p` against the scripted
-stand-in (tests/standin.py). The hooks (SessionStart, SubagentStart, PreToolUse,
-SessionEnd) and the MCP server are the ones setup registered, run by the real CLI.
+stand-in (tests/standin.py). The hooks (SessionStart, UserPromptSubmit, SubagentStart,
+PreToolUse, Stop, SubagentStop, PostCompact, SessionEnd) and the MCP server are the ones
+setup registered, run by the real CLI.
 
 Slow-marked, and in the xdist group "processes": each run is claude, memdir serve and a
 memdir process per hook event.
@@ -425,3 +426,35 @@ def test_writes_after_clear_carry_the_new_session(wired: Wired) -> None:
     assert listed[second]["counts"] == {"facts": 1} and listed[second]["ended"], listed
     inits = [e["session_id"] for e in run.events if e.get("subtype") == "init"]
     assert (inits[0], inits[-1]) == (first, second), inits
+
+
+def test_prompt_recall_reaches_the_model_when_on_and_nothing_when_off(wired: Wired) -> None:
+    """K2: UserPromptSubmit, registered by setup, is off by default: the model's first
+    request holds nothing the prompt would recall. With `recall_on_prompt = true` in the
+    project's config.toml (no second setup), the fact the prompt's words find reaches the
+    model's first request as the hook's context: its kind, its id, its text."""
+    prompt = "e2e-recall-{} how are the release builds signed?"
+    run, api = wired.run({"e2e-recall-off": [Text("Hi.")]}, prompt.format("off"))
+    (first,) = api.conversation("e2e-recall-off")
+    seen = messages_text(first)
+    assert HOT_LINE in seen, api.dump()  # the boot context came; the recall did not
+    assert "fact-ramble-88" not in seen and "memory that may bear" not in seen, api.dump()
+
+    config = wired.state / "config.toml"
+    text = config.read_text()
+    assert "# recall_on_prompt = false" in text  # the template `memdir init` wrote
+    config.write_text(text.replace("# recall_on_prompt = false", "recall_on_prompt = true"))
+    run, api = wired.run(
+        {"e2e-recall-on": [Text("Signed with the team key.")]}, prompt.format("on")
+    )
+    (first,) = api.conversation("e2e-recall-on")
+    seen = messages_text(first)
+    with Memory(str(wired.state)) as memory:
+        (fact,) = [h.id for h in memory.search("fact-ramble-88", kinds=["fact"])]
+    recalled = (
+        "UserPromptSubmit hook additional context: # memdir: memory that may bear on this "
+        f"prompt (read more with memory_get PATH from LINE, find more with memory_search)\n"
+        f"- [fact #{fact} (convention)] {SEARCHABLE}\n"
+    )
+    assert recalled in seen, api.dump()
+    assert seen.count(SEARCHABLE) == 1 and HOT_LINE in seen, api.dump()

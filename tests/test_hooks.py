@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memdir import Memory, ReadOnlyError, hooks
 from memdir.testing import cli_command, cli_env
@@ -632,6 +634,7 @@ def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -
 
 ANSWERING = {  # a payload of each event that, switched on, answers or writes something
     "SessionStart": "SessionStart-startup",
+    "UserPromptSubmit": "UserPromptSubmit",
     "SubagentStart": "SubagentStart",
     "PreToolUse": "PreToolUse-subagent-memory_update",
     "Stop": "Stop",
@@ -648,7 +651,10 @@ def test_each_hook_can_be_switched_off(state_dir: Path, store: Memory) -> None: 
     from memdir.settings import HOOK_EVENTS
 
     assert set(HOOK_EVENTS) == set(hooks.EVENTS) == set(ANSWERING)
-    (state_dir / "config.toml").write_text(f"[hooks]\noff = {json.dumps(list(ANSWERING))}\n")
+    everything = json.dumps(list(ANSWERING))
+    (state_dir / "config.toml").write_text(
+        f"[hooks]\nrecall_on_prompt = true\noff = {everything}\n"
+    )
     for event, name in ANSWERING.items():
         result = hook(state_dir, event, stdin=payload(name))
         assert (result.code, result.out, result.err) == (0, "", ""), event
@@ -659,4 +665,216 @@ def test_each_hook_can_be_switched_off(state_dir: Path, store: Memory) -> None: 
     assert (
         "Deploys go through"
         in hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
+    )
+
+
+# -- UserPromptSubmit: recall on the prompt ------------------------------------------------
+
+
+PROMPT_PIECES = ['"', "(", ")", "*", "AND", "OR", "NOT", "NEAR", ":", "^", "-", "ci", "takes", "\0"]
+
+
+# hooks.run in the test's own process arms the watchdog, which would end pytest itself on
+# a slow machine: for those tests, a time budget no call reaches.
+IN_PROCESS = "prompt_timeout_ms = 600000\n"
+
+
+def recall_on(state_dir: Path, extra: str = "") -> None:
+    (state_dir / "config.toml").write_text(f"[hooks]\nrecall_on_prompt = true\n{extra}")
+
+
+def prompted(state_dir: Path, prompt: str | None = None) -> Hooked:
+    data = (
+        payload("UserPromptSubmit")
+        if prompt is None
+        else payload("UserPromptSubmit", prompt=prompt)
+    )
+    return hook(state_dir, "UserPromptSubmit", stdin=data)
+
+
+def test_user_prompt_submit_is_off_by_default(state_dir: Path, store: Memory) -> None:  # K2, S
+    """The recorded prompt ("How long does the CI pipeline take...") would find the
+    ci-duration entry, but nothing is injected until [hooks] recall_on_prompt is on."""
+    result = prompted(state_dir)
+    assert (result.code, result.out, result.err) == (0, "", "")
+    (state_dir / "config.toml").write_text("[hooks]\nrecall_on_prompt = false\n")
+    assert (prompted(state_dir).out, prompted(state_dir).err) == ("", "")
+
+
+def test_user_prompt_submit_injects_the_hits_the_prompt_finds(  # K2, Q1, E4
+    state_dir: Path, store: Memory
+) -> None:
+    """On: each hit on a line of its own, its kind and where to read it (a file's path and
+    line for memory_get, a fact's id), then its text."""
+    recall_on(state_dir)
+    fact = store.add_fact("The CI pipeline caches wheels between runs", "learning")
+    result = prompted(state_dir)
+    assert (result.code, result.err) == (0, "")
+    assert result.answer["hookEventName"] == "UserPromptSubmit"
+    text = result.context
+    assert text.startswith("# memdir: memory that may bear on this prompt")
+    lines = text.splitlines()[1:]
+    entry = [line for line in lines if "ci-duration" in line]
+    assert entry and entry[0].startswith("- [global global/ci-duration.md line ")
+    assert "About 12 minutes" in entry[0]
+    assert f"- [fact #{fact.id} (learning)] The CI pipeline caches wheels between runs" in lines
+    start = int(entry[0].split(" line ")[1].split("]")[0])  # memory_get reads it from there
+    assert any(
+        "About 12 minutes" in t
+        for _, t in store.get("global/ci-duration.md", from_line=start).lines
+    )
+    assert len(lines) <= hooks.PROMPT_HITS and len(text) <= 2000
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "what is it that you do?",  # stopwords only
+        "yes",
+        "ok, thanks, go on please",
+        "minutes",  # one word: not enough to call anything relevant
+        "How many minutes until lunch?",  # one word in common with the entry
+        "",
+    ],
+)
+def test_user_prompt_submit_injects_nothing_irrelevant(  # K2
+    state_dir: Path, store: Memory, prompt: str
+) -> None:
+    """The floor: a hit shares at least two of the prompt's words, or it is not shown."""
+    recall_on(state_dir)
+    result = prompted(state_dir, prompt)
+    assert (result.code, result.out, result.err) == (0, "", "")
+
+
+def test_user_prompt_submit_skips_what_hot_md_shows(
+    state_dir: Path, store: Memory
+) -> None:  # K2, E3
+    """HOT.md is in the boot context already: a fact it repeats is not injected again."""
+    recall_on(state_dir)
+    store.add_fact("Deploys go through `make ship`, never by hand.", "convention")
+    store.add_fact("Deploys of the docs go through the docs pipeline.", "convention")
+    text = prompted(state_dir, "do deploys of the docs go through make ship?").context
+    assert "docs pipeline" in text and "make ship" not in text
+
+
+def test_user_prompt_submit_stays_within_its_budget(state_dir: Path, store: Memory) -> None:  # K2
+    """Many long hits: at most PROMPT_HITS, each cut to a snippet, all within
+    [hooks] prompt_budget_chars; a hit that does not fit is left out."""
+    recall_on(state_dir, "prompt_budget_chars = 500\n")
+    with store.bulk():
+        for i in range(20):
+            store.add_fact(f"Invoice export {i} runs nightly " + "and it is slow " * 60, "learning")
+    text = prompted(state_dir, "why is the nightly invoice export slow?").context
+    lines = text.splitlines()[1:]
+    assert 1 <= len(lines) < hooks.PROMPT_HITS and len(text) <= 500
+    assert all(len(line) <= hooks.SNIPPET_CHARS + 40 and line.endswith(" …") for line in lines)
+    recall_on(state_dir)
+    assert (
+        len(prompted(state_dir, "why is the nightly invoice export slow?").context.splitlines())
+        == 1 + hooks.PROMPT_HITS
+    )
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        'fix "ci-duration AND (minutes',
+        "NOT ci OR AND minutes*",
+        "ci NEAR(minutes takes) content:ci ^ci -- ** () \"\" ''",
+        "ci\0minutes long\ttakes \u202e\U0001f600 é ı ﬁ",
+        "how long ci takes " * 50_000,  # ~900 KB pasted in
+        "x" * 100_000 + " ci minutes",
+    ],
+    ids=["quote", "operators", "fts-syntax", "control-unicode", "huge", "one-huge-word"],
+)
+def test_user_prompt_submit_takes_any_prompt(
+    store: Memory, state_dir: Path, prompt: str
+) -> None:  # K2, F4
+    """A prompt is untrusted text, never query syntax: quotes, operators, FTS5 syntax, NUL,
+    a huge paste all search as plain words; never a warning."""
+    recall_on(state_dir, IN_PROCESS)
+    reply = hooks.run("UserPromptSubmit", json.dumps(payload("UserPromptSubmit", prompt=prompt)))
+    assert reply.warning is None
+    if reply.out:
+        assert "ci-duration" in json.loads(reply.out)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_prompt_words_are_plain_words_from_the_start() -> None:  # K2, F4
+    assert hooks.prompt_words('Why "does" the CI (NOT) take* so LONG, ci?') == [
+        "ci",
+        "take",
+        "long",
+    ]
+    words = hooks.prompt_words(" ".join(f"word{i}" for i in range(100)))
+    assert words == [f"word{i}" for i in range(hooks.PROMPT_MAX_WORDS)]
+    assert hooks.prompt_words("y" * 10 + " late" * 1000 + " " + "z" * hooks.PROMPT_SCAN_CHARS) == [
+        "yyyyyyyyyy",
+        "late",
+    ]
+    assert hooks.covered(["signed", "builds", "key"], "Release builds are signing with it") == 2
+    assert hooks.covered(["tests", "testing"], "the tests pass") == 1  # one word, twice
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(prompt=st.text(max_size=300) | st.lists(st.sampled_from(PROMPT_PIECES)).map(" ".join))
+def test_user_prompt_submit_never_fails_on_any_text(  # K2, F4
+    state_dir: Path, store: Memory, prompt: str
+) -> None:
+    """Any text at all, FTS5 syntax pieces included, is one reply and no warning."""
+    recall_on(state_dir, IN_PROCESS)
+    reply = hooks.run("UserPromptSubmit", json.dumps(payload("UserPromptSubmit", prompt=prompt)))
+    assert reply.warning is None
+    if reply.out:
+        assert json.loads(reply.out)["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+
+
+def test_user_prompt_submit_gives_up_past_its_time_budget(  # K2
+    state_dir: Path, store: Memory
+) -> None:
+    """Another writer holds the store for as long as the test says: the search's
+    bookkeeping (which facts it found, for doctor) waits for the lock, and at [hooks]
+    prompt_timeout_ms the hook gives up with one line and exit 0, injecting nothing."""
+    recall_on(state_dir, "prompt_timeout_ms = 150\n")
+    store.add_fact("The CI pipeline takes longer on Mondays", "learning")  # a fact: noted
+    holder = sqlite3.connect(store.layout.db, timeout=0)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        result = prompted(state_dir)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert (result.code, result.out) == (0, "")
+    assert result.err.count("\n") == 1
+    assert "gave up after 150 ms ([hooks] prompt_timeout_ms)" in result.err
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("recall_on_prompt = 1", "hooks.recall_on_prompt"),
+        ('recall_on_prompt = "yes"', "hooks.recall_on_prompt"),
+        ("prompt_budget_chars = 199", "hooks.prompt_budget_chars"),
+        ("prompt_budget_chars = 10001", "hooks.prompt_budget_chars"),
+        ("prompt_timeout_ms = 49", "hooks.prompt_timeout_ms"),
+    ],
+)
+def test_prompt_settings_are_checked(tmp_path: Path, line: str, key: str) -> None:  # S, K2
+    from memdir.errors import ConfigError
+    from memdir.settings import load_settings
+
+    config = tmp_path / "config.toml"
+    config.write_text(f"[hooks]\n{line}\n")
+    with pytest.raises(ConfigError, match=key) as caught:
+        load_settings(str(config))
+    assert caught.value.line == 2
+    config.write_text(
+        "[hooks]\nrecall_on_prompt = true\nprompt_budget_chars = 800\nprompt_timeout_ms = 250\n"
+    )
+    s = load_settings(str(config))
+    assert (s.hooks_recall_on_prompt, s.hooks_prompt_budget_chars, s.hooks_prompt_timeout_ms) == (
+        True,
+        800,
+        250,
     )

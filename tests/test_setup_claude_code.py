@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ["/opt/tools/bin/memdir"]
 EVENTS = (
     "SessionStart",
+    "UserPromptSubmit",
     "SubagentStart",
     "PreToolUse",
     "Stop",

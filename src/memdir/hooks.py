@@ -82,7 +82,11 @@ class Hook:
             budget = self._memory.settings.hooks_timeout_ms
             if self.event == "SessionEnd":
                 budget = min(budget, SESSION_END_MS)
-            self._timer = _watchdog(self.event, budget)
+            key = "timeout_ms"
+            if self.event == "UserPromptSubmit":  # the user is waiting: its own, short budget
+                key = "prompt_timeout_ms"
+                budget = min(budget, self._memory.settings.hooks_prompt_timeout_ms)
+            self._timer = _watchdog(self.event, budget, key)
         return self._memory
 
     def active(self) -> bool:
@@ -345,6 +349,104 @@ def last_assistant_text(path: str) -> str:
     return "\n".join(reversed(texts))
 
 
+def user_prompt_submit(hook: Hook) -> str:
+    """K2 at UserPromptSubmit, when `[hooks] recall_on_prompt` is on: the few hits the
+    prompt's words find, within `[hooks] prompt_budget_chars`. Lexical only, even with the
+    embeddings extra: loading the model takes longer than the whole time budget, and a
+    hook that gives up injects nothing. The prompt is untrusted text, never query syntax:
+    its words are searched as plain words. Nothing is injected when no hit shares at
+    least two of them (a one-word prompt, "yes" or "go on", recalls nothing), nor what
+    HOT.md, already in the boot context, holds."""
+    memory = hook.memory
+    settings = memory.settings
+    if not (hook.active() and settings.hooks_recall_on_prompt):
+        return ""
+    words = prompt_words(_str(hook.data.get("prompt")) or "")
+    if len(words) < PROMPT_MIN_WORDS:
+        return ""
+    hits = memory.search(" ".join(words), limit=PROMPT_CANDIDATES, mode="lexical")
+    hot = " ".join(memory.hot().split())
+    lines: list[str] = []
+    room = settings.hooks_prompt_budget_chars - len(PROMPT_HEADER)
+    for hit in hits:
+        text = " ".join(hit.content.split())
+        if covered(words, text) < PROMPT_MIN_WORDS or (hot and text in hot):
+            continue
+        line = _hit_line(hit.kind, hit.id, hit.path, hit.lines, hit.category, text)
+        if len(line) + 1 > room:
+            continue
+        lines.append(line)
+        room -= len(line) + 1
+        if len(lines) == PROMPT_HITS:
+            break
+    if not lines:
+        return ""
+    return context("UserPromptSubmit", PROMPT_HEADER + "".join(f"{line}\n" for line in lines))
+
+
+PROMPT_HITS = 3  # the few most relevant hits a prompt is given
+PROMPT_CANDIDATES = 12  # searched for them: some fall under the floor or are in HOT.md
+PROMPT_MIN_WORDS = 2  # the floor: a hit shares at least this many of the prompt's words
+PROMPT_SCAN_CHARS = 2000  # of a prompt, the start is searched: a pasted log is not a query
+PROMPT_MAX_WORDS = 24  # ...and at most this many of its distinct words
+SNIPPET_CHARS = 300
+# What a prompt says to the agent, not about the work: never searched for.
+PROMPT_CHATTER = frozenset(
+    "ok okay yes yeah yep sure no nope thanks thank please go continue hi hello hey great "
+    "fine cool good lgtm".split()
+)
+PROMPT_HEADER = (
+    "# memdir: memory that may bear on this prompt (read more with memory_get PATH from "
+    "LINE, find more with memory_search)\n"
+)
+
+
+def prompt_words(prompt: str) -> list[str]:
+    """The words of a prompt a search looks for: lower-cased, no stopwords, chatter
+    ("ok, go on") or single letters, each once, from its start. Plain words only, so no
+    quote, operator or parenthesis in a prompt is ever read as query syntax."""
+    from .query import STOPWORDS, WORD_RE
+
+    found: dict[str, None] = {}
+    for word in WORD_RE.findall(prompt[:PROMPT_SCAN_CHARS].lower()):
+        word = word.strip("_")
+        if len(word) > 1 and word not in STOPWORDS and word not in PROMPT_CHATTER:
+            found[word] = None
+            if len(found) == PROMPT_MAX_WORDS:
+                break
+    return list(found)
+
+
+def covered(words: list[str], text: str) -> int:
+    """How many of `words` `text` holds, words alike in their first four letters (all of a
+    shorter word) counting as one: the index stems words (porter), so "signed" found
+    "signing"; this counts them alike without a stemmer, and "tests testing" as one word."""
+    from .query import WORD_RE
+
+    stems = {w[:4] for w in WORD_RE.findall(text.lower())}
+    return len(stems & {w[:4] for w in words})
+
+
+def _hit_line(
+    kind: str,
+    item: int | None,
+    path: str | None,
+    lines: tuple[int, int] | None,
+    category: str | None,
+    text: str,
+) -> str:
+    """One hit on one line: what it is, where to read it, its start (defanged, R4)."""
+    from .markers import defang
+
+    if path is not None:
+        where = f"{kind} {path}" + (f" line {lines[0]}" if lines else "")
+    else:
+        where = f"{kind} #{item}" + (f" ({category})" if category else "")
+    text = defang(text)
+    snippet = text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 2] + " …"
+    return f"- [{where}] {snippet}"
+
+
 def _memdir_tool(name: str) -> str | None:
     """The memdir tool an MCP tool name calls: mcp__<server>__<tool> with memdir in the
     server's name (`memdir`, or a plugin's `plugin_memdir_memdir`)."""
@@ -363,6 +465,7 @@ EVENTS: dict[str, Callable[[Hook], str]] = {
     "PreCompact": compaction,
     "PostCompact": compaction,
     "SessionEnd": session_end,
+    "UserPromptSubmit": user_prompt_submit,
 }
 
 
@@ -469,14 +572,14 @@ def run(
     return Reply(out, "; ".join(hook.warnings) or None)
 
 
-def _watchdog(event: str, budget_ms: int) -> threading.Timer:
+def _watchdog(event: str, budget_ms: int, key: str = "timeout_ms") -> threading.Timer:
     """Give up once the hook has run `budget_ms`: one line on stderr, exit 0, nothing
     printed; the host goes on as if the hook had said nothing."""
     import threading
 
     def give_up() -> None:
         sys.stderr.write(
-            f"memdir: hook {event} gave up after {budget_ms:,} ms ([hooks] timeout_ms); "
+            f"memdir: hook {event} gave up after {budget_ms:,} ms ([hooks] {key}); "
             "nothing was injected\n"
         )
         sys.stderr.flush()

@@ -33,6 +33,7 @@ SERVER = "memdir"  # the server's name in mcpServers: its tools are mcp__memdir_
 # PreCompact is answered too (a host without PostCompact); PostCompact logs the summary
 EVENTS = (
     "SessionStart",
+    "UserPromptSubmit",  # does nothing until [hooks] recall_on_prompt = true
     "SubagentStart",
     "PreToolUse",
     "Stop",

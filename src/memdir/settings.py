@@ -72,12 +72,17 @@ class Settings(Record):
     # SessionStart and SubagentStart inject at most, below Claude Code's cap on a hook's
     # context (10,000 chars: 2.1.332 turns a longer one into a 2 KB preview); timeout_ms:
     # a hook that would run longer gives up, with nothing injected (SessionEnd: at most
-    # 1,200 ms, inside the host's 1.5 s).
+    # 1,200 ms, inside the host's 1.5 s). recall_on_prompt: UserPromptSubmit puts the few
+    # hits a prompt's words find in front of the model, within prompt_budget_chars and
+    # prompt_timeout_ms (past it nothing is injected: the prompt is never held up).
     hooks_start_budget_chars: int = 9000
     hooks_timeout_ms: int = 5000
     # off: the events `memdir hook` answers with nothing and does nothing for (a plugin's
     # hooks cannot be edited away one by one; this turns each off where memory lives).
     hooks_off: tuple[str, ...] = ()
+    hooks_recall_on_prompt: bool = False
+    hooks_prompt_budget_chars: int = 2000
+    hooks_prompt_timeout_ms: int = 400
 
 
 DEFAULTS = Settings()
@@ -127,7 +132,10 @@ TABLES = ("memory", "boot", "heartbeat", "distill", "search", "duplicates", "hoo
 HOOKS_KEYS = {
     "start_budget_chars": ("a whole number of characters from 1,000 to 1,000,000", 1000, 1_000_000),
     "timeout_ms": ("a whole number of milliseconds from 100 to 600,000", 100, MAX_TIMEOUT_MS),
+    "prompt_budget_chars": ("a whole number of characters from 200 to 10,000", 200, 10_000),
+    "prompt_timeout_ms": ("a whole number of milliseconds from 50 to 600,000", 50, MAX_TIMEOUT_MS),
 }
+HOOKS_SWITCHES = ("recall_on_prompt",)  # true or false
 SEARCH_KEYS = {
     "mode": "one of auto, lexical, semantic, hybrid",
     "min_score": "a number from -1 to 1 (cosine similarity)",
@@ -188,6 +196,7 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
 # the events `memdir hook` answers (hooks.EVENTS, checked by a test): [hooks] off names them
 HOOK_EVENTS = (
     "SessionStart",
+    "UserPromptSubmit",
     "SubagentStart",
     "PreToolUse",
     "Stop",
@@ -200,6 +209,7 @@ HOOK_EVENTS = (
 
 def _hooks_values(hooks: dict[str, Any], text: str, path: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    keys = ", ".join([*HOOKS_KEYS, *HOOKS_SWITCHES, "off"])
     for key, value in hooks.items():
         if key == "off":
             if not isinstance(value, list) or not all(v in HOOK_EVENTS for v in value):
@@ -207,10 +217,14 @@ def _hooks_values(hooks: dict[str, Any], text: str, path: str) -> dict[str, Any]
                 raise _bad("hooks.off", value, events, text, path)
             values["hooks_off"] = tuple(value)
             continue
+        if key in HOOKS_SWITCHES:
+            if not isinstance(value, bool):
+                raise _bad(f"hooks.{key}", value, "true or false", text, path)
+            values["hooks_" + key] = value
+            continue
         expected, low, high = HOOKS_KEYS.get(key, (None, 0, 0))
         if expected is None or not _positive_int(value) or not low <= value <= high:
-            what = expected or f"one of the keys {', '.join([*HOOKS_KEYS, 'off'])}"
-            raise _bad(f"hooks.{key}", value, what, text, path)
+            raise _bad(f"hooks.{key}", value, expected or f"one of the keys {keys}", text, path)
         values["hooks_" + key] = value
     return values
 
@@ -397,4 +411,7 @@ def config_template() -> str:
         "# start_budget_chars = 9000 # what a session or subagent start injects at most\n"
         "# timeout_ms = 5000         # a hook running longer gives up (SessionEnd: 1200 at most)\n"
         '# off = []                  # events to do nothing at, e.g. ["SubagentStart", "Stop"]\n'
+        "# recall_on_prompt = false  # true: each prompt gets the few memory hits its words find\n"
+        "# prompt_budget_chars = 2000 # what a prompt's recall injects at most\n"
+        "# prompt_timeout_ms = 400   # past this a prompt's recall gives up, injecting nothing\n"
     )

@@ -23,8 +23,8 @@ def add_hook(b: Builder) -> None:
         nargs="?",
         metavar="EVENT",
         help=(
-            "SessionStart, SubagentStart, PreToolUse, Stop, SubagentStop, PreCompact, "
-            "PostCompact or SessionEnd (Claude Code's names)"
+            "SessionStart, UserPromptSubmit, SubagentStart, PreToolUse, Stop, SubagentStop, "
+            "PreCompact, PostCompact or SessionEnd (Claude Code's names)"
         ),
     )
 

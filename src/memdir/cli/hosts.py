@@ -17,7 +17,8 @@ SETUP_HELP = "register memdir's MCP server and hooks in an agent host's config (
 SETUP_EPILOG = """\
 project scope (the default; the project is the git work tree holding the current folder,
 else the current folder): .mcp.json gets the `memdir` server, .claude/settings.json the
-hooks (SessionStart, SubagentStart, PreToolUse on memdir's tools, SessionEnd), the rule
+hooks (SessionStart, UserPromptSubmit, SubagentStart, PreToolUse on memdir's tools, Stop,
+SubagentStop, PostCompact, SessionEnd), the rule
 allowing memdir's tools (mcp__memdir) and the server's approval. user scope: the same in
 ~/.claude.json and ~/.claude/settings.json ($CLAUDE_CONFIG_DIR when set).
 
