@@ -229,6 +229,8 @@ def subagent_stop(hook: Hook) -> str:
     """U2 at SubagentStop: a subagent's memory is read-only, so the blocks in its last
     answer are dropped, with a line saying so; the main session writes what it hands back."""
     agent, parent = hook.field("agent_id"), hook.field("session_id")
+    if hook.data.get("agent_type") == "":
+        return ""  # the host's own helper (2.1.332's compaction summarizer), not a subagent
     answer = _last_answer(hook, "agent_transcript_path")
     if BLOCK_KEYWORD not in answer:
         return ""
@@ -293,9 +295,12 @@ def _system_message(lines: list[str]) -> str:
     model without making it go on)."""
     import json
 
+    from .markers import defang  # R4: what a block said is shown, never live
+
     if not lines:
         return ""
-    return json.dumps({"systemMessage": "memdir: " + "; ".join(lines)}, ensure_ascii=False)
+    said = defang("memdir: " + "; ".join(lines))
+    return json.dumps({"systemMessage": said}, ensure_ascii=False)
 
 
 def _last_answer(hook: Hook, transcript_field: str) -> str:
