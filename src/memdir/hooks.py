@@ -49,9 +49,15 @@ class Hook:
     """One event's input and the store it reaches, opened on first use."""
 
     def __init__(
-        self, event: str, data: dict[str, Any], env: Mapping[str, str], state_dir: str | None
+        self,
+        event: str,
+        data: dict[str, Any],
+        env: Mapping[str, str],
+        state_dir: str | None,
+        surface: str = SURFACE,
     ) -> None:
         self.event, self.data, self.env, self.state_dir = event, data, env, state_dir
+        self.surface = surface  # the host: claude-code, or codex (`memdir hook --host`)
         self._memory: Memory | None = None
         self._timer: threading.Timer | None = None
         self.warnings: list[str] = []
@@ -69,7 +75,7 @@ class Hook:
 
             given = self.env.get(PROJECT_ENV) or _str(self.data.get("cwd"))
             cwd = given if given and os.path.isdir(given) else os.getcwd()
-            self._memory = Memory(self.state_dir, surface=SURFACE, env=self.env, cwd=cwd)
+            self._memory = Memory(self.state_dir, surface=self.surface, env=self.env, cwd=cwd)
             budget = self._memory.settings.hooks_timeout_ms
             if self.event == "SessionEnd":
                 budget = min(budget, SESSION_END_MS)
@@ -109,7 +115,7 @@ def session_start(hook: Hook) -> str:
     if not memory.settings.enabled:
         return ""
     try:
-        memory.adopt_session(hook.field("session_id"), SURFACE, reopen=True)
+        memory.adopt_session(hook.field("session_id"), hook.surface, reopen=True)
     except MemdirError as exc:  # the context still reaches the model
         hook.warnings.append(f"the session was not recorded: {exc}")
     boot = memory.boot(subagent=False)
@@ -125,7 +131,7 @@ def subagent_start(hook: Hook) -> str:
         return ""
     agent, parent = hook.field("agent_id"), hook.field("session_id")
     try:
-        memory.adopt_session(agent, SURFACE, parent=parent)
+        memory.adopt_session(agent, hook.surface, parent=parent)
     except MemdirError as exc:
         hook.warnings.append(f"the subagent session was not recorded: {exc}")
     hot = [p for p in memory.boot(subagent=True).parts if p.name == "HOT.md"]
@@ -173,7 +179,7 @@ def session_end(hook: Hook) -> str:
     if not memory.settings.enabled:
         return ""
     session_id = hook.field("session_id")
-    found = memory.adopt_session(session_id, SURFACE)
+    found = memory.adopt_session(session_id, hook.surface)
     if found.ended is None:
         memory.end_session(session_id)
     return ""
@@ -270,8 +276,10 @@ def run(
     stdin: str,
     env: Mapping[str, str] | None = None,
     state_dir: str | None = None,
+    surface: str = SURFACE,
 ) -> Reply:
-    """One event's reply; never raises."""
+    """One event's reply; never raises. `surface` names the host whose sessions these
+    are (claude-code, codex: Codex's hook input and replies have Claude Code's shape)."""
     import json
 
     env = os.environ if env is None else env
@@ -287,7 +295,7 @@ def run(
         return Reply(warning=f"the input is not JSON ({exc}); nothing was done")
     if not isinstance(data, dict):
         return Reply(warning="the input is not a JSON object; nothing was done")
-    hook = Hook(event or "", data, env, state_dir)
+    hook = Hook(event or "", data, env, state_dir, surface)
     try:
         out = handler(hook)
     except MemdirError as exc:

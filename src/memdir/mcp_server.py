@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -58,8 +58,12 @@ INSTRUCTIONS = """memdir is your long-term memory; it outlasts this session.
 """
 
 
-def build_server(memory: Memory) -> Server[Any]:
-    """A server bound to one Memory; a subagent session sees only read-only tools (U2)."""
+def build_server(
+    memory: Memory, on_meta: Callable[[dict[str, Any]], object] | None = None
+) -> Server[Any]:
+    """A server bound to one Memory; a subagent session sees only read-only tools (U2).
+    `on_meta` sees each call's `_meta` first, under the write lock (a host's session id
+    comes there: Codex's, K3)."""
     read_only = memory.read_only
     offered = tools(read_only=read_only)
     names = {tool.name for tool in offered}
@@ -104,6 +108,11 @@ def build_server(memory: Memory) -> Server[Any]:
             why = " (this is a read-only subagent session)" if read_only else ""
             return _error(f"unknown tool {params.name!r}{why}: the tools are {', '.join(names)}")
         read = TOOLS[params.name].read_only
+        if on_meta is not None and params.meta:
+            async with lock:
+                await anyio.to_thread.run_sync(on_meta, dict(params.meta))
+            if reading and reading[0].session_id != memory.session_id:
+                reading[0].bind_session(memory.session_id)
         try:
             async with read_lock if read else lock:
                 result = await anyio.to_thread.run_sync(
@@ -253,13 +262,15 @@ def _error(message: str) -> types.CallToolResult:
     )
 
 
-def serve_stdio(memory: Memory, stop: Stop) -> None:
+def serve_stdio(
+    memory: Memory, stop: Stop, on_meta: Callable[[dict[str, Any]], object] | None = None
+) -> None:
     """Until the client closes stdin, or the first stop signal cancels the session."""
     import asyncio
 
     from mcp.server.stdio import stdio_server
 
-    server = build_server(memory)
+    server = build_server(memory, on_meta)
 
     async def main() -> None:
         with anyio.CancelScope() as scope:
@@ -362,7 +373,8 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     Processes started from here reach the same memory (L5). The session is the one given
     (--session, MEMDIR_SESSION_ID), else the host's (CLAUDE_CODE_SESSION_ID: surface
     claude-code, adopted if new, U1, K3), else the server's own top-level session of
-    surface `mcp`, recorded when it ends (U3).
+    surface `mcp`, recorded when it ends (U3) -- until a call's _meta names Codex's
+    session (surface codex), which the server acts as from then on.
 
     Shutdown (stdin closed, SIGTERM, SIGINT, at any instant: stopping.py) is one path:
     stop the background threads at their next boundary and join them, record the session,
@@ -372,6 +384,7 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     ends: a signal with stdin held open hung the process for good).
     """
     import os
+    import sys
 
     stop = stop or stopping.install()
     if stop.asked:  # stopped during start-up: nothing to serve, nothing to record
@@ -388,12 +401,31 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
         if memory.session_id is None and memory.settings.enabled:
             own = memory.start_session("mcp")
             memory.bind_session(own.id)
+
+        def adopt_codex(meta: dict[str, Any]) -> None:
+            """K3: Codex names its session in each call's _meta, not in the server's
+            environment: the server's own session (nothing written yet, or only what
+            the first calls wrote) ends, and the server acts as Codex's from then on."""
+            nonlocal own
+            host = codex_session(meta)
+            if own is None or host is None:
+                return
+            try:
+                adopted = memory.adopt_session(host, "codex")
+            except MemdirError as exc:
+                print(f"memdir: warning: Codex's session is not used: {exc}", file=sys.stderr)
+                own = None  # said once; the server goes on as its own session
+                return
+            memory.end_session(own.id)
+            memory.bind_session(adopted.id)
+            own = None
+
         os.environ.update(memory.child_env())
         stop_sweeping = _start_sweeper(memory)
         stop_embedding = _start_embedder(memory)
         if not stop.asked:
             if http is None:
-                serve_stdio(memory, stop)
+                serve_stdio(memory, stop, adopt_codex)
             else:
                 serve_http(memory, http, stop)
         code = stop.code
@@ -412,6 +444,13 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
         memory.close()
         _exit_now(code)  # never finalise with a thread in the model, nor wait for a pipe
     return code
+
+
+def codex_session(meta: Mapping[str, Any]) -> str | None:
+    """The session id Codex puts in a tool call's _meta (x-codex-turn-metadata)."""
+    turn = meta.get("x-codex-turn-metadata")
+    found = turn.get("session_id") if isinstance(turn, dict) else None
+    return found if isinstance(found, str) and found else None
 
 
 def _bind_host_session(memory: Memory) -> None:

@@ -1,0 +1,198 @@
+"""Whole headless Codex sessions (`codex exec`) against the scripted Responses API
+stand-in (tests/standin.py): the real Codex CLI (pinned in the Makefile, on PATH under
+`make test`), wired by the real `memdir setup codex`, the real `memdir serve` and
+`memdir hook` processes it starts, a real store. What the stand-in logs is what the model
+would see; the store is read after the run.
+
+Codex runs a project's .codex/config.toml only in a trusted project, and hooks only once
+reviewed: the runs pass `--trust` (what a user answers once) and
+`--dangerously-bypass-hook-trust` (the review, which needs Codex's interactive UI).
+
+Each run is a few processes (codex, memdir serve, hooks): slow-marked, and in the xdist
+group "processes", as the Claude Code runs are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import Memory
+from standin import CodexRun, StandIn, Text, ToolUse, codex_provider, item_text, run_codex
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
+
+MEMDIR = os.path.join(os.path.dirname(sys.executable), "memdir")
+HOT_LINE = "- The staging database is reset every Monday at 06:00 (hotline-5521)"
+TRUSTED = ["--trust", "--dangerously-bypass-hook-trust"]
+
+
+@dataclass
+class Project:
+    """A temp git project with its own home (and CODEX_HOME) and store."""
+
+    root: Path
+    home: Path
+    state: Path
+    log: Path
+
+    @property
+    def codex_home(self) -> Path:
+        return self.home / ".codex"
+
+    def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        db = self.state / "memory" / "memory.db"
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def setup(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`memdir setup codex ARGS` as a user runs it, in the project."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMDIR_", "CODEX_"))}
+        env.update(HOME=str(self.home), MEMDIR_STATE_DIR=str(self.state))
+        return subprocess.run(
+            [MEMDIR, "setup", "codex", *args],
+            cwd=self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    root, home, state = tmp_path / "project", tmp_path / "home", tmp_path / "memdir-state"
+    for folder in (root / ".git", home / ".codex", state):
+        folder.mkdir(parents=True)
+    with Memory(str(state)) as memory:
+        memory.hot_set(HOT_LINE + "\n")
+        memory.add_fact("Release builds are signed with the team key (fact-ramble-61)", "decision")
+    return Project(root, home, state, tmp_path / "requests.jsonl")
+
+
+@pytest.fixture
+def session(project: Project) -> Iterator[Any]:
+    """run(scripts, prompt) -> (CodexRun, StandIn): one `codex exec` in the project, the
+    user's config.toml sending the model's requests to the stand-in."""
+
+    def run(scripts: dict[str, list[Any]], prompt: str) -> tuple[CodexRun, StandIn]:
+        api = StandIn(scripts, project.log)
+        user_config = project.codex_home / "config.toml"
+        if not user_config.exists():
+            user_config.write_text(codex_provider(api.url))
+        else:  # a second run: the same provider, on this stand-in's port
+            text = user_config.read_text()
+            start = text.index('base_url = "') + len('base_url = "')
+            end = text.index('"', start)
+            user_config.write_text(text[:start] + f"{api.url}/v1" + text[end:])
+        with api:
+            result = run_codex(
+                api,
+                project.root,
+                project.home,
+                prompt,
+                TRUSTED,
+                extra_env={"MEMDIR_STATE_DIR": str(project.state)},
+            )
+        assert result.code == 0, f"codex failed:\n{result.stderr}\n{api.dump()}"
+        assert not api.overruns(), f"{api.overruns()}\n{api.dump()}"
+        return result, api
+
+    yield run
+
+
+def seen(body: dict[str, Any]) -> str:
+    """All the text a request puts in front of the model: every input item and the tools."""
+    return "\n".join(
+        [*(item_text(i) for i in body["input"]), body.get("instructions") or ""]
+        + [json.dumps(body.get("tools"))]
+    )
+
+
+def test_setup_wires_memdir_and_the_boot_context_reaches_the_model(
+    session: Any, project: Project
+) -> None:
+    """K1, K2, E3, U1, U3: after `memdir setup codex`, a Codex session's first request
+    carries HOT.md (SessionStart hook), AGENTS.md's memdir section and memdir's tools; the
+    session is recorded with Codex's id and surface, and its end (SessionEnd hook)."""
+    done = project.setup()
+    assert done.returncode == 0, done.stderr
+    run, api = session({"cx-boot-31": [Text("Hello.")]}, "cx-boot-31 say hello")
+    assert [m["text"] for m in run.items("agent_message")] == ["Hello."]
+    (first,) = api.conversation("cx-boot-31")
+    text = seen(first)
+    assert "# memdir: memory from earlier sessions" in text, api.dump()
+    assert HOT_LINE in text, api.dump()
+    assert "## Memory (memdir)" in text, api.dump()  # AGENTS.md
+    names = [t.get("name") for t in first["tools"]]
+    assert "mcp__memdir" in names, names
+    (space,) = [t for t in first["tools"] if t.get("name") == "mcp__memdir"]
+    tools = {t["name"] for t in space["tools"]}
+    assert {"memory_search", "memory_update", "memorize"} <= tools, tools
+    rows = project.rows("SELECT surface, ended FROM sessions WHERE id = ?", run.session_id)
+    assert len(rows) == 1, project.rows("SELECT * FROM sessions")
+    surface, ended = rows[0]
+    assert surface == "codex"
+    assert ended is not None  # SessionEnd recorded it
+
+
+def test_a_write_through_mcp_lands_with_the_codex_session(session: Any, project: Project) -> None:
+    """A2, U1, K3: the model's call of memory_update (in Codex's mcp__memdir namespace)
+    sets a fact in the store; its result reaches the model in the next request; the fact
+    carries Codex's session id (the server takes it from the call's _meta)."""
+    assert project.setup().returncode == 0
+    fact = "Deploys to production need two approvals (fact-quorum-44)"
+    call = {"target": "fact", "action": "set", "category": "decision", "content": fact}
+    scripts = {"cx-write-57": [ToolUse("mcp__memdir__memory_update", call), Text("Noted.")]}
+    run, api = session(scripts, "cx-write-57 remember the deploy rule")
+    rows = project.rows("SELECT id, session_id, surface FROM facts WHERE content = ?", fact)
+    assert len(rows) == 1, api.dump()
+    fact_id, session_id, surface = rows[0]
+    assert (session_id, surface) == (run.session_id, "codex"), (rows, run.session_id)
+    first, second = api.conversation("cx-write-57")
+    (output,) = [i for i in second["input"] if i.get("type") == "function_call_output"]
+    shown = item_text(output)
+    assert f'"id":{fact_id}' in shown.replace(" ", ""), shown
+    assert fact in shown
+    (called,) = run.items("mcp_tool_call")
+    assert (called["server"], called["tool"], called["status"]) == (
+        "memdir",
+        "memory_update",
+        "completed",
+    )
+
+
+def test_user_scope_setup_and_remove_keep_the_users_config(session: Any, project: Project) -> None:
+    """K1: `--scope user` adds memdir to $CODEX_HOME/config.toml beside the user's own
+    provider, server and comments; the session gets the boot context; `--remove` gives the
+    file back byte for byte."""
+    own = (
+        "# my Codex config\n"
+        + codex_provider("http://127.0.0.1:9")  # the session points it at its stand-in
+        + '\n[mcp_servers.docs]  # the docs server\ncommand = "docs-mcp"\nargs = ["--port", "0"]\n'
+    )
+    user_config = project.codex_home / "config.toml"
+    user_config.write_text(own)
+    done = project.setup("--scope", "user")
+    assert done.returncode == 0, done.stderr
+    assert f"{user_config}: updated" in done.stdout
+    assert user_config.read_text().startswith(own)
+    run, api = session({"cx-user-12": [Text("Hi.")]}, "cx-user-12 hello")
+    (first,) = api.conversation("cx-user-12")
+    assert HOT_LINE in seen(first), api.dump()
+    removed = project.setup("--scope", "user", "--remove")
+    assert removed.returncode == 0, removed.stderr
+    after = user_config.read_text()
+    start = after.index('base_url = "') + len('base_url = "')
+    assert after[:start] == own[:start]
+    assert after[after.index('"', start) :] == own[own.index('"', start) :]
+    assert not (project.codex_home / "AGENTS.md").exists()
