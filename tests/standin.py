@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,10 +38,12 @@ class Text:
 
 @dataclass(frozen=True)
 class ToolUse:
-    """An assistant turn that calls one tool (the host runs it and asks again)."""
+    """An assistant turn that calls one tool (the host runs it and asks again). The input
+    may be a function of the request, for a call that names what an earlier one returned
+    (Responses API only: the agent id Codex's spawn_agent gave)."""
 
     name: str
-    input: Mapping[str, Any]
+    input: Mapping[str, Any] | Callable[[Mapping[str, Any]], Mapping[str, Any]]
     text: str = ""  # an optional text block before the call
 
 
@@ -377,7 +379,7 @@ def response_items(turn: Turn, body: Mapping[str, Any], serial: int) -> list[dic
             "id": f"fc_standin_{serial}",
             "call_id": f"call_standin_{serial}",
             "name": turn.name,
-            "arguments": json.dumps(turn.input),
+            "arguments": json.dumps(turn.input(body) if callable(turn.input) else turn.input),
         }
         for tool in body.get("tools") or []:
             space = tool.get("name", "")

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from memdir import Memory
+from memdir.hooks import READ_ONLY_LINE
 from standin import CodexRun, StandIn, Text, ToolUse, codex_provider, item_text, run_codex
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
@@ -118,6 +119,12 @@ def seen(body: dict[str, Any]) -> str:
     )
 
 
+def injected(body: dict[str, Any]) -> list[str]:
+    """The boot contexts the SessionStart hook put in a request (a message of its own)."""
+    texts = [item_text(i) for i in body["input"] if i.get("type") == "message"]
+    return [t for t in texts if t.startswith("# memdir: memory from earlier sessions")]
+
+
 def test_setup_wires_memdir_and_the_boot_context_reaches_the_model(
     session: Any, project: Project
 ) -> None:
@@ -129,10 +136,9 @@ def test_setup_wires_memdir_and_the_boot_context_reaches_the_model(
     run, api = session({"cx-boot-31": [Text("Hello.")]}, "cx-boot-31 say hello")
     assert [m["text"] for m in run.items("agent_message")] == ["Hello."]
     (first,) = api.conversation("cx-boot-31")
-    text = seen(first)
-    assert "# memdir: memory from earlier sessions" in text, api.dump()
-    assert HOT_LINE in text, api.dump()
-    assert "## Memory (memdir)" in text, api.dump()  # AGENTS.md
+    (boot,) = injected(first)
+    assert HOT_LINE in boot, api.dump()
+    assert "## Memory (memdir)" in seen(first), api.dump()  # AGENTS.md
     names = [t.get("name") for t in first["tools"]]
     assert "mcp__memdir" in names, names
     (space,) = [t for t in first["tools"] if t.get("name") == "mcp__memdir"]
@@ -188,7 +194,8 @@ def test_user_scope_setup_and_remove_keep_the_users_config(session: Any, project
     assert user_config.read_text().startswith(own)
     run, api = session({"cx-user-12": [Text("Hi.")]}, "cx-user-12 hello")
     (first,) = api.conversation("cx-user-12")
-    assert HOT_LINE in seen(first), api.dump()
+    (boot,) = injected(first)
+    assert HOT_LINE in boot, api.dump()
     removed = project.setup("--scope", "user", "--remove")
     assert removed.returncode == 0, removed.stderr
     after = user_config.read_text()
@@ -196,3 +203,48 @@ def test_user_scope_setup_and_remove_keep_the_users_config(session: Any, project
     assert after[:start] == own[:start]
     assert after[after.index('"', start) :] == own[own.index('"', start) :]
     assert not (project.codex_home / "AGENTS.md").exists()
+
+
+def spawned(body: Mapping[str, Any]) -> dict[str, Any]:
+    """wait_agent's input: the agent spawn_agent started, as its output named it."""
+    outputs = [i for i in body["input"] if i.get("type") == "function_call_output"]
+    return {"targets": [json.loads(item_text(outputs[-1]))["agent_id"]], "timeout_ms": 60000}
+
+
+def test_a_subagent_reads_memory_and_its_write_is_refused(session: Any, project: Project) -> None:
+    """U2, K2, K3: a subagent Codex spawns gets the read-only slice at its start
+    (SubagentStart), is recorded under its parent, its memory_update is denied before it
+    runs (PreToolUse) with the reason in front of it, and its memory_search works."""
+    assert project.setup().returncode == 0
+    fact = "Subagents may write memory (fact-rogue-93)"
+    write = {"target": "fact", "action": "set", "category": "decision", "content": fact}
+    scripts = {
+        "cx-main-93": [
+            ToolUse("multi_agent_v1__spawn_agent", {"message": "cx-sub-93 how are builds signed"}),
+            ToolUse("multi_agent_v1__wait_agent", spawned),
+            Text("The subagent answered."),
+        ],
+        "cx-sub-93": [
+            ToolUse("mcp__memdir__memory_update", write),
+            ToolUse("mcp__memdir__memory_search", {"query": "release builds signed"}),
+            Text("They are signed with the team key."),
+        ],
+    }
+    run, api = session(scripts, "cx-main-93 ask a subagent")
+    sub = api.conversation("cx-sub-93")
+    assert len(sub) == 3, api.dump()
+    start = seen(sub[0])
+    assert READ_ONLY_LINE in start and HOT_LINE in start, api.dump()
+    assert injected(sub[0]) == []  # not the whole boot
+    denied, found = (
+        [item_text(i) for i in body["input"] if i.get("type") == "function_call_output"][-1]
+        for body in sub[1:]
+    )
+    assert "memory_update was not run: memory is read-only in a subagent" in denied, denied
+    assert "fact-ramble-61" in found, found
+    assert project.rows("SELECT id FROM facts WHERE content = ?", fact) == []
+    children = project.rows("SELECT id, surface FROM sessions WHERE parent_id = ?", run.session_id)
+    assert [surface for _, surface in children] == ["codex"], project.rows("SELECT * FROM sessions")
+    main = api.conversation("cx-main-93")
+    assert len(main) == 3, api.dump()
+    assert "signed with the team key" in item_text(main[2]["input"][-1]), api.dump()

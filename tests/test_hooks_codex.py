@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from memdir import Memory
+from memdir import Memory, hooks
 from memdir.testing import cli_command, cli_env
 
 PAYLOADS = Path(__file__).parent / "host_payloads" / "codex-0.171.0"
@@ -61,3 +61,40 @@ def test_without_host_the_session_is_claude_codes(state_dir: Path) -> None:  # K
     with Memory() as memory:
         session = memory.store.get_session(THREAD)
     assert session is not None and session.surface == "claude-code"
+
+
+def test_subagent_start_records_the_subagent_and_gives_the_read_only_slice(  # U2, K2
+    state_dir: Path,
+) -> None:
+    with Memory() as memory:
+        memory.hot_set("Deploys go through `make ship`, never by hand.\n")
+    done = hook(state_dir, "SubagentStart", "--host", "codex")
+    assert (done.returncode, done.stderr) == (0, "")
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "Deploys go through" in context and context.endswith(hooks.READ_ONLY_LINE)
+    data = json.loads((PAYLOADS / "SubagentStart.json").read_text())
+    with Memory() as memory:
+        child = memory.store.get_session(data["agent_id"])
+    assert child is not None
+    assert (child.surface, child.parent_id) == ("codex", data["session_id"])
+
+
+def test_pre_tool_use_denies_a_subagents_write_and_lets_the_main_session_through(  # U2
+    state_dir: Path,
+) -> None:
+    done = hook(state_dir, "PreToolUse-subagent-memory_update", "--host", "codex")
+    assert (done.returncode, done.stderr) == (0, "")
+    answer = json.loads(done.stdout)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert "memory_update was not run" in answer["permissionDecisionReason"]
+    main = json.loads((PAYLOADS / "PreToolUse-subagent-memory_update.json").read_text())
+    del main["agent_id"], main["agent_type"]  # the same call in the main session
+    proc = subprocess.run(
+        cli_command("hook", "PreToolUse", "--host", "codex"),
+        input=json.dumps(main),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cli_env(str(state_dir)),
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")

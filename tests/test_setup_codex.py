@@ -69,11 +69,11 @@ def test_setup_on_an_empty_project_writes_the_server_hooks_and_instructions(
     assert (server["command"], server["args"]) == ("/opt/tools/bin/memdir", ["serve"])
     assert server["default_tools_approval_mode"] == "approve"
     assert server["env_vars"] == ["MEMDIR_STATE_DIR", "MEMDIR_MEMORY_DIR"]
-    for event in ("SessionStart", "SessionEnd"):
-        ((group,),) = [config["hooks"][event]]
-        assert group["hooks"] == [
-            {"type": "command", "command": f"/opt/tools/bin/memdir hook {event} --host codex"}
-        ]
+    assert list(config["hooks"]) == ["SessionStart", "SubagentStart", "PreToolUse", "SessionEnd"]
+    for event, groups in config["hooks"].items():
+        command = f"/opt/tools/bin/memdir hook {event} --host codex"
+        matcher = {"matcher": "mcp__memdir__.*"} if event == "PreToolUse" else {}
+        assert groups == [{**matcher, "hooks": [{"type": "command", "command": command}]}]
     agents = (folder / "AGENTS.md").read_text()
     for words in ("HOT.md", "Facts", "Procedures", "Entries", "memory_recall"):
         assert words in agents
@@ -119,7 +119,7 @@ def test_a_moved_memdir_is_updated_in_place_and_what_follows_is_kept(tmp_path: P
     config.write_text(config.read_text() + '\n[profiles.fast]\nmodel = "gpt-5-mini"\n')
     assert setup(folder, ["/new/bin/memdir"]) == ["updated", "unchanged"]
     text = config.read_text()
-    assert "/opt/tools/bin/memdir" not in text and text.count("/new/bin/memdir hook") == 2
+    assert "/opt/tools/bin/memdir" not in text and text.count("/new/bin/memdir hook") == 4
     assert text.startswith(USER_TOML) and text.endswith('[profiles.fast]\nmodel = "gpt-5-mini"\n')
     setup(folder, remove=True)
     assert config.read_text() == USER_TOML + '\n[profiles.fast]\nmodel = "gpt-5-mini"\n'

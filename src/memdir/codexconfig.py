@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 # The events Codex fires that memdir answers (Codex's hook input and replies have Claude
-# Code's shape): the boot context at start, the session recorded at its end.
-EVENTS = ("SessionStart", "SessionEnd")
+# Code's shape): the boot context at start, a subagent's read-only slice, its writes
+# denied (PreToolUse on memdir's tools only), the session recorded at its end.
+EVENTS = ("SessionStart", "SubagentStart", "PreToolUse", "SessionEnd")
+TOOLS_MATCHER = "mcp__memdir__.*"  # Codex names memdir's tools mcp__memdir__<tool>
 SURFACE = "codex"
 # MEMDIR_* the user set reach the server: Codex starts MCP servers with a bare
 # environment (HOME, PATH, ... and only the variables named here).
@@ -80,9 +82,10 @@ def toml_block(launcher: Sequence[str]) -> str:
     ]
     for event in EVENTS:
         command = shlex.join([*launcher, "hook", event, "--host", SURFACE])
+        lines += ["", f"[[hooks.{event}]]"]
+        if event == "PreToolUse":
+            lines.append(f"matcher = {_toml_string(TOOLS_MATCHER)}")
         lines += [
-            "",
-            f"[[hooks.{event}]]",
             f"[[hooks.{event}.hooks]]",
             'type = "command"',
             f"command = {_toml_string(command)}",

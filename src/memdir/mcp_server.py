@@ -411,13 +411,14 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
             if own is None or host is None:
                 return
             try:
-                adopted = memory.adopt_session(host, "codex")
+                adopted = memory.adopt_session(host[0], "codex", parent=host[1])
             except MemdirError as exc:
                 print(f"memdir: warning: Codex's session is not used: {exc}", file=sys.stderr)
                 own = None  # said once; the server goes on as its own session
                 return
             memory.end_session(own.id)
-            memory.bind_session(adopted.id)
+            memory.bind_session(adopted.id)  # a subagent's is read-only (U2)
+            os.environ.update(memory.child_env())
             own = None
 
         os.environ.update(memory.child_env())
@@ -446,11 +447,18 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     return code
 
 
-def codex_session(meta: Mapping[str, Any]) -> str | None:
-    """The session id Codex puts in a tool call's _meta (x-codex-turn-metadata)."""
+def codex_session(meta: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """The session a Codex tool call is made in, from its _meta (x-codex-turn-metadata):
+    (Codex's session id, None), or, in a subagent Codex spawned (which gets a server of
+    its own), (the subagent's thread id, its parent's)."""
     turn = meta.get("x-codex-turn-metadata")
-    found = turn.get("session_id") if isinstance(turn, dict) else None
-    return found if isinstance(found, str) and found else None
+    if not isinstance(turn, dict):
+        return None
+    session, thread = turn.get("session_id"), turn.get("thread_id")
+    parent = turn.get("parent_thread_id")
+    if turn.get("thread_source") == "subagent" and thread and parent and thread != parent:
+        return str(thread), str(parent)
+    return (session, None) if isinstance(session, str) and session else None
 
 
 def _bind_host_session(memory: Memory) -> None:
