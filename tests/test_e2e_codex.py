@@ -179,8 +179,8 @@ def test_a_write_through_mcp_lands_with_the_codex_session(session: Any, project:
 
 def test_user_scope_setup_and_remove_keep_the_users_config(session: Any, project: Project) -> None:
     """K1: `--scope user` adds memdir to $CODEX_HOME/config.toml beside the user's own
-    provider, server and comments; the session gets the boot context; `--remove` gives the
-    file back byte for byte."""
+    provider, server and comments, and its section to $CODEX_HOME/AGENTS.md; the session
+    gets both; `--remove` gives the file back byte for byte."""
     own = (
         "# my Codex config\n"
         + codex_provider("http://127.0.0.1:9")  # the session points it at its stand-in
@@ -196,6 +196,7 @@ def test_user_scope_setup_and_remove_keep_the_users_config(session: Any, project
     (first,) = api.conversation("cx-user-12")
     (boot,) = injected(first)
     assert HOT_LINE in boot, api.dump()
+    assert "## Memory (memdir)" in seen(first), api.dump()  # $CODEX_HOME/AGENTS.md
     removed = project.setup("--scope", "user", "--remove")
     assert removed.returncode == 0, removed.stderr
     after = user_config.read_text()
