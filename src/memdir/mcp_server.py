@@ -402,22 +402,31 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
             own = memory.start_session("mcp")
             memory.bind_session(own.id)
 
+        codex_asked = False
+
         def adopt_codex(meta: dict[str, Any]) -> None:
             """K3: Codex names its session in each call's _meta, not in the server's
-            environment: the server's own session (nothing written yet, or only what
-            the first calls wrote) ends, and the server acts as Codex's from then on."""
-            nonlocal own
+            environment. At the first call that does, the host's session is adopted as
+            the hooks adopt it (by no session: the server's own may start none under
+            another), the server's own session ends (having written nothing, or what the
+            calls before wrote), and the server acts as Codex's -- or, in a subagent's
+            server, as that subagent (read-only, U2) -- from then on."""
+            nonlocal own, codex_asked
             host = codex_session(meta)
-            if own is None or host is None:
+            if own is None or host is None or codex_asked:
                 return
+            codex_asked = True
+            mine = own.id
+            memory.bind_session(None)
             try:
                 adopted = memory.adopt_session(host[0], "codex", parent=host[1])
             except MemdirError as exc:
+                memory.bind_session(mine)  # the server goes on as its own session
                 print(f"memdir: warning: Codex's session is not used: {exc}", file=sys.stderr)
-                own = None  # said once; the server goes on as its own session
                 return
-            memory.end_session(own.id)
-            memory.bind_session(adopted.id)  # a subagent's is read-only (U2)
+            memory.bind_session(mine)
+            memory.end_session(mine)
+            memory.bind_session(adopted.id)
             os.environ.update(memory.child_env())
             own = None
 
