@@ -552,11 +552,15 @@ class CodexRun:
 
 def codex_provider(url: str) -> str:
     """config.toml lines that send every model request to the stand-in: a provider of its
-    own (Responses API, streamed), no update check, no analytics."""
+    own (Responses API, streamed), no update check, no analytics. Codex sends its first
+    request once its MCP servers are up or after a grace of 1 s: on a loaded machine
+    memdir's tools then missed it; a longer grace makes what the model sees the same on
+    every run (as MCP_CONNECTION_NONBLOCKING=false does for Claude Code)."""
     return (
         f'model = "{CODEX_MODEL}"\n'
         'model_provider = "standin"\n'
-        "check_for_update_on_startup = false\n\n"
+        "check_for_update_on_startup = false\n"
+        "mcp_optional_startup_grace_ms = 30000\n\n"
         "[analytics]\nenabled = false\n\n"
         "[model_providers.standin]\n"
         'name = "standin"\n'
