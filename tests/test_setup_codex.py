@@ -6,6 +6,7 @@ writes nothing, and a file memdir's block cannot join is refused with nothing wr
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from memdir import codexconfig
 from memdir.errors import ConfigError, ConflictError
+from memdir.testing import cli_command, cli_env
 
 LAUNCHER = ["/opt/tools/bin/memdir"]
 USER_TOML = """\
@@ -182,3 +184,32 @@ def test_the_command_prints_one_line_per_file(tmp_path: Path, run: Callable[...,
     assert [c["action"] for c in again.json()] == ["unchanged", "unchanged"]
     gone = run("setup", "codex", "--remove", "--dry-run", cwd=str(folder))
     assert gone.out.splitlines()[0] == f"{folder}/.codex/config.toml: would be removed"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("processes")
+def test_concurrent_setups_lose_nothing_and_double_nothing(tmp_path: Path) -> None:
+    """K1, H4: six setups at once over the user's files end as one setup would: the
+    user's bytes kept, memdir's block once in each file, no temp file left."""
+    folder = project(tmp_path)
+    before = with_user_files(folder)
+    env = cli_env(str(tmp_path / "state"), {"HOME": str(tmp_path / "home")})
+    procs = [
+        subprocess.Popen(
+            cli_command("setup", "codex"),
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    results = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 6, results
+    assert sum(out.count(": updated") for out, _ in results) == 2  # each file, by one of them
+    after = snapshot(folder)
+    assert set(after) == set(before)  # no temp file left
+    for name in before:
+        assert after[name].startswith(before[name])
+        assert after[name].count(b"memdir: written by `memdir setup codex`") == 1
