@@ -19,7 +19,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,9 @@ def session(project: Project) -> Iterator[Any]:
     """run(scripts, prompt) -> (CodexRun, StandIn): one `codex exec` in the project, the
     user's config.toml sending the model's requests to the stand-in."""
 
-    def run(scripts: dict[str, list[Any]], prompt: str) -> tuple[CodexRun, StandIn]:
+    def run(
+        scripts: dict[str, list[Any]], prompt: str, args: Sequence[str] = ()
+    ) -> tuple[CodexRun, StandIn]:
         api = StandIn(scripts, project.log)
         user_config = project.codex_home / "config.toml"
         if not user_config.exists():
@@ -101,7 +103,7 @@ def session(project: Project) -> Iterator[Any]:
                 project.root,
                 project.home,
                 prompt,
-                TRUSTED,
+                [*TRUSTED, *args],
                 extra_env={"MEMDIR_STATE_DIR": str(project.state)},
             )
         assert result.code == 0, f"codex failed:\n{result.stderr}\n{api.dump()}"
@@ -249,3 +251,34 @@ def test_a_subagent_reads_memory_and_its_write_is_refused(session: Any, project:
     main = api.conversation("cx-main-93")
     assert len(main) == 3, api.dump()
     assert "signed with the team key" in item_text(main[2]["input"][-1]), api.dump()
+
+
+def test_a_resumed_session_is_opened_again_and_gets_memory_again(
+    session: Any, project: Project
+) -> None:
+    """K2, K3, U3: `codex exec resume` is the same session: SessionStart (resume) opens
+    its record again and injects the boot context again (what changed since included);
+    what the resumed run writes carries the session's id, and SessionEnd ends it again
+    with the counts of what it wrote."""
+    assert project.setup().returncode == 0
+    fact = "Resumed sessions keep their id (fact-again-77)"
+    write = {"target": "fact", "action": "set", "category": "decision", "content": fact}
+    script = {
+        "cx-resume-77": [Text("First."), ToolUse("mcp__memdir__memory_update", write), Text("2")]
+    }
+    first, _ = session(script, "cx-resume-77 one")
+    with Memory(str(project.state)) as memory:
+        before = memory.store.get_session(first.session_id)
+        memory.hot_set(HOT_LINE + "\n- Added between the two runs (hotline-7788)\n")
+    assert before is not None and before.ended is not None and not any(before.counts.values())
+    again, api = session(script, "cx-resume-77 two", ["resume", first.session_id])
+    assert again.session_id == first.session_id
+    assert [m["text"] for m in again.items("agent_message")] == ["2"]
+    first_request = api.conversation("cx-resume-77")[0]
+    assert "hotline-7788" in injected(first_request)[-1], api.dump()
+    rows = project.rows("SELECT session_id FROM facts WHERE content = ?", fact)
+    assert rows == [(first.session_id,)]
+    with Memory(str(project.state)) as memory:
+        after = memory.store.get_session(first.session_id)
+    assert after is not None and after.ended is not None
+    assert after.counts.get("facts") == 1, after.counts
