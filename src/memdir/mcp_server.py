@@ -109,8 +109,11 @@ def build_server(
             return _error(f"unknown tool {params.name!r}{why}: the tools are {', '.join(names)}")
         read = TOOLS[params.name].read_only
         if on_meta is not None and params.meta:
-            async with lock:
-                await anyio.to_thread.run_sync(on_meta, dict(params.meta))
+            try:
+                async with lock:
+                    await anyio.to_thread.run_sync(on_meta, dict(params.meta))
+            except Exception as exc:  # a bug of ours: logged; the call runs as before
+                _unexpected(exc, "reading the call's _meta")
             if reading and reading[0].session_id != memory.session_id:
                 reading[0].bind_session(memory.session_id)
         try:
