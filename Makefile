@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 # The real agent host the tests drive (README's MCP block, hooks): Claude Code from npm.
 CLAUDE_VERSION := 2.1.332
 CLAUDE := $(VENV)/node/node_modules/.bin/claude
+# The second host: the Codex CLI from npm (docs/codex.md), in the same node prefix.
+CODEX_VERSION := 0.171.0
+CODEX := $(VENV)/node/node_modules/.bin/codex
 
 # pytest-xdist workers: one per core (2 here). Tests that start many processes at once
 # share the xdist group "processes" (loadgroup): they take turns on one worker.
@@ -30,13 +33,17 @@ $(CLAUDE): Makefile
 	npm install --no-audit --no-fund --silent --prefix $(VENV)/node @anthropic-ai/claude-code@$(CLAUDE_VERSION)
 	touch $(CLAUDE)
 
+$(CODEX): Makefile
+	npm install --no-audit --no-fund --silent --prefix $(VENV)/node @openai/codex@$(CODEX_VERSION)
+	touch $(CODEX)
+
 run: $(STAMP)
 	$(BIN)/memdir serve --http 127.0.0.1:8765
 
-test: $(STAMP) $(CLAUDE) lint
+test: $(STAMP) $(CLAUDE) $(CODEX) lint
 	$(PYTEST)
 
-test-fast: $(STAMP) $(CLAUDE)
+test-fast: $(STAMP) $(CLAUDE) $(CODEX)
 	$(PYTEST) -q -m "not slow"
 
 lint: $(STAMP)

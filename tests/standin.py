@@ -1,5 +1,7 @@
-"""A scripted stand-in for the Anthropic Messages API, on loopback, for end-to-end tests
-that run a real agent host (Claude Code) headless against it (K1-K3).
+"""A scripted stand-in for the model APIs the agent hosts speak, on loopback, for
+end-to-end tests that run a real host headless against it (K1-K3): the Anthropic Messages
+API (Claude Code, /v1/messages) and the OpenAI Responses API (Codex, /v1/responses), both
+streamed as SSE, answered from the same scripts.
 
 What it receives is exactly what the model would see: every request body is logged, one
 JSON line each, to a file the test reads. It answers from a script, stateless: each
@@ -16,7 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,10 +38,12 @@ class Text:
 
 @dataclass(frozen=True)
 class ToolUse:
-    """An assistant turn that calls one tool (the host runs it and asks again)."""
+    """An assistant turn that calls one tool (the host runs it and asks again). The input
+    may be a function of the request, for a call that names what an earlier one returned
+    (Responses API only: the agent id Codex's spawn_agent gave)."""
 
     name: str
-    input: Mapping[str, Any]
+    input: Mapping[str, Any] | Callable[[Mapping[str, Any]], Mapping[str, Any]]
     text: str = ""  # an optional text block before the call
 
 
@@ -110,6 +114,8 @@ class StandIn:
                 path = self.path.split("?")[0]
                 if path == "/v1/messages":
                     self._messages(body)
+                elif path == "/v1/responses":
+                    self._responses(body)
                 elif path == "/v1/messages/count_tokens":
                     standin._record(path, body)
                     tokens = len(json.dumps(body)) // 4
@@ -130,6 +136,16 @@ class StandIn:
                     self._send(200, payload, "text/event-stream")
                 else:
                     self._send(200, json.dumps(message_json(turn, body, serial)).encode())
+
+            def _responses(self, body: dict[str, Any]) -> None:
+                turn = standin._answer(body, "/v1/responses")
+                with standin._lock:
+                    serial = next(standin._serials)
+                payload = "".join(
+                    f"event: {name}\ndata: {json.dumps(data)}\n\n"
+                    for name, data in response_events(turn, body, serial)
+                ).encode()
+                self._send(200, payload, "text/event-stream")
 
             def _send(self, status: int, payload: bytes, kind: str = "application/json") -> None:
                 self.send_response(status)
@@ -167,15 +183,18 @@ class StandIn:
         with self._lock, self.log_path.open("a") as log:
             log.write(json.dumps(record) + "\n")
 
-    def _answer(self, body: dict[str, Any]) -> Turn:
+    def _answer(self, body: dict[str, Any], path: str = "/v1/messages") -> Turn:
         """The scripted turn for this request, or a short text for a side request; the
         request is logged with the conversation and turn that answered it."""
         key = self.conversation_of(body)
         if key is None:
-            self._record("/v1/messages", body)
+            self._record(path, body)
             return Text("ok")
-        done = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
-        self._record("/v1/messages", body, key, done)
+        if "input" in body:
+            done = responses_turns(body["input"])
+        else:
+            done = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
+        self._record(path, body, key, done)
         script = self.scripts[key]
         if done < len(script):
             return script[done]
@@ -186,10 +205,14 @@ class StandIn:
     def conversation_of(self, body: Mapping[str, Any]) -> str | None:
         """The script a request belongs to: a request with tools whose first user message
         holds the script's marker (the longest marker, if several are held)."""
-        messages = body.get("messages") or []
-        if not body.get("tools") or not messages:
+        if "input" in body:  # Responses: the prompt follows Codex's environment_context
+            users = [i for i in body.get("input") or [] if i.get("role") == "user"]
+            first = "\n".join(item_text(i) for i in users)
+        else:
+            messages = body.get("messages") or []
+            first = message_text(messages[0]) if messages else ""
+        if not body.get("tools") or not first:
             return None
-        first = message_text(messages[0])
         held = [key for key in self.scripts if key in first]
         return max(held, key=len) if held else None
 
@@ -215,12 +238,15 @@ class StandIn:
         lines = [f"requests logged in {self.log_path}:"]
         for r in self.log():
             body = r["body"]
-            last = (body.get("messages") or [{}])[-1]
+            if "input" in body:
+                last = item_text((body.get("input") or [{}])[-1])
+            else:
+                last = message_text((body.get("messages") or [{}])[-1])
             lines.append(
                 f"{r['path']} conv={r['conversation']} turn={r['turn']} "
                 f"tools={[t.get('name') for t in body.get('tools') or []][:60]} "
                 f"system={system_text(body)[:300]!r} "
-                f"last={message_text(last)[:1500]!r}"
+                f"last={last[:1500]!r}"
             )
         return "\n".join(lines)
 
@@ -299,6 +325,97 @@ def sse_events(
         },
     )
     yield "message_stop", {"type": "message_stop"}
+
+
+# The Responses API (Codex): the same turns as output items
+
+
+def item_text(item: Mapping[str, Any]) -> str:
+    """All the text of one Responses input item: a message's text parts, a tool call's
+    arguments, a tool result's output (a string or text parts)."""
+    if item.get("type") == "function_call":
+        return str(item.get("arguments", ""))
+    if item.get("type") == "function_call_output":
+        output = item.get("output")
+        if isinstance(output, str):
+            return output
+        return "\n".join(part.get("text", "") for part in output or [])
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get("text", "") for part in content or [])
+
+
+def responses_turns(items: Sequence[Mapping[str, Any]]) -> int:
+    """The assistant turns a Responses input already carries: each tool call, and each
+    assistant message not followed by its own turn's call."""
+    done = 0
+    for i, item in enumerate(items):
+        following = items[i + 1] if i + 1 < len(items) else {}
+        if item.get("type") == "function_call":
+            done += 1
+        elif item.get("role") == "assistant" and following.get("type") != "function_call":
+            done += 1
+    return done
+
+
+def response_items(turn: Turn, body: Mapping[str, Any], serial: int) -> list[dict[str, Any]]:
+    """One turn as Responses output items. A call to `mcp__<server>__<tool>` is sent the
+    way Codex offers MCP tools: `tool` inside the namespace `mcp__<server>`."""
+    items: list[dict[str, Any]] = []
+    text = turn.text
+    if text:
+        items.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": f"msg_standin_{serial}",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    if isinstance(turn, ToolUse):
+        call: dict[str, Any] = {
+            "type": "function_call",
+            "id": f"fc_standin_{serial}",
+            "call_id": f"call_standin_{serial}",
+            "name": turn.name,
+            "arguments": json.dumps(turn.input(body) if callable(turn.input) else turn.input),
+        }
+        for tool in body.get("tools") or []:
+            space = tool.get("name", "")
+            if tool.get("type") == "namespace" and turn.name.startswith(space + "__"):
+                call.update(name=turn.name[len(space) + 2 :], namespace=space)
+        items.append(call)
+    return items
+
+
+def response_events(
+    turn: Turn, body: Mapping[str, Any], serial: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A streamed Responses API answer, event by event: created, each output item done,
+    completed with its usage."""
+    response_id = f"resp_standin_{serial}"
+    yield "response.created", {"type": "response.created", "response": {"id": response_id}}
+    for index, item in enumerate(response_items(turn, body, serial)):
+        yield (
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": index, "item": item},
+        )
+    tokens = usage(body)
+    yield (
+        "response.completed",
+        {
+            "type": "response.completed",
+            "response": {
+                "id": response_id,
+                "usage": {
+                    "input_tokens": tokens["input_tokens"],
+                    "output_tokens": tokens["output_tokens"],
+                    "total_tokens": tokens["input_tokens"] + tokens["output_tokens"],
+                },
+            },
+        },
+    )
 
 
 # The harness: the real Claude Code CLI, headless, against a stand-in
@@ -460,3 +577,96 @@ def _run_turns(
             raise AssertionError(f"claude ran over {timeout} s\n{api.dump()}") from None
         err.seek(0)
         return ClaudeRun(proc.returncode, _events(lines), err.read())
+
+
+# The harness: the real Codex CLI, headless (`codex exec`), against a stand-in
+
+CODEX_MODEL = "codex-standin"
+
+
+@dataclass
+class CodexRun:
+    """One `codex exec --json` run: its exit code, its JSONL events, its stderr."""
+
+    code: int
+    events: list[dict[str, Any]]
+    stderr: str
+
+    @property
+    def session_id(self) -> str:
+        """The host's session (thread) id, as its thread.started event gives it."""
+        (started,) = [e for e in self.events if e.get("type") == "thread.started"]
+        return str(started["thread_id"])
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        """The completed items of one type (agent_message, mcp_tool_call, ...)."""
+        return [
+            e["item"]
+            for e in self.events
+            if e.get("type") == "item.completed" and e["item"].get("type") == kind
+        ]
+
+
+def codex_provider(url: str) -> str:
+    """config.toml lines that send every model request to the stand-in: a provider of its
+    own (Responses API, streamed), no update check, no analytics. Codex sends its first
+    request once its MCP servers are up or after a grace of 1 s: on a loaded machine
+    memdir's tools then missed it; a longer grace makes what the model sees the same on
+    every run (as MCP_CONNECTION_NONBLOCKING=false does for Claude Code)."""
+    return (
+        f'model = "{CODEX_MODEL}"\n'
+        'model_provider = "standin"\n'
+        "check_for_update_on_startup = false\n"
+        "mcp_optional_startup_grace_ms = 30000\n\n"
+        "[analytics]\nenabled = false\n\n"
+        "[model_providers.standin]\n"
+        'name = "standin"\n'
+        f'base_url = "{url}/v1"\n'
+        'wire_api = "responses"\n'
+        'env_key = "STANDIN_API_KEY"\n'
+    )
+
+
+def codex_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """host_env for a Codex run: its own CODEX_HOME under the test's home, none of the
+    caller's OPENAI_/CODEX_ variables."""
+    env = {k: v for k, v in host_env(home).items() if not k.startswith(("OPENAI_", "CODEX_"))}
+    env.update(CODEX_HOME=str(home / ".codex"), STANDIN_API_KEY="test")
+    env.update(extra or {})
+    return env
+
+
+def run_codex(
+    api: StandIn,
+    project: Path,
+    home: Path,
+    prompt: str,
+    args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+) -> CodexRun:
+    """`codex exec --json [ARGS] PROMPT` in `project`, stdin closed (else it waits to read
+    more of the prompt there)."""
+    import shutil
+    import subprocess
+
+    codex = shutil.which("codex")
+    if codex is None:
+        raise RuntimeError("the Codex CLI is not on PATH: run the suite with `make test`")
+    argv = [codex, "exec", "--json", "--skip-git-repo-check", *args, prompt]
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=project,
+            env=codex_env(home, extra_env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"codex ran over {timeout} s; stderr:\n{exc.stderr!r}\n{api.dump()}"
+        ) from None
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return CodexRun(proc.returncode, events, proc.stderr)

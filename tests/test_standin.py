@@ -112,3 +112,63 @@ def test_turns_follow_each_conversation_and_side_requests_consume_none(tmp_path:
     assert logged[1]["body"]["messages"][0]["content"][0]["text"] == "conv-a: go"
     assert not api.overruns()
     assert len(api.conversation("conv-a")) == 2
+
+
+# -- the Responses API (Codex) -----------------------------------------------------------
+
+NAMESPACE = [{"type": "namespace", "name": "mcp__memdir", "tools": [{"name": "memory_search"}]}]
+CODEX_SCRIPTS = {
+    "conv-c": [
+        ToolUse("mcp__memdir__memory_search", {"query": "signing"}, text="Looking."),
+        ToolUse("exec_command", lambda body: {"cmd": f"echo {len(body['input'])}"}),
+        Text("Done."),
+    ]
+}
+
+
+def responses(*items: dict[str, Any]) -> dict[str, Any]:
+    """A Codex request: its environment context first, then the prompt and what followed."""
+    context = {"type": "message", "role": "user", "content": [{"type": "input_text"}]}
+    context["content"][0]["text"] = "<environment_context>...</environment_context>"
+    prompt = {"type": "message", "role": "user", "content": [{"type": "input_text"}]}
+    prompt["content"][0]["text"] = "conv-c: go"
+    return {"model": "m", "stream": True, "tools": NAMESPACE, "input": [context, prompt, *items]}
+
+
+def test_responses_stream_turns_and_mcp_namespaces(tmp_path: Path) -> None:
+    """K1 (test support): a turn streams as response.created, one output_item.done per
+    item (the text, then the call), response.completed with usage; a call of
+    mcp__<server>__<tool> goes out as Codex offers it (the tool inside the namespace); the
+    turn is the one after the calls and answers the input carries, whatever comes before
+    the prompt; an input may be computed from the request."""
+    with StandIn(CODEX_SCRIPTS, tmp_path / "log.jsonl") as api:
+        kind, payload = post(api, "/v1/responses", responses())
+        got = events(payload)
+        text, call = got[1][1]["item"], got[2][1]["item"]
+        output = {"type": "function_call_output", "call_id": call["call_id"], "output": "hit"}
+        _, second = post(api, "/v1/responses", responses(text, call, output))
+        (later,) = [e[1]["item"] for e in events(second) if e[0] == "response.output_item.done"]
+        shell_output = {"type": "function_call_output", "call_id": later["call_id"], "output": ""}
+        _, third = post(api, "/v1/responses", responses(text, call, output, later, shell_output))
+    assert kind == "text/event-stream"
+    assert [name for name, _ in got] == [
+        "response.created",
+        "response.output_item.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert text["content"][0] == {"type": "output_text", "text": "Looking.", "annotations": []}
+    assert (call["type"], call["name"], call["namespace"]) == (
+        "function_call",
+        "memory_search",
+        "mcp__memdir",
+    )
+    assert json.loads(call["arguments"]) == {"query": "signing"}
+    assert got[3][1]["response"]["usage"]["output_tokens"] > 0
+    assert later["name"] == "exec_command" and "namespace" not in later
+    assert json.loads(later["arguments"]) == {"cmd": "echo 5"}  # computed from the request
+    (done,) = [e[1]["item"] for e in events(third) if e[0] == "response.output_item.done"]
+    assert done["content"][0]["text"] == "Done."
+    assert [r["turn"] for r in api.log()] == [0, 1, 2]
+    assert {r["path"] for r in api.log()} == {"/v1/responses"}
+    assert not api.overruns()

@@ -49,9 +49,15 @@ class Hook:
     """One event's input and the store it reaches, opened on first use."""
 
     def __init__(
-        self, event: str, data: dict[str, Any], env: Mapping[str, str], state_dir: str | None
+        self,
+        event: str,
+        data: dict[str, Any],
+        env: Mapping[str, str],
+        state_dir: str | None,
+        surface: str = SURFACE,
     ) -> None:
         self.event, self.data, self.env, self.state_dir = event, data, env, state_dir
+        self.surface = surface  # the host: claude-code, or codex (`memdir hook --host`)
         self._memory: Memory | None = None
         self._timer: threading.Timer | None = None
         self.warnings: list[str] = []
@@ -74,7 +80,9 @@ class Hook:
 
             given = self.env.get(PROJECT_ENV) or _str(self.data.get("cwd"))
             cwd = given if given and os.path.isdir(given) else os.getcwd()
-            memory = Memory(self.state_dir, session=session, surface=SURFACE, env=self.env, cwd=cwd)
+            memory = Memory(
+                self.state_dir, session=session, surface=self.surface, env=self.env, cwd=cwd
+            )
             # the host waits for its hooks: a write never loads the model here (~0.35 s);
             # the server's worker or `memdir reindex` embeds it, search finds it by its words
             memory.settings = memory.settings._replace(search_embed_on_write="loaded")
@@ -128,7 +136,7 @@ def session_start(hook: Hook) -> str:
         return ""
     try:
         session_id = hook.field("session_id")
-        memory.adopt_session(session_id, SURFACE, reopen=True)
+        memory.adopt_session(session_id, hook.surface, reopen=True)
         # the host's MCP server lives as long as the host process, across /clear
         from .sessions import host_process
 
@@ -148,7 +156,7 @@ def subagent_start(hook: Hook) -> str:
         return ""
     agent, parent = hook.field("agent_id"), hook.field("session_id")
     try:
-        memory.adopt_session(agent, SURFACE, parent=parent)
+        memory.adopt_session(agent, hook.surface, parent=parent)
     except MemdirError as exc:
         hook.warnings.append(f"the subagent session was not recorded: {exc}")
     hot = [p for p in memory.boot(subagent=True).parts if p.name == "HOT.md"]
@@ -196,7 +204,7 @@ def session_end(hook: Hook) -> str:
     if not hook.active():
         return ""
     session_id = hook.field("session_id")
-    found = memory.adopt_session(session_id, SURFACE)
+    found = memory.adopt_session(session_id, hook.surface)
     if found.ended is None:
         memory.end_session(session_id)
     return ""
@@ -237,7 +245,7 @@ def subagent_stop(hook: Hook) -> str:
     memory = hook.memory
     if not hook.active():
         return ""
-    memory.adopt_session(agent, SURFACE, parent=parent)
+    memory.adopt_session(agent, hook.surface, parent=parent)
     memory.bind_session(agent)
     ingested = memory.ingest(answer)  # refused by U2: nothing is written
     if not ingested.warnings:
@@ -260,7 +268,8 @@ def compaction(hook: Hook) -> str:
         return ""
     trigger = _str(hook.data.get("trigger")) or "unknown trigger"
     done = "compacted" if hook.event == "PostCompact" else "is compacting"
-    line = f"Claude Code {done} the context of session {session_id} ({trigger})."
+    host = HOST_NAMES.get(hook.surface, hook.surface)
+    line = f"{host} {done} the context of session {session_id} ({trigger})."
     instructions = _str(hook.data.get("custom_instructions"))
     if instructions:
         line += f" Instructions: {_cut(' '.join(instructions.split()), 500)}"
@@ -276,6 +285,7 @@ def compaction(hook: Hook) -> str:
     return ""
 
 
+HOST_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
 SUMMARY_MAX = 2000  # chars of the host's summary logged: the log is part of every boot
 BLOCK_KEYWORD = "_MEMORIZE_BEGIN"  # in every block, whatever the prefix (M1)
 TRANSCRIPT_TAIL = 8 << 20  # bytes read from a transcript's end to find the last answer
@@ -548,8 +558,10 @@ def run(
     stdin: str,
     env: Mapping[str, str] | None = None,
     state_dir: str | None = None,
+    surface: str = SURFACE,
 ) -> Reply:
-    """One event's reply; never raises."""
+    """One event's reply; never raises. `surface` names the host whose sessions these
+    are (claude-code, codex: Codex's hook input and replies have Claude Code's shape)."""
     import json
 
     env = os.environ if env is None else env
@@ -565,7 +577,7 @@ def run(
         return Reply(warning=f"the input is not JSON ({exc}); nothing was done")
     if not isinstance(data, dict):
         return Reply(warning="the input is not a JSON object; nothing was done")
-    hook = Hook(event or "", data, env, state_dir)
+    hook = Hook(event or "", data, env, state_dir, surface)
     try:
         out = handler(hook)
     except MemdirError as exc:

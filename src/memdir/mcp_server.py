@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -60,10 +60,16 @@ INSTRUCTIONS = """memdir is your long-term memory; it outlasts this session.
 """
 
 
-def build_server(memory: Memory, host: Host | None = None) -> Server[Any]:
+def build_server(
+    memory: Memory,
+    host: Host | None = None,
+    on_meta: Callable[[dict[str, Any]], object] | None = None,
+) -> Server[Any]:
     """A server bound to one Memory; a subagent session sees only read-only tools (U2).
     With a host (its process and surface: a server a host started, as the host's session),
-    each call acts as the session that host process runs now (K3: /clear starts another)."""
+    each call acts as the session that host process runs now (K3: /clear starts another).
+    `on_meta` sees each call's `_meta` first, under the write lock (a host's session id
+    comes there: Codex's, K3)."""
     read_only = memory.read_only
     offered = tools(read_only=read_only)
     names = {tool.name for tool in offered}
@@ -113,6 +119,14 @@ def build_server(memory: Memory, host: Host | None = None) -> Server[Any]:
             why = " (this is a read-only subagent session)" if read_only else ""
             return _error(f"unknown tool {params.name!r}{why}: the tools are {', '.join(names)}")
         read = TOOLS[params.name].read_only
+        if on_meta is not None and params.meta:
+            try:
+                async with lock:
+                    await anyio.to_thread.run_sync(on_meta, dict(params.meta))
+            except Exception as exc:  # a bug of ours: logged; the call runs as before
+                _unexpected(exc, "reading the call's _meta")
+            if reading and reading[0].session_id != memory.session_id:
+                reading[0].bind_session(memory.session_id)
         try:
             async with read_lock if read else lock:
                 result = await anyio.to_thread.run_sync(
@@ -259,13 +273,18 @@ def _error(message: str) -> types.CallToolResult:
     )
 
 
-def serve_stdio(memory: Memory, stop: Stop, host: Host | None = None) -> None:
+def serve_stdio(
+    memory: Memory,
+    stop: Stop,
+    host: Host | None = None,
+    on_meta: Callable[[dict[str, Any]], object] | None = None,
+) -> None:
     """Until the client closes stdin, or the first stop signal cancels the session."""
     import asyncio
 
     from mcp.server.stdio import stdio_server
 
-    server = build_server(memory, host)
+    server = build_server(memory, host, on_meta)
 
     async def main() -> None:
         with anyio.CancelScope() as scope:
@@ -370,7 +389,8 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     Processes started from here reach the same memory (L5). The session is the one given
     (--session, MEMDIR_SESSION_ID), else the host's (CLAUDE_CODE_SESSION_ID: surface
     claude-code, adopted if new, U1, K3), else the server's own top-level session of
-    surface `mcp`, recorded when it ends (U3).
+    surface `mcp`, recorded when it ends (U3) -- until a call's _meta names Codex's
+    session (surface codex), which the server acts as from then on.
 
     Shutdown (stdin closed, SIGTERM, SIGINT, at any instant: stopping.py) is one path:
     stop the background threads at their next boundary and join them, record the session,
@@ -380,6 +400,7 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
     ends: a signal with stdin held open hung the process for good).
     """
     import os
+    import sys
 
     stop = stop or stopping.install()
     if stop.asked:  # stopped during start-up: nothing to serve, nothing to record
@@ -396,12 +417,41 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
         if memory.session_id is None and memory.settings.enabled:
             own = memory.start_session("mcp")
             memory.bind_session(own.id)
+
+        codex_asked = False
+
+        def adopt_codex(meta: dict[str, Any]) -> None:
+            """K3: Codex names its session in each call's _meta, not in the server's
+            environment. At the first call that does, the host's session is adopted as
+            the hooks adopt it (by no session: the server's own may start none under
+            another), the server's own session ends (having written nothing, or what the
+            calls before wrote), and the server acts as Codex's -- or, in a subagent's
+            server, as that subagent (read-only, U2) -- from then on."""
+            nonlocal own, codex_asked
+            named = codex_session(meta)
+            if own is None or named is None or codex_asked:
+                return
+            codex_asked = True
+            mine = own.id
+            memory.bind_session(None)
+            try:
+                adopted = memory.adopt_session(named[0], "codex", parent=named[1])
+            except MemdirError as exc:
+                memory.bind_session(mine)  # the server goes on as its own session
+                print(f"memdir: warning: Codex's session is not used: {exc}", file=sys.stderr)
+                return
+            memory.bind_session(mine)
+            memory.end_session(mine)
+            memory.bind_session(adopted.id)
+            os.environ.update(memory.child_env())
+            own = None
+
         os.environ.update(memory.child_env())
         stop_sweeping = _start_sweeper(memory)
         stop_embedding = _start_embedder(memory)
         if not stop.asked:
             if http is None:
-                serve_stdio(memory, stop, host)
+                serve_stdio(memory, stop, host, adopt_codex)
             else:
                 serve_http(memory, http, stop, host)
         code = stop.code
@@ -420,6 +470,20 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
         memory.close()
         _exit_now(code)  # never finalise with a thread in the model, nor wait for a pipe
     return code
+
+
+def codex_session(meta: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """The session a Codex tool call is made in, from its _meta (x-codex-turn-metadata):
+    (Codex's session id, None), or, in a subagent Codex spawned (which gets a server of
+    its own), (the subagent's thread id, its parent's)."""
+    turn = meta.get("x-codex-turn-metadata")
+    if not isinstance(turn, dict):
+        return None
+    session, thread = turn.get("session_id"), turn.get("thread_id")
+    parent = turn.get("parent_thread_id")
+    if turn.get("thread_source") == "subagent" and thread and parent and thread != parent:
+        return str(thread), str(parent)
+    return (session, None) if isinstance(session, str) and session else None
 
 
 def _bind_host_session(memory: Memory) -> tuple[str, str] | None:

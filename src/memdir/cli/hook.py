@@ -27,6 +27,12 @@ def add_hook(b: Builder) -> None:
             "PreCompact, PostCompact or SessionEnd (Claude Code's names)"
         ),
     )
+    hook.add_argument(
+        "--host",
+        choices=["claude-code", "codex"],
+        default="claude-code",
+        help="the agent host running the hook: its sessions are recorded with this surface",
+    )
 
 
 def _hook(args: argparse.Namespace) -> Any:
@@ -38,7 +44,8 @@ def _hook(args: argparse.Namespace) -> Any:
     except (OSError, ValueError) as exc:
         stdin = ""
         print(f"memdir: hook {args.event}: cannot read stdin: {exc}", file=sys.stderr)
-    reply = hooks.run(args.event, stdin, state_dir=getattr(args, "state_dir", None))
+    state_dir = getattr(args, "state_dir", None)
+    reply = hooks.run(args.event, stdin, state_dir=state_dir, surface=args.host)
     if reply.warning:
         print(f"memdir: hook {args.event}: {' '.join(reply.warning.splitlines())}", file=sys.stderr)
     return Raw(reply.out) if reply.out else None

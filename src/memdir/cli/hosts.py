@@ -1,5 +1,7 @@
-"""Wiring memdir into an agent host (K1): `memdir setup claude-code`. The rules of the merge
-live in hostconfig.py; this module finds the memdir to run, and renders what changed."""
+"""Wiring memdir into an agent host (K1): `memdir setup claude-code`, `memdir setup codex`.
+The rules of the merge live in hostconfig.py (Claude Code's JSON) and codexconfig.py
+(Codex's config.toml and AGENTS.md); this module finds the memdir to run, and renders what
+changed."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-SETUP_HELP = "register memdir's MCP server and hooks in an agent host's config (claude-code)"
+SETUP_HELP = "register memdir's MCP server and hooks in an agent host's config (claude-code, codex)"
 SETUP_EPILOG = """\
 project scope (the default; the project is the git work tree holding the current folder,
 else the current folder): .mcp.json gets the `memdir` server, .claude/settings.json the
@@ -24,14 +26,21 @@ allowing memdir's tools (mcp__memdir) and the server's approval. user scope: the
 
 Everything else in those files stays as it was; a second run changes nothing; --remove
 takes out only what memdir added (found by its command). A file that is not valid JSON is
-named with its line and left untouched. One line per file says what changed."""
+named with its line and left untouched. One line per file says what changed.
+
+codex: project scope: .codex/config.toml gets the `memdir` server (its tools approved) and
+the hooks (SessionStart, SubagentStart, PreToolUse on memdir's tools, SessionEnd), AGENTS.md
+a section on what goes where; Codex loads a project's config once the project is trusted,
+and runs hooks once they are reviewed.
+user scope: $CODEX_HOME/config.toml and $CODEX_HOME/AGENTS.md (~/.codex). memdir's lines
+sit between two marker lines: the rest of each file is never rewritten."""
 
 
 def add_setup(b: Builder) -> None:
     setup = b.command(b.commands, "setup", _setup, SETUP_HELP)
     setup.epilog = SETUP_EPILOG
     setup.formatter_class = argparse.RawDescriptionHelpFormatter
-    setup.add_argument("host", choices=["claude-code"], help="the agent host to wire")
+    setup.add_argument("host", choices=["claude-code", "codex"], help="the agent host to wire")
     setup.add_argument(
         "--scope",
         choices=["project", "user"],
@@ -45,10 +54,17 @@ def add_setup(b: Builder) -> None:
 
 
 def _setup(args: argparse.Namespace) -> Any:
-    from .. import hostconfig
+    changes: list[Any]
+    if args.host == "codex":
+        from .. import codexconfig
 
-    targets = hostconfig.targets(args.scope, launcher(), os.getcwd(), os.environ)
-    changes = hostconfig.run(targets, remove=args.remove, dry_run=args.dry_run)
+        wanted = codexconfig.targets(args.scope, launcher(), os.getcwd(), os.environ)
+        changes = codexconfig.run(wanted, remove=args.remove, dry_run=args.dry_run)
+    else:
+        from .. import hostconfig
+
+        targets = hostconfig.targets(args.scope, launcher(), os.getcwd(), os.environ)
+        changes = hostconfig.run(targets, remove=args.remove, dry_run=args.dry_run)
     if as_json(args):
         return [change.to_dict() for change in changes]
     lines = []
