@@ -20,8 +20,8 @@ SETUP_EPILOG = """\
 project scope (the default; the project is the git work tree holding the current folder,
 else the current folder): .mcp.json gets the `memdir` server, .claude/settings.json the
 hooks (SessionStart, UserPromptSubmit, SubagentStart, PreToolUse on memdir's tools, Stop,
-SubagentStop, PostCompact, SessionEnd), the rule
-allowing memdir's tools (mcp__memdir) and the server's approval. user scope: the same in
+SubagentStop, PostCompact, SessionEnd), the rule allowing memdir's tools (mcp__memdir) and
+the server's approval. user scope: the same in
 ~/.claude.json and ~/.claude/settings.json ($CLAUDE_CONFIG_DIR when set).
 
 Everything else in those files stays as it was; a second run changes nothing; --remove
@@ -29,8 +29,7 @@ takes out only what memdir added (found by its command). A file that is not vali
 named with its line and left untouched. One line per file says what changed.
 
 codex: project scope: .codex/config.toml gets the `memdir` server (its tools approved) and
-the hooks (SessionStart, SubagentStart, PreToolUse on memdir's tools, SessionEnd), AGENTS.md
-a section on what goes where; Codex loads a project's config once the project is trusted,
+the hooks (the same but PostCompact), AGENTS.md a section on what goes where; Codex loads a project's config once the project is trusted,
 and runs hooks once they are reviewed.
 user scope: $CODEX_HOME/config.toml and $CODEX_HOME/AGENTS.md (~/.codex). memdir's lines
 sit between two marker lines: the rest of each file is never rewritten."""
