@@ -29,8 +29,8 @@ takes out only what memdir added (found by its command). A file that is not vali
 named with its line and left untouched. One line per file says what changed.
 
 codex: project scope: .codex/config.toml gets the `memdir` server (its tools approved) and
-the hooks (the same but PostCompact), AGENTS.md a section on what goes where; Codex loads a project's config once the project is trusted,
-and runs hooks once they are reviewed.
+the hooks (the same but PostCompact), AGENTS.md a section on what goes where; Codex loads a
+project's config once the project is trusted, and runs hooks once they are reviewed.
 user scope: $CODEX_HOME/config.toml and $CODEX_HOME/AGENTS.md (~/.codex). memdir's lines
 sit between two marker lines: the rest of each file is never rewritten."""
 
