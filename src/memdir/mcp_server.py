@@ -68,8 +68,8 @@ def build_server(
     """A server bound to one Memory; a subagent session sees only read-only tools (U2).
     With a host (its process and surface: a server a host started, as the host's session),
     each call acts as the session that host process runs now (K3: /clear starts another).
-    `on_meta` sees each call's `_meta` first, under the write lock (a host's session id
-    comes there: Codex's, K3)."""
+    `on_meta` sees the `_meta` of the first call that names a Codex session, under the write
+    lock (Codex names its session there, K3)."""
     read_only = memory.read_only
     offered = tools(read_only=read_only)
     names = {tool.name for tool in offered}
@@ -78,6 +78,7 @@ def build_server(
     # their own lock, so a search never waits for a long write (an 868 KB memorize) to end.
     read_lock = anyio.Lock()
     reading: list[Memory] = []
+    meta_seen: list[bool] = []  # a call's _meta has named the host's session
 
     def reader() -> Memory:
         if not reading:
@@ -119,10 +120,14 @@ def build_server(
             why = " (this is a read-only subagent session)" if read_only else ""
             return _error(f"unknown tool {params.name!r}{why}: the tools are {', '.join(names)}")
         read = TOOLS[params.name].read_only
-        if on_meta is not None and params.meta:
+        meta = dict(params.meta or {})
+        if on_meta is not None and not meta_seen and codex_session(meta) is not None:
+            # once, at the first call naming the host's session: a read never waits for
+            # the write lock after that (A2)
+            meta_seen.append(True)
             try:
                 async with lock:
-                    await anyio.to_thread.run_sync(on_meta, dict(params.meta))
+                    await anyio.to_thread.run_sync(on_meta, meta)
             except Exception as exc:  # a bug of ours: logged; the call runs as before
                 _unexpected(exc, "reading the call's _meta")
             if reading and reading[0].session_id != memory.session_id:
