@@ -422,12 +422,16 @@ def response_events(
 
 
 @dataclass
-class ClaudeRun:
-    """One `claude -p` run: its exit code, its stream-json events, its stderr."""
+class HostRun:
+    """One headless run of an agent host: its exit code, its JSON events, its stderr."""
 
     code: int
     events: list[dict[str, Any]]
     stderr: str
+
+
+class ClaudeRun(HostRun):
+    """One `claude -p` run (stream-json events)."""
 
     @property
     def session_id(self) -> str:
@@ -584,13 +588,8 @@ def _run_turns(
 CODEX_MODEL = "codex-standin"
 
 
-@dataclass
-class CodexRun:
-    """One `codex exec --json` run: its exit code, its JSONL events, its stderr."""
-
-    code: int
-    events: list[dict[str, Any]]
-    stderr: str
+class CodexRun(HostRun):
+    """One `codex exec --json` run (JSONL events)."""
 
     @property
     def session_id(self) -> str:

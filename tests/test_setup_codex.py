@@ -114,6 +114,23 @@ def test_remove_after_setup_on_an_empty_project_leaves_it_empty(tmp_path: Path) 
     assert snapshot(folder) == {} and not (folder / ".codex").exists()
 
 
+def test_a_linked_config_is_written_through_and_never_deleted(tmp_path: Path) -> None:  # K1
+    """A config.toml that is a link into a dotfiles folder: setup writes the file it points
+    at and keeps the link; --remove leaving it empty keeps the user's (empty) file and link."""
+    folder = project(tmp_path)
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "codex.toml").write_text("")
+    (folder / ".codex").mkdir()
+    (folder / ".codex" / "config.toml").symlink_to(dotfiles / "codex.toml")
+    setup(folder)
+    assert (folder / ".codex" / "config.toml").is_symlink()
+    assert "[mcp_servers.memdir]" in (dotfiles / "codex.toml").read_text()
+    setup(folder, remove=True)
+    assert (folder / ".codex" / "config.toml").is_symlink()
+    assert (dotfiles / "codex.toml").read_text().strip() == ""
+
+
 def test_a_moved_memdir_is_updated_in_place_and_what_follows_is_kept(tmp_path: Path) -> None:
     folder = project(tmp_path)
     with_user_files(folder)

@@ -12,13 +12,13 @@ their folder's lock, atomically); a file that needs no change is not written.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 from dataclasses import dataclass
 
 from .errors import ConfigError, ConflictError
-from .hostconfig import SERVER, Change, _write, is_memdir_server
+from .hostconfig import SERVER, Change, _write, deletable, delete_emptied, is_memdir_server
+from .settings import HOOK_EVENTS
 from .storage import files
 
 TYPE_CHECKING = False
@@ -29,16 +29,8 @@ if TYPE_CHECKING:
 # Code's shape): the boot context at start, recall on a prompt (once turned on), a
 # subagent's read-only slice, its writes denied (PreToolUse on memdir's tools only), the
 # memorize blocks of the last answer (a subagent's dropped), the session recorded at its
-# end. Codex 0.171.0 has no compaction hooks.
-EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "SubagentStart",
-    "PreToolUse",
-    "Stop",
-    "SubagentStop",
-    "SessionEnd",
-)
+# end. Codex's compaction hooks are not wired: what they send was never recorded here.
+EVENTS = tuple(e for e in HOOK_EVENTS if e not in ("PreCompact", "PostCompact"))
 TOOLS_MATCHER = "mcp__memdir__.*"  # Codex names memdir's tools mcp__memdir__<tool>
 SURFACE = "codex"
 # MEMDIR_* the user set reach the server: Codex starts MCP servers with a bare
@@ -255,12 +247,9 @@ def apply(target: Target, *, remove: bool = False, dry_run: bool = False) -> Cha
         new = _planned(target, old, remove)
         if new == (old or "") and (old is not None or remove):
             return Change(target.path, "unchanged", dry_run)
-        if remove and not new.strip() and not target.keep_file:
+        if remove and not new.strip() and deletable(target.path, target.keep_file):
             if not dry_run:
-                os.unlink(real)
-                if os.path.basename(folder) == ".codex":
-                    with contextlib.suppress(OSError):  # not empty: the user's files stay
-                        os.rmdir(folder)  # the folder setup made for config.toml
+                delete_emptied(real, ".codex")
             return Change(target.path, "removed", dry_run)
         if not dry_run:
             _write(real, new)

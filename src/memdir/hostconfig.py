@@ -22,6 +22,7 @@ import shlex
 from dataclasses import dataclass
 
 from .errors import ConfigError, ConflictError
+from .settings import HOOK_EVENTS
 from .storage import files
 
 TYPE_CHECKING = False
@@ -30,17 +31,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 SERVER = "memdir"  # the server's name in mcpServers: its tools are mcp__memdir__*
-# PreCompact is answered too (a host without PostCompact); PostCompact logs the summary
-EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",  # does nothing until [hooks] recall_on_prompt = true
-    "SubagentStart",
-    "PreToolUse",
-    "Stop",
-    "SubagentStop",
-    "PostCompact",
-    "SessionEnd",
-)
+# Every event memdir answers but PreCompact (answered for a host without PostCompact, which
+# logs the compaction with its summary)
+EVENTS = tuple(e for e in HOOK_EVENTS if e != "PreCompact")
 TOOLS_RULE = "mcp__memdir"  # a permission rule naming a server allows all its tools
 # Claude Code names a plugin's server plugin:<plugin>:<server>: the plugin's tools are
 # mcp__plugin_memdir_memdir__*
@@ -374,16 +367,29 @@ def apply(target: Target, *, remove: bool = False, dry_run: bool = False) -> Cha
             new_data = merge(data, target.want, target.path)
         if new_data == data and (old is not None or remove):
             return Change(target.path, "unchanged", dry_run)
-        if remove and not new_data and not target.keep_file and not os.path.islink(target.path):
+        if remove and not new_data and deletable(target.path, target.keep_file):
             if not dry_run:
-                os.unlink(real)
-                if os.path.basename(folder) == ".claude":
-                    with contextlib.suppress(OSError):  # not empty: the user's files stay
-                        os.rmdir(folder)  # the folder setup made for settings.json
+                delete_emptied(real, ".claude")
             return Change(target.path, "removed", dry_run)
         if not dry_run:
             _write(real, render(new_data, old))
         return Change(target.path, "created" if old is None else "updated", dry_run)
+
+
+def deletable(path: str, keep_file: bool) -> bool:
+    """Whether a file `--remove` left empty may go: not the host's own state file
+    (`keep_file`), nor one reached through a link (a dotfiles folder's: the user's)."""
+    return not keep_file and not os.path.islink(path)
+
+
+def delete_emptied(real: str, made: str) -> None:
+    """Delete a file `--remove` left empty, and the folder setup made for it (named
+    `made`: .claude, .codex) when nothing else is in it: the user's files stay."""
+    os.unlink(real)
+    folder = os.path.dirname(real)
+    if os.path.basename(folder) == made:
+        with contextlib.suppress(OSError):  # not empty
+            os.rmdir(folder)
 
 
 def _read(real: str) -> str | None:
