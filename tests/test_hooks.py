@@ -514,6 +514,21 @@ def test_a_hook_past_its_time_budget_gives_up(state_dir: Path, store: Memory) ->
     assert store.store.get_session(HOST) is None
 
 
+@pytest.mark.slow  # waits out the default budget: 5 s
+def test_a_transcript_that_never_ends_gives_up_at_the_budget(  # K2
+    state_dir: Path, store: Memory, tmp_path: Path
+) -> None:
+    """The watchdog counts from the hook's start, not from the store's opening: a Stop whose
+    transcript is a pipe nobody writes gives up at the default budget, one line, exit 0."""
+    fifo = tmp_path / "transcript.jsonl"
+    os.mkfifo(fifo)
+    data = payload("Stop", transcript_path=str(fifo))
+    del data["last_assistant_message"]
+    result = hook(state_dir, "Stop", stdin=data)
+    assert (result.code, result.out) == (0, "")
+    assert result.err.count("\n") == 1 and "gave up after 5,000 ms" in result.err
+
+
 def test_the_hook_imports_nothing_heavy(state_dir: Path, store: Memory) -> None:  # K2, C
     """Run at every session, tool call and turn: no mcp, yaml or numpy on its way, and a
     write (Stop's entry, PostCompact's log line) loads no embedding model: the host waits

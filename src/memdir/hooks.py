@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from .errors import MemdirError, SecretError, ValidationError
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from .identity import BootPart
     from .memory import Memory
+    from .settings import Settings
 
 SURFACE = "claude-code"
 SESSION_END_MS = 1200  # Claude Code gives SessionEnd hooks 1.5 s unless told otherwise
@@ -60,7 +62,13 @@ class Hook:
         self.surface = surface  # the host: claude-code, or codex (`memdir hook --host`)
         self._memory: Memory | None = None
         self._timer: threading.Timer | None = None
+        self._started = time.monotonic()
         self.warnings: list[str] = []
+        from .settings import DEFAULTS
+
+        # from the start: a slow transcript or store open counts too (until the store's
+        # settings are read, the general budget: a prompt's short one starts with them)
+        self._arm(DEFAULTS, short=False)
 
     def field(self, name: str) -> str:
         value = self.data.get(name)
@@ -87,15 +95,22 @@ class Hook:
             # the server's worker or `memdir reindex` embeds it, search finds it by its words
             memory.settings = memory.settings._replace(search_embed_on_write="loaded")
             self._memory = memory
-            budget = self._memory.settings.hooks_timeout_ms
-            if self.event == "SessionEnd":
-                budget = min(budget, SESSION_END_MS)
-            key = "timeout_ms"
-            if self.event == "UserPromptSubmit":  # the user is waiting: its own, short budget
-                key = "prompt_timeout_ms"
-                budget = min(budget, self._memory.settings.hooks_prompt_timeout_ms)
-            self._timer = _watchdog(self.event, budget, key)
+            self._arm(memory.settings)  # the store's own budget, counted from the start
         return self._memory
+
+    def _arm(self, settings: Settings, short: bool = True) -> None:
+        """(Re)start the watchdog for what is left of this event's budget."""
+        budget = settings.hooks_timeout_ms
+        if self.event == "SessionEnd":
+            budget = min(budget, SESSION_END_MS)
+        key = "timeout_ms"
+        if self.event == "UserPromptSubmit" and short:  # the user waits: a short budget
+            key = "prompt_timeout_ms"
+            budget = min(budget, settings.hooks_prompt_timeout_ms)
+        if self._timer is not None:
+            self._timer.cancel()
+        left = budget / 1000 - (time.monotonic() - self._started)
+        self._timer = _watchdog(self.event, budget, key, max(0.0, left))
 
     def active(self) -> bool:
         """Memory is on ([memory] enabled) and this event is not in [hooks] off."""
@@ -589,9 +604,9 @@ def run(
     return Reply(out, "; ".join(hook.warnings) or None)
 
 
-def _watchdog(event: str, budget_ms: int, key: str = "timeout_ms") -> threading.Timer:
-    """Give up once the hook has run `budget_ms`: one line on stderr, exit 0, nothing
-    printed; the host goes on as if the hook had said nothing."""
+def _watchdog(event: str, budget_ms: int, key: str, left_s: float) -> threading.Timer:
+    """Give up once the hook has run `budget_ms` (`left_s` from now): one line on stderr,
+    exit 0, nothing printed; the host goes on as if the hook had said nothing."""
     import threading
 
     def give_up() -> None:
@@ -602,7 +617,7 @@ def _watchdog(event: str, budget_ms: int, key: str = "timeout_ms") -> threading.
         sys.stderr.flush()
         os._exit(0)
 
-    timer = threading.Timer(budget_ms / 1000, give_up)
+    timer = threading.Timer(left_s, give_up)
     timer.daemon = True
     timer.start()
     return timer
