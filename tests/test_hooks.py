@@ -368,6 +368,10 @@ def test_stop_reads_the_transcript_when_the_host_sends_no_answer(  # K2, M1
     del data["transcript_path"]
     missing = hook(state_dir, "Stop", stdin=data)
     assert missing.code == 0 and "last_assistant_message" in missing.err
+    for device in ("/dev/urandom", str(tmp_path)):  # endless, or no file at all
+        odd = hook(state_dir, "Stop", stdin={**data, "transcript_path": device})
+        assert (odd.code, odd.out) == (0, "") and odd.err.count("\n") == 1, odd.err
+        assert "is not a file" in odd.err or "Is a directory" in odd.err, odd.err
 
 
 def test_subagent_stop_drops_the_blocks_and_says_so(  # K2, U2

@@ -347,11 +347,15 @@ def last_assistant_text(path: str) -> str:
     one line per content block, the blocks of one message sharing its `message.id`)."""
     import json
 
+    import stat
+
     try:
         with open(path, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ValidationError(f"the transcript {path} is not a file")
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - TRANSCRIPT_TAIL))
-            tail = handle.read()
+            tail = handle.read(TRANSCRIPT_TAIL)  # a file still growing: no more than this
     except OSError as exc:
         raise ValidationError(f"cannot read the transcript {path}: {exc.strerror}") from exc
     lines = tail.decode("utf-8", errors="replace").splitlines()
