@@ -346,7 +346,6 @@ def last_assistant_text(path: str) -> str:
     """The text blocks of the last assistant message of a Claude Code transcript (JSONL:
     one line per content block, the blocks of one message sharing its `message.id`)."""
     import json
-
     import stat
 
     try:
