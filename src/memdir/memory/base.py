@@ -92,8 +92,6 @@ class MemoryBase:
         # called when items need vectors, instead of embedding them in the caller's thread.
         self.embed_later: Callable[[], object] | None = None
         self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
-        self._hits: dict[int, str] = {}  # fact id -> when a search last found it (unsaved)
-        self._hits_flushed = float("-inf")
         self._owner: MemoryBase | None = None  # set on a companion(): the model is its
         self._companions: list[MemoryBase] = []
         self.session_id: str | None = None
@@ -205,6 +203,16 @@ class MemoryBase:
             )
         if session is not None and self._unrecorded:
             self._adopt(session)
+        self._fold_hits()
+
+    def _fold_hits(self) -> None:
+        """The hits searches left in the store's journal go into the database with a write
+        that is made anyway (a search itself never writes it: SearchMemory._note_hits).
+        Bookkeeping: a store that cannot take them keeps the journal for the next one."""
+        if self.read_only or not os.path.exists(self.layout.db):
+            return
+        with contextlib.suppress(MemdirError):
+            self.store.record_hits({})
 
     def _adopt(self, session: Session) -> None:
         """U1: record a session memdir had not seen, as it is; a process that recorded it

@@ -5,11 +5,10 @@ end should say about the last search."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 
 from .. import advice, facts, search
-from ..errors import MemdirError, MissingExtraError, StorageError
+from ..errors import MissingExtraError, StorageError
 from ..lazy import lazy
 from ..models import Entry, Hit
 from ..records import Record
@@ -27,7 +26,6 @@ else:
     index = lazy("memdir.search.index")
     vectors = lazy("memdir.search.vectors")
 
-HITS_EVERY = 60.0  # seconds between two writes of the facts searches found
 INSTALL_SHOWN = "search.notice"  # kv: the store was told search is lexical only
 _install_shown = False  # ...or, when the store could not record it, this process was
 
@@ -108,37 +106,22 @@ class SearchMemory(MemoryBase):
         return hits
 
     def _note_hits(self, hits: list[Hit]) -> None:
-        """Remember which facts a search found (doctor: facts never recalled). Written at
-        once when nothing was written for a minute, else with a later search or on close:
-        a warm server pays one small write a minute, not one per search. A subagent's
-        searches and a store that cannot be written are left out: bookkeeping never fails
-        a search."""
-        if not self.settings.enabled:
+        """Remember which facts a search found (doctor: facts never recalled), without
+        writing the database: the store appends them to its journal of deferred hits (no
+        lock, no wait), which the next write folds in (MemoryBase.require_writable,
+        flush_hits). A subagent's searches and a disabled memory note nothing:
+        bookkeeping never fails a search."""
+        if not self.settings.enabled or self.read_only:
             return
         now = self._now()
-        for hit in hits:
-            if hit.kind == "fact" and hit.id is not None:
-                self._hits[hit.id] = now
-        if self._hits and self.clock() - self._hits_flushed >= HITS_EVERY:
-            self.flush_hits()
+        found = {hit.id: now for hit in hits if hit.kind == "fact" and hit.id is not None}
+        if found:
+            self.store.defer_hits(found)
 
     def flush_hits(self) -> None:
-        """Record now the hits that searches noted, this Memory's and its companions'."""
-        for other in self._companions:  # each a Memory, so a SearchMemory
-            if isinstance(other, SearchMemory):
-                other.flush_hits()
-        hits, self._hits = self._hits, {}
-        self._hits_flushed = self.clock()
-        if not hits or not os.path.exists(self.layout.db):
-            return
-        with contextlib.suppress(MemdirError):
-            if not self.read_only:
-                self.store.record_hits(hits)
-
-    def close(self) -> None:
-        """Write down which facts searches found, then close (doctor: facts never recalled)."""
-        self.flush_hits()
-        super().close()
+        """Record now the hits that searches noted (the store's journal: this Memory's, its
+        companions' and other processes')."""
+        self._fold_hits()
 
     def search_mode(self, mode: SearchMode | None = None) -> str:
         """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
