@@ -176,12 +176,29 @@ _CASE_ONLY = "\u0130\u0131\u017f\u212a"
 
 
 def _spellable(text: str) -> bool:
-    """Whether `text` holds a character that only the wide pattern matches (compiling
-    this class takes ~0.3 ms, the wide pattern ~5 ms: an index line's em dash is common)."""
-    if "keys" not in _COMPILED:
-        keys = f"[{_INVISIBLE}{''.join(_COMPAT.values())}{_CASE_ONLY}]"
-        _COMPILED["keys"] = re.compile(keys)
-    return _COMPILED["keys"].search(text) is not None
+    """Whether `text` holds a character that only the wide pattern matches: a set test
+    (~1 ms for 50 KB) instead of the wide pattern's ~5 ms compile, which an index line's
+    em dash would otherwise cost every recall, boot and SessionStart."""
+    if not _KEYS:
+        _KEYS.update(_expand(_INVISIBLE + "".join(_COMPAT.values()) + _CASE_ONLY))
+    return not _KEYS.isdisjoint(text)
+
+
+_KEYS: set[str] = set()  # filled on first use from the class bodies above
+
+
+def _expand(body: str) -> set[str]:
+    """The characters of a regex class body made of literals and `a-b` ranges."""
+    found: set[str] = set()
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            found.update(chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1))
+            i += 3
+        else:
+            found.add(body[i])
+            i += 1
+    return found
 
 
 class Request(Record):
