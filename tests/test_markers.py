@@ -1114,16 +1114,21 @@ def test_text_with_no_wide_spelling_skips_the_wide_pattern() -> None:  # R4 C
     flagged = {c for c in matched if markers._spellable(c)}
     assert len(matched) > 300 and matched == flagged
     assert not any(markers._spellable(chr(cp)) for cp in range(0x80))  # ASCII: _NARROW's
+    # a JSON escape starts with a backslash before u or U, and nothing else folds to u
+    assert {chr(cp) for cp in range(0x110000) if re.fullmatch("u", chr(cp), re.I)} == {"u", "U"}
     # text the class clears is defanged as the wide pattern would: an em dash, accents
     for text in (
         "- ci-time — CI takes 12 min",
         "café MEMDIR_MEMORIZE_BEGIN naïve",
         "x—_memorize_end",
+        '{"text": "a\\nb \\"MEMDIR_MEMORIZE_END\\" \\\\ — c"}',
     ):
         assert not markers._spellable(text)
         wide = markers._wide().sub("#", text)
         assert (markers.defang(text) == text) == (wide == text)
         assert markers.has_marker(text) == (wide != text)
+    for escaped in ("MEMDIR\\u005fMEMORIZE_BEGIN", "x\\n MEMDIR\\\\U005FMEMORIZE_END"):
+        assert not markers._plain_only(escaped) and markers.has_marker(escaped)
     assert markers.defang("café MEMDIR_MEMORIZE_BEGIN") == (
         "café [MEMDIR memorize-begin marker, defanged]"
     )
