@@ -4,8 +4,9 @@
 checkers see `typing.NamedTuple` itself; at run time the same class statement builds a
 namedtuple subclass with the annotated fields, their defaults, and the class's own methods
 and properties. The namedtuple is collections.namedtuple's, built without compiling its
-__new__ again for every class (_namedtuple; tests/test_public_types.py compares the two). Modules guard annotation-only imports the same way
-(`TYPE_CHECKING = False` is understood by mypy as the typing constant).
+__new__ again for every class (_namedtuple; tests/test_public_types.py compares the two).
+Modules guard annotation-only imports the same way (`TYPE_CHECKING = False` is understood
+by mypy as the typing constant).
 """
 
 from __future__ import annotations
