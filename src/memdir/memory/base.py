@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from .. import facts, search, sessions
+from .. import facts, sessions
 from ..clock import Clock, iso
 from ..errors import ConflictError, DisabledError, MemdirError, StorageError
 from ..lazy import lazy
@@ -34,11 +34,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Self
 
-    from .. import daily, duplicates, entries, tasks
+    from .. import daily, duplicates, entries, search, tasks
     from ..search import index, vectors
     from ..storage.base import Store
     from ..types import Embedder, Surface
 else:
+    search = lazy("memdir.search")  # not on the path of recall, boot or a hook
     daily = lazy("memdir.daily")
     duplicates = lazy("memdir.duplicates")
     entries = lazy("memdir.entries")
@@ -84,7 +85,7 @@ class MemoryBase:
         self.clock = clock
         self.store: Store = open_store(self.layout, self.settings)
         self._embedder = embedder  # None: the default model, loaded when first needed
-        self._vectors = search.VectorCache()
+        self._vector_cache: search.VectorCache | None = None
         self.unembedded = 0  # facts and chunks without a vector when the last search ran
         self.too_big: list[str] = []  # files the last index sync left out for their size
         self._searched = "lexical"  # the mode the last search ran in
@@ -102,6 +103,13 @@ class MemoryBase:
         ambient = env.get(SESSION_ENV) or None
         self._ambient = sessions.check_id(ambient) if ambient and session else None
         self.bind_session(session if session is not None else ambient)
+
+    @property
+    def _vectors(self) -> search.VectorCache:
+        """The vectors of this process, made on first use (search.VectorCache)."""
+        if self._vector_cache is None:
+            self._vector_cache = search.VectorCache()
+        return self._vector_cache
 
     def close(self) -> None:
         """Close the store's connection (`with Memory(...)` does it)."""

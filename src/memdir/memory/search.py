@@ -7,22 +7,22 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from .. import advice, facts, search
+from .. import advice, facts
 from ..errors import MissingExtraError, StorageError
 from ..lazy import lazy
 from ..models import Entry, Hit
 from ..records import Record
 from ..storage import embeddings
-from ..storage.embeddings import DEFAULT_MODEL
 from .base import MemoryBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .. import entries
+    from .. import entries, search
     from ..search import index, vectors
     from ..types import Category, Embedder, Kind, SearchMode
 else:
     entries = lazy("memdir.entries")
+    search = lazy("memdir.search")
     index = lazy("memdir.search.index")
     vectors = lazy("memdir.search.vectors")
 
@@ -76,7 +76,7 @@ class SearchMemory(MemoryBase):
             # Q2: a search embeds its question only. What has no vector yet is ranked
             # by its words. The model is loaded when there are vectors to compare the
             # question with, or when a server holds it (or is loading it) anyway.
-            model = self._embedder.name if self._embedder is not None else DEFAULT_MODEL
+            model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
             stored = 0
             with contextlib.suppress(StorageError):
                 self.unembedded = self.store.count_unembedded(model)
