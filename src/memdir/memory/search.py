@@ -70,7 +70,9 @@ class SearchMemory(MemoryBase):
             # Keeping the index current writes, and a search must not fail because another
             # process holds the write lock: then it answers from the index as it stands.
             with contextlib.suppress(StorageError):
-                self.sync_index()
+                self.sync_index(
+                    wanted_kinds
+                )  # only the tiers searched: a fact search stats no file
         self.unembedded, self._searched = 0, run_mode
         if run_mode != "lexical":
             # Q2: a search embeds its question only. What has no vector yet is ranked
@@ -216,9 +218,13 @@ class SearchMemory(MemoryBase):
         self._embedder = embedder
         return vectors.embed_pending(self.store, embedder, progress)
 
-    def sync_index(self) -> None:
-        """Bring the chunk index up to date with the files (cheap when nothing changed).
-        The files too big to index are remembered for the search's note (Q3)."""
+    def sync_index(self, kinds: tuple[str, ...] | None = None) -> None:
+        """Bring the chunk index up to date with the files (cheap when nothing changed),
+        or only its files of `kinds`. The files too big to index are remembered for the
+        search's note (Q3)."""
         if self.settings.enabled:
             self.too_big = []
-            index.sync(self.layout, self.store, too_big=self.too_big)
+            if kinds is None:
+                index.sync(self.layout, self.store, too_big=self.too_big)
+            else:
+                index.sync(self.layout, self.store, too_big=self.too_big, kinds=kinds)
