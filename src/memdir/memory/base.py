@@ -48,6 +48,7 @@ else:
     vectors = lazy("memdir.search.vectors")
 
 SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
+HITS_EVERY = 60.0  # seconds between two foldings of the hits journal by one Memory's writes
 
 
 class MemoryBase:
@@ -86,6 +87,7 @@ class MemoryBase:
         self.store: Store = open_store(self.layout, self.settings)
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vector_cache: search.VectorCache | None = None
+        self._hits_folded = float("-inf")  # when this Memory last recorded the hits journal
         self.unembedded = 0  # facts and chunks without a vector when the last search ran
         self.too_big: list[str] = []  # files the last index sync left out for their size
         self._searched = "lexical"  # the mode the last search ran in
@@ -211,12 +213,15 @@ class MemoryBase:
             )
         if session is not None and self._unrecorded:
             self._adopt(session)
-        self._fold_hits()
+        if self.clock() - self._hits_folded >= HITS_EVERY:
+            self._fold_hits()
 
     def _fold_hits(self) -> None:
         """The hits searches left in the store's journal go into the database with a write
-        that is made anyway (a search itself never writes it: SearchMemory._note_hits).
-        Bookkeeping: a store that cannot take them keeps the journal for the next one."""
+        that is made anyway (a search itself never writes it: SearchMemory._note_hits); a
+        warm server's writes do it once a minute. Bookkeeping: a store that cannot take
+        them keeps the journal for the next one."""
+        self._hits_folded = self.clock()
         if self.read_only or not os.path.exists(self.layout.db):
             return
         with contextlib.suppress(MemdirError):
