@@ -609,3 +609,19 @@ def test_a_merge_does_not_store_a_fact_the_store_says_already(tmp_path: Path) ->
             .fetchall()
         )
     assert (status, superseded_by) == ("superseded", mine.id)  # the link leads to ours
+
+
+def test_export_holds_the_hits_searches_left_in_the_journal(tmp_path: Path) -> None:  # N3 N2
+    """A search notes its hits beside the database rather than in it; an export takes
+    them in first, so the archive holds what doctor sees."""
+    with Memory(str(tmp_path / "s"), env={}, create=True) as mem:
+        kiwi = mem.add_fact("kiwi harvest is in March", "learning")
+        mem.search("kiwi", mode="lexical")
+        out = tmp_path / "backup.jsonl"
+        archive.export_to(mem, str(out))
+    usage = [
+        json.loads(line)
+        for line in out.read_text().splitlines()
+        if json.loads(line).get("kind") == "fact_usage"
+    ]
+    assert [(u["fact_id"], u["hits"]) for u in usage] == [(kiwi.id, 1)]

@@ -84,6 +84,23 @@ TINY = {
     ],
     "duplicates": ["--facts", "300", "--exact", "20", "--near", "40", "--distinct", "20"],
     "first_search": ["--facts", "60", "--runs", "1"],
+    "cold": [
+        "--facts",
+        "500",
+        "--entries",
+        "30",
+        "--notes",
+        "15",
+        "--boot-entries",
+        "20",
+        "--days",
+        "3",
+        "--runs",
+        "2",
+        "--profile",
+        "--profile-runs",
+        "1",
+    ],
 }
 SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
@@ -172,6 +189,16 @@ SUMMARY_KEYS = {
         "stable",
         "ok",
     },
+    "cold": {
+        "targets",
+        "search_worst_ratio_p50",
+        "recall_ratio_p50",
+        "boot_ratio_p50",
+        "session_start_ratio_p50",
+        "p50_ms",
+        "split_p50_ms",
+        "ok",
+    },
 }
 ROW_KEYS = {
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
@@ -212,6 +239,7 @@ ROW_KEYS = {
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
     "first_search": set(),  # two tables: imports and searches
+    "cold": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "target", "ok"},
 }
 
 

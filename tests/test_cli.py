@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memdir.cli import build_parser
+from memdir.memory import Memory
 
 COMMANDS = [
     ["init"],
@@ -190,6 +191,34 @@ def test_cli_start_imports_nothing_heavy() -> None:  # C: cold start stays fast
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]"
+
+
+# What a lexical search has no use for: what other commands, tiers or extras load (a
+# config file's TOML parser, an entry's YAML, JSON without --json, the marker scanner for
+# plain ASCII hits, the embedding stack, typing and dataclasses).
+SEARCH_NEVER = {
+    "mcp", "yaml", "click", "numpy", "pydantic", "onnxruntime", "tokenizers", "torch",
+    "tomllib", "dataclasses", "typing", "inspect", "json", "importlib.metadata", "shutil",
+    "subprocess", "threading", "memdir.entries", "memdir.identity", "memdir.daily",
+    "memdir.tasks", "memdir.recall", "memdir.markers", "memdir.similarity",
+    "memdir.duplicates", "memdir.secret_guard", "memdir.secret_scan", "memdir.hooks",
+    "memdir.tools", "memdir.mcp_server", "memdir.curation", "memdir.search.chunks",
+    "memdir.search.vectors", "memdir.storage.rows_cold",
+}  # fmt: skip
+
+
+def test_lexical_search_imports_nothing_heavy(memory: Memory) -> None:  # C, Q1
+    """The command agents run most: a lexical search, run to its answer, loads none of
+    SEARCH_NEVER (the CLI's start alone: test_cli_start_imports_nothing_heavy)."""
+    memory.add_fact("kiwi harvest is in March", "learning")
+    code = (
+        "import sys, memdir.cli\n"
+        "code = memdir.cli.main(['search', '--mode', 'lexical', 'kiwi'])\n"
+        f"print(code, sorted(set({sorted(SEARCH_NEVER)!r}) & set(sys.modules)), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "kiwi harvest is in March" in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "0 []"
 
 
 def test_path_and_init(run, tmp_path: Path, state_dir: Path) -> None:  # L1, L2, C

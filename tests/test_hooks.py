@@ -859,11 +859,15 @@ def test_user_prompt_submit_never_fails_on_any_text(  # K2, F4
 def test_user_prompt_submit_gives_up_past_its_time_budget(  # K2
     state_dir: Path, store: Memory
 ) -> None:
-    """Another writer holds the store for as long as the test says: the search's
-    bookkeeping (which facts it found, for doctor) waits for the lock, and at [hooks]
-    prompt_timeout_ms the hook gives up with one line and exit 0, injecting nothing."""
+    """Another writer holds the store for as long as the test says: the search's index
+    sync (a hand-written file to index) waits for the lock, and at [hooks]
+    prompt_timeout_ms the hook gives up with one line and exit 0, injecting nothing. (What
+    a search found is noted without the lock: test_validity.py.)"""
     recall_on(state_dir, "prompt_timeout_ms = 150\n")
-    store.add_fact("The CI pipeline takes longer on Mondays", "learning")  # a fact: noted
+    store.add_fact("The CI pipeline takes longer on Mondays", "learning")
+    store.search("CI")  # the index as it stands, so that only the new file needs a write
+    entry = Path(store.path) / "global" / "ci-mondays.md"
+    entry.write_text("---\ndescription: CI on Mondays\n---\nThe CI pipeline is slow.\n")
     holder = sqlite3.connect(store.layout.db, timeout=0)
     try:
         holder.execute("BEGIN EXCLUSIVE")

@@ -1097,3 +1097,39 @@ def test_many_processes_memorize_into_one_entry_and_one_task(
     )
     assert not [p for p in memory_dir.rglob(f"{TEMP_PREFIX}*")]
     assert os.path.exists(memory_dir / "memory.db")
+
+
+def test_text_with_no_wide_spelling_skips_the_wide_pattern() -> None:  # R4 C
+    """defang decides from one small character class whether a non-ASCII text needs the
+    wide pattern: every non-ASCII character that a letter of the keyword, or the invisible
+    class between them, can match (case ignored) is in that class, so the plain pattern
+    finds every marker of the rest. Checked over every code point."""
+    from memdir import markers
+
+    letters = sorted(set("_memorize_begin_end"))
+    units = "|".join(markers._unit(c) for c in letters)
+    one = re.compile(f"(?:{units}|[{markers._INVISIBLE}])", re.IGNORECASE)
+    everything = "".join(chr(cp) for cp in range(0x80, 0x110000) if not 0xD800 <= cp < 0xE000)
+    matched = set(one.findall(everything))
+    flagged = {c for c in matched if markers._spellable(c)}
+    assert len(matched) > 300 and matched == flagged
+    assert not any(markers._spellable(chr(cp)) for cp in range(0x80))  # ASCII: _NARROW's
+    # a JSON escape starts with a backslash before u or U, and nothing else folds to u
+    assert {chr(cp) for cp in range(0x110000) if re.fullmatch("u", chr(cp), re.I)} == {"u", "U"}
+    # text the class clears is defanged as the wide pattern would: an em dash, accents
+    for text in (
+        "- ci-time — CI takes 12 min",
+        "café MEMDIR_MEMORIZE_BEGIN naïve",
+        "x—_memorize_end",
+        '{"text": "a\\nb \\"MEMDIR_MEMORIZE_END\\" \\\\ — c"}',
+    ):
+        assert not markers._spellable(text)
+        wide = markers._wide().sub("#", text)
+        assert (markers.defang(text) == text) == (wide == text)
+        assert markers.has_marker(text) == (wide != text)
+    for escaped in ("MEMDIR\\u005fMEMORIZE_BEGIN", "x\\n MEMDIR\\\\U005FMEMORIZE_END"):
+        assert not markers._plain_only(escaped) and markers.has_marker(escaped)
+    assert markers.defang("café MEMDIR_MEMORIZE_BEGIN") == (
+        "café [MEMDIR memorize-begin marker, defanged]"
+    )
+    assert markers.defang("M\u200bEMDIR_MEMORIZE_BEG\u0130N") != "M\u200bEMDIR_MEMORIZE_BEG\u0130N"

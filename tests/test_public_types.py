@@ -157,3 +157,47 @@ def test_every_type_ignore_in_src_says_why() -> None:
             if not (inline or above):
                 bare.append(f"{path.relative_to(src)}:{number + 1}")
     assert bare == []
+
+
+def test_records_are_the_namedtuples_collections_would_build() -> None:  # C
+    """Record builds its namedtuples without compiling __new__ per class (the CLI's cold
+    start): the same signature, defaults, repr, errors and methods as
+    collections.namedtuple's."""
+    import collections
+    import copy
+    import pickle
+
+    from memdir.models import Provenance
+    from memdir.records import _namedtuple
+
+    theirs = collections.namedtuple("P", ("a", "b", "c"), defaults=[3], module="m")
+    ours = _namedtuple("P", ("a", "b", "c"), [3], "m")
+    for attr in ("__doc__", "_fields", "_field_defaults", "__match_args__", "__module__"):
+        assert getattr(ours, attr) == getattr(theirs, attr), attr
+    assert inspect.signature(ours) == inspect.signature(theirs)
+    assert ours.__new__.__doc__ == theirs.__new__.__doc__
+    assert ours.__new__.__qualname__ == theirs.__new__.__qualname__
+    a, b = theirs(1, 2), ours(1, 2)
+    assert (repr(a), a._asdict(), a._replace(b=5)) == (repr(b), b._asdict(), b._replace(b=5))
+    assert ours(a=1, b=2, c=4) == (1, 2, 4) and ours._make([1, 2, 3]) == (1, 2, 3)
+    assert errors_of(theirs) == errors_of(ours) and len(errors_of(ours)) == 4
+    one = _namedtuple("One", ("x",), [], "m")
+    assert repr(one(1)) == "One(x=1)" and one._make([2]) == (2,)
+    p = Provenance("s", "cli", None)
+    assert copy.copy(p) == p and pickle.loads(pickle.dumps(p)) == p
+
+
+def errors_of(make: typing.Any) -> list[str]:
+    """What a namedtuple class says to a call with too few or too many fields, a short
+    _make and an unknown _replace field."""
+    errors = []
+    for args, how in (((), make), ((1, 2, 3, 4), make), (([1],), make._make)):
+        try:
+            how(*args)
+        except TypeError as exc:
+            errors.append(str(exc))
+    try:
+        make(1, 2)._replace(z=1)
+    except ValueError as exc:
+        errors.append(str(exc))
+    return errors

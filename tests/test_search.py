@@ -945,3 +945,30 @@ def test_a_warm_memory_sees_facts_another_process_added(state_dir: Path) -> None
     other.close()
     found = warm.search("giraffe zebra savanna", mode="semantic", min_score=0.6)
     assert [h.content for h in found] == ["giraffe zebra savanna trip planned"]
+
+
+def test_a_search_of_some_kinds_syncs_only_their_files(memory: Memory) -> None:  # Q1 Q3 C
+    """The index follows the files of the tiers a search looks at: a fact search reads no
+    markdown file, and a global one indexes the global entry written by hand while a daily
+    log written by hand waits for the search that looks at logs."""
+    memory.add_fact("kiwi harvest is in March", "learning")
+    root = Path(memory.path)
+    (root / "global").mkdir(parents=True, exist_ok=True)
+    (root / "daily").mkdir(parents=True, exist_ok=True)
+    (root / "global" / "kiwi-notes.md").write_text(
+        "---\ndescription: kiwi\n---\nkiwi vines need frost protection\n"
+    )
+    (root / "daily" / "2026-01-02.md").write_text("# 2026-01-02\n\n## 10:00\nkiwi tasting\n")
+    assert [h.kind for h in memory.search("kiwi", kinds=["fact"], mode="lexical")] == ["fact"]
+    assert memory.store.indexed_files() == {}
+    found = memory.search("kiwi", kinds=["global"], mode="lexical")
+    assert [h.kind for h in found] == ["global"]
+    assert set(memory.store.indexed_files()) == {"global/kiwi-notes.md"}
+    kinds = {h.kind for h in memory.search("kiwi", mode="lexical")}
+    assert kinds == {"fact", "global", "daily"}
+    assert set(memory.store.indexed_files()) == {"global/kiwi-notes.md", "daily/2026-01-02.md"}
+    (root / "global" / "kiwi-notes.md").unlink()
+    memory.search("kiwi", kinds=["daily"], mode="lexical")  # a gone entry is not its business
+    assert "global/kiwi-notes.md" in memory.store.indexed_files()
+    memory.search("kiwi", kinds=["global"], mode="lexical")
+    assert set(memory.store.indexed_files()) == {"daily/2026-01-02.md"}

@@ -157,12 +157,55 @@ def test_a_subagent_search_records_nothing(memory: Memory, run: Any) -> None:  #
     assert run("search", "kiwi", "--mode", "lexical", "--session", child.id).code == 0
     with Memory() as mem:
         assert mem.store.stale_facts("9999-01-01T00:00:00Z") != []
+        mem.flush_hits()
         rows = mem.store._require().execute("SELECT count(*) FROM fact_usage").fetchone()
         assert rows == (0,)
     assert run("search", "kiwi", "--mode", "lexical").code == 0
     with Memory() as mem:
+        mem.flush_hits()
         rows = mem.store._require().execute("SELECT hits FROM fact_usage").fetchall()
         assert rows == [(1,)]
+
+
+def test_a_search_writes_nothing_to_the_database(memory: Memory, run: Any) -> None:  # N2 C
+    """A read path never writes memory.db: the hits of a search wait in the store's
+    journal (doctor reads it meanwhile: test_searches_record_which_facts_they_found), and
+    the next write records them."""
+    kiwi = memory.add_fact("kiwi harvest is in March", "learning")
+    assert run("search", "kiwi", "--mode", "lexical").code == 0  # the once-only notice
+    db = Path(memory.layout.db)
+    memory.close()
+    before = db.read_bytes()
+    assert run("search", "kiwi", "--mode", "lexical").code == 0
+    assert db.read_bytes() == before and not Path(f"{db}-wal").exists()
+    with Memory() as mem:
+        mem.add_fact("the printer is on floor two", "learning")  # a write records them
+        rows = mem.store._require().execute("SELECT fact_id, hits FROM fact_usage").fetchall()
+        assert rows == [(kiwi.id, 2)]
+    assert not Path(f"{db}-hits").exists()
+
+
+def test_a_search_behind_a_writer_answers_and_keeps_its_hits(
+    memory: Memory, run: Any
+) -> None:  # N2 C
+    """Another process holding the write lock does not hold a search up: it answers, and
+    its hits are recorded by the next write."""
+    import sqlite3
+
+    kiwi = memory.add_fact("kiwi harvest is in March", "learning")
+    assert run("search", "kiwi", "--mode", "lexical").code == 0  # the once-only notice
+    memory.flush_hits()
+    writer = sqlite3.connect(memory.layout.db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        found = run("search", "kiwi", "--mode", "lexical", "--json")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert found.code == 0 and [h["id"] for h in found.json()] == [kiwi.id]
+    memory.flush_hits()
+    rows = memory.store._require().execute("SELECT hits FROM fact_usage").fetchall()
+    assert rows == [(2,)]
 
 
 def test_a_fact_cannot_begin_in_the_future_or_before_what_it_replaces(

@@ -179,7 +179,7 @@ def list_all(layout: Layout, store: Store) -> list[Entry]:
 def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
     """(name, description, updated) of every readable entry, by name: what MEMORY.md and
     recall show. Cheap: nothing is decoded for files that did not change."""
-    rows = _refresh(layout, store, with_meta=False)
+    rows = _refresh(layout, store, with_meta=False, with_prints=False)
     return [(name, rows[name][2], rows[name][3]) for name in sorted(rows) if rows[name][4] is None]
 
 
@@ -214,14 +214,17 @@ def _write_index(layout: Layout, store: Store) -> None:
 
 
 def _refresh(
-    layout: Layout, store: Store, trust_cache: bool = True, with_meta: bool = True
+    layout: Layout,
+    store: Store,
+    trust_cache: bool = True,
+    with_meta: bool = True,
+    with_prints: bool = True,
 ) -> dict[str, CachedEntry]:
     """What every file of global/ says now: the cached row when its (mtime, size) is the
-    one cached, else the file parsed again (G4). The cache is brought up to date."""
-    import json
-
+    one cached, else the file parsed again (G4). The cache is brought up to date (a row
+    read without its metadata or keys is never written back: only changed rows are)."""
     try:
-        cache = store.entry_cache(with_meta)
+        cache = store.entry_cache(with_meta, with_prints)
     except MemdirError:
         cache, trust_cache = {}, False  # a broken memory.db must not hide the files (Z)
     current: dict[str, CachedEntry] = {}
@@ -237,6 +240,8 @@ def _refresh(
             continue  # deleted while we looked
         if body is not None:
             bodies[name] = body
+        import json  # only for a file that changed (~1 ms of imports)
+
         row = CachedEntry(
             mtime_ns,
             size,
@@ -267,17 +272,18 @@ def _refresh(
 def files_of(layout: Layout) -> list[tuple[str, str, int, int]]:
     """(name, path, mtime_ns, size) of each entry file."""
     found = []
-    for item in files.scandir(layout.global_dir, root=layout.memory_dir):  # X1
-        stem = item.name[:-3]
-        if not (item.name.endswith(".md") and is_name(stem)):
+    folder = layout.global_dir
+    prefix = os.path.join(folder, "")  # os.path.join(folder, name), once: recall and boot
+    for item in files.scandir(folder, root=layout.memory_dir):  # list every entry each call
+        name = item.name
+        stem = name[:-3]
+        if not (name.endswith(".md") and is_name(stem)):
             continue  # not an entry's name: never listed or indexed raw (X1), doctor names it
         try:
             info = item.stat()
         except OSError:
             continue  # a dangling symlink, or deleted while we looked
-        found.append(
-            (stem, os.path.join(layout.global_dir, item.name), info.st_mtime_ns, info.st_size)
-        )
+        found.append((stem, prefix + name, info.st_mtime_ns, info.st_size))
     return found
 
 

@@ -96,8 +96,10 @@ def export(memory: Memory, out: IO[bytes]) -> Exported:
         out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
 
     layout, store = memory.layout, memory.store
-    found, left_out = listing(layout)
     has_db = os.path.exists(layout.db)  # else there are no rows, and nothing is created
+    if has_db:
+        memory.flush_hits()  # the hits searches left in the journal: the archive has them
+    found, left_out = listing(layout)
     with store.snapshot() if has_db else contextlib.nullcontext():
         counts = store.archive_counts() if has_db else dict.fromkeys(ROW_KINDS, 0)
         counts = {"file": len(found), **counts}
@@ -148,6 +150,8 @@ def listing(layout: Layout) -> tuple[list[StoredFile], list[str]]:
                 continue  # a killed writer's temp file
             if not prefix and (name in DB_FILES or name == DERIVED):
                 continue
+            if not prefix and name.startswith("memory.db-hits."):
+                continue  # the hits journal while a writer records it
             if same_root and not prefix and name == "config.toml":
                 continue
             kind = _file_type(os.path.join(folder, name))

@@ -14,7 +14,8 @@ FORMAT = 1  # the archive format this module writes and reads
 ROW_KINDS = ARCHIVE_KINDS  # fact, fact_usage, task, session, session_write, kv
 KINDS = ("file", *ROW_KINDS)
 ROOTS = ("memory", "state")
-DB_FILES = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal")
+# the database and what sits beside it (memory.db-hits: the hits searches left to record)
+DB_FILES = ("memory.db", "memory.db-wal", "memory.db-shm", "memory.db-journal", "memory.db-hits")
 DERIVED = "MEMORY.md"
 
 

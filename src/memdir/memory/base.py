@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from .. import facts, search, sessions
+from .. import facts, sessions
 from ..clock import Clock, iso
 from ..errors import ConflictError, DisabledError, MemdirError, StorageError
 from ..lazy import lazy
@@ -34,11 +34,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Self
 
-    from .. import daily, duplicates, entries, tasks
+    from .. import daily, duplicates, entries, search, tasks
     from ..search import index, vectors
     from ..storage.base import Store
     from ..types import Embedder, Surface
 else:
+    search = lazy("memdir.search")  # not on the path of recall, boot or a hook
     daily = lazy("memdir.daily")
     duplicates = lazy("memdir.duplicates")
     entries = lazy("memdir.entries")
@@ -47,6 +48,7 @@ else:
     vectors = lazy("memdir.search.vectors")
 
 SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
+HITS_EVERY = 60.0  # seconds between two foldings of the hits journal by one Memory's writes
 
 
 class MemoryBase:
@@ -84,7 +86,8 @@ class MemoryBase:
         self.clock = clock
         self.store: Store = open_store(self.layout, self.settings)
         self._embedder = embedder  # None: the default model, loaded when first needed
-        self._vectors = search.VectorCache()
+        self._vector_cache: search.VectorCache | None = None
+        self._hits_folded = float("-inf")  # when this Memory last recorded the hits journal
         self.unembedded = 0  # facts and chunks without a vector when the last search ran
         self.too_big: list[str] = []  # files the last index sync left out for their size
         self._searched = "lexical"  # the mode the last search ran in
@@ -92,8 +95,6 @@ class MemoryBase:
         # called when items need vectors, instead of embedding them in the caller's thread.
         self.embed_later: Callable[[], object] | None = None
         self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
-        self._hits: dict[int, str] = {}  # fact id -> when a search last found it (unsaved)
-        self._hits_flushed = float("-inf")
         self._owner: MemoryBase | None = None  # set on a companion(): the model is its
         self._companions: list[MemoryBase] = []
         self.session_id: str | None = None
@@ -104,6 +105,13 @@ class MemoryBase:
         ambient = env.get(SESSION_ENV) or None
         self._ambient = sessions.check_id(ambient) if ambient and session else None
         self.bind_session(session if session is not None else ambient)
+
+    @property
+    def _vectors(self) -> search.VectorCache:
+        """The vectors of this process, made on first use (search.VectorCache)."""
+        if self._vector_cache is None:
+            self._vector_cache = search.VectorCache()
+        return self._vector_cache
 
     def close(self) -> None:
         """Close the store's connection (`with Memory(...)` does it)."""
@@ -205,6 +213,19 @@ class MemoryBase:
             )
         if session is not None and self._unrecorded:
             self._adopt(session)
+        if self.clock() - self._hits_folded >= HITS_EVERY:
+            self._fold_hits()
+
+    def _fold_hits(self) -> None:
+        """The hits searches left in the store's journal go into the database with a write
+        that is made anyway (a search itself never writes it: SearchMemory._note_hits); a
+        warm server's writes do it once a minute. Bookkeeping: a store that cannot take
+        them keeps the journal for the next one."""
+        self._hits_folded = self.clock()
+        if self.read_only or not os.path.exists(self.layout.db):
+            return
+        with contextlib.suppress(MemdirError):
+            self.store.record_hits({})
 
     def _adopt(self, session: Session) -> None:
         """U1: record a session memdir had not seen, as it is; a process that recorded it

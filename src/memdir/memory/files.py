@@ -7,7 +7,7 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from .. import facts, procedures
+from .. import facts
 from ..errors import MemdirError, NotFoundError, ValidationError
 from ..lazy import lazy
 from ..models import Entry, HotWrite, Procedure, Similar
@@ -20,12 +20,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .. import daily, duplicates, entries, hot
+    from .. import daily, duplicates, entries, hot, procedures
 else:
     daily = lazy("memdir.daily")
     duplicates = lazy("memdir.duplicates")
     entries = lazy("memdir.entries")
     hot = lazy("memdir.hot")
+    procedures = lazy("memdir.procedures")
 
 _READABLE = (
     "get reads memory files only: HOT.md, MEMORY.md, global/<name>.md, procedures/<name>.md, "

@@ -5,29 +5,27 @@ end should say about the last search."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 
-from .. import advice, facts, search
-from ..errors import MemdirError, MissingExtraError, StorageError
+from .. import advice, facts
+from ..errors import MissingExtraError, StorageError
 from ..lazy import lazy
 from ..models import Entry, Hit
 from ..records import Record
 from ..storage import embeddings
-from ..storage.embeddings import DEFAULT_MODEL
 from .base import MemoryBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .. import entries
+    from .. import entries, search
     from ..search import index, vectors
     from ..types import Category, Embedder, Kind, SearchMode
 else:
     entries = lazy("memdir.entries")
+    search = lazy("memdir.search")
     index = lazy("memdir.search.index")
     vectors = lazy("memdir.search.vectors")
 
-HITS_EVERY = 60.0  # seconds between two writes of the facts searches found
 INSTALL_SHOWN = "search.notice"  # kv: the store was told search is lexical only
 _install_shown = False  # ...or, when the store could not record it, this process was
 
@@ -72,13 +70,15 @@ class SearchMemory(MemoryBase):
             # Keeping the index current writes, and a search must not fail because another
             # process holds the write lock: then it answers from the index as it stands.
             with contextlib.suppress(StorageError):
-                self.sync_index()
+                self.sync_index(
+                    wanted_kinds
+                )  # only the tiers searched: a fact search stats no file
         self.unembedded, self._searched = 0, run_mode
         if run_mode != "lexical":
             # Q2: a search embeds its question only. What has no vector yet is ranked
             # by its words. The model is loaded when there are vectors to compare the
             # question with, or when a server holds it (or is loading it) anyway.
-            model = self._embedder.name if self._embedder is not None else DEFAULT_MODEL
+            model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
             stored = 0
             with contextlib.suppress(StorageError):
                 self.unembedded = self.store.count_unembedded(model)
@@ -108,37 +108,22 @@ class SearchMemory(MemoryBase):
         return hits
 
     def _note_hits(self, hits: list[Hit]) -> None:
-        """Remember which facts a search found (doctor: facts never recalled). Written at
-        once when nothing was written for a minute, else with a later search or on close:
-        a warm server pays one small write a minute, not one per search. A subagent's
-        searches and a store that cannot be written are left out: bookkeeping never fails
-        a search."""
-        if not self.settings.enabled:
+        """Remember which facts a search found (doctor: facts never recalled), without
+        writing the database: the store appends them to its journal of deferred hits (no
+        lock, no wait), which the next write folds in (MemoryBase.require_writable,
+        flush_hits). A subagent's searches and a disabled memory note nothing:
+        bookkeeping never fails a search."""
+        if not self.settings.enabled or self.read_only:
             return
         now = self._now()
-        for hit in hits:
-            if hit.kind == "fact" and hit.id is not None:
-                self._hits[hit.id] = now
-        if self._hits and self.clock() - self._hits_flushed >= HITS_EVERY:
-            self.flush_hits()
+        found = {hit.id: now for hit in hits if hit.kind == "fact" and hit.id is not None}
+        if found:
+            self.store.defer_hits(found)
 
     def flush_hits(self) -> None:
-        """Record now the hits that searches noted, this Memory's and its companions'."""
-        for other in self._companions:  # each a Memory, so a SearchMemory
-            if isinstance(other, SearchMemory):
-                other.flush_hits()
-        hits, self._hits = self._hits, {}
-        self._hits_flushed = self.clock()
-        if not hits or not os.path.exists(self.layout.db):
-            return
-        with contextlib.suppress(MemdirError):
-            if not self.read_only:
-                self.store.record_hits(hits)
-
-    def close(self) -> None:
-        """Write down which facts searches found, then close (doctor: facts never recalled)."""
-        self.flush_hits()
-        super().close()
+        """Record now the hits that searches noted (the store's journal: this Memory's, its
+        companions' and other processes')."""
+        self._fold_hits()
 
     def search_mode(self, mode: SearchMode | None = None) -> str:
         """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
@@ -233,9 +218,13 @@ class SearchMemory(MemoryBase):
         self._embedder = embedder
         return vectors.embed_pending(self.store, embedder, progress)
 
-    def sync_index(self) -> None:
-        """Bring the chunk index up to date with the files (cheap when nothing changed).
-        The files too big to index are remembered for the search's note (Q3)."""
+    def sync_index(self, kinds: tuple[str, ...] | None = None) -> None:
+        """Bring the chunk index up to date with the files (cheap when nothing changed),
+        or only its files of `kinds`. The files too big to index are remembered for the
+        search's note (Q3)."""
         if self.settings.enabled:
             self.too_big = []
-            index.sync(self.layout, self.store, too_big=self.too_big)
+            if kinds is None:
+                index.sync(self.layout, self.store, too_big=self.too_big)
+            else:
+                index.sync(self.layout, self.store, too_big=self.too_big, kinds=kinds)

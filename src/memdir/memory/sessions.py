@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import advice, search, sessions
+from .. import advice, sessions
 from ..clock import iso
 from ..errors import ConflictError, NotFoundError
 from ..lazy import lazy
@@ -11,10 +11,11 @@ from .base import MemoryBase
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .. import hot, stats
+    from .. import hot, search, stats
     from ..types import Surface
 else:
     hot = lazy("memdir.hot")
+    search = lazy("memdir.search")
     stats = lazy("memdir.stats")
 
 

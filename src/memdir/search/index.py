@@ -44,11 +44,15 @@ def sync(
     full: bool = False,
     progress: Callable[[int, int], None] | None = None,
     too_big: list[str] | None = None,
+    kinds: tuple[str, ...] = CHUNK_KINDS,
 ) -> int:
     """Bring the index up to date with the files; returns how many files were (re)chunked.
     `full` re-reads every file, as `memdir reindex` does. `too_big` collects the files
-    left out for their size (filled before anything is written)."""
-    found = scan(layout, too_big)
+    left out for their size (filled before anything is written). `kinds`: only the files
+    of these tiers (a search of some kinds looks at no other folder)."""
+    if not set(kinds) & set(CHUNK_KINDS):
+        return 0
+    found = scan(layout, too_big, kinds)
     indexed = store.indexed_files()
     stale = [
         (rel, kind, path, mtime, size)
@@ -70,17 +74,22 @@ def sync(
         changes.append(FileChunks(rel, state, _chunks(kind, rel, text, mtime)))
         if progress is not None:
             progress(done, len(stale))
-    gone = [rel for rel in indexed if rel not in found]
+    gone = [rel for rel, row in indexed.items() if row[0] in kinds and rel not in found]
     if changes or gone:
         store.replace_chunks(changes, gone)
     return len(changes)
 
 
-def scan(layout: Layout, too_big: list[str] | None = None) -> dict[str, tuple[str, str, int, int]]:
-    """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers;
-    `too_big` collects those left out for their size. A folder named x.md is no file."""
+def scan(
+    layout: Layout, too_big: list[str] | None = None, kinds: tuple[str, ...] = CHUNK_KINDS
+) -> dict[str, tuple[str, str, int, int]]:
+    """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers
+    (of the tiers `kinds`); `too_big` collects those left out for their size. A folder
+    named x.md is no file."""
     found = {}
     for kind, folder in TIERS:
+        if kind not in kinds:
+            continue
         valid = STEM_CHECKS[folder]
         listing = files.scandir(os.path.join(layout.memory_dir, folder), root=layout.memory_dir)
         for item in listing:

@@ -141,8 +141,11 @@ class SessionStore(Protocol):
 class CacheStore(Protocol):
     """What files said when last read (G4, the procedures' prints) and small named values."""
 
-    def entry_cache(self, with_meta: bool = True) -> dict[str, CachedEntry]:
-        """name -> what a global entry file said when last read, keyed by (mtime, size)."""
+    def entry_cache(
+        self, with_meta: bool = True, with_prints: bool = True
+    ) -> dict[str, CachedEntry]:
+        """name -> what a global entry file said when last read, keyed by (mtime, size);
+        without `with_prints` the body key and band keys are left out (None, "")."""
         ...
 
     def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None: ...
@@ -214,6 +217,8 @@ class CurationStore(Protocol):
         seen: str | None = None,
         held: dict[int, int] | None = None,
     ) -> dict[int, int]: ...
+
+    def defer_hits(self, hits: dict[int, str]) -> None: ...
 
     def record_hits(self, hits: dict[int, str]) -> None: ...
 

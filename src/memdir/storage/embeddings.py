@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import _thread
 import os
-from importlib.util import find_spec
 
 from ..errors import MissingExtraError
 
@@ -47,6 +46,8 @@ def install_hint() -> str:
 
 def available() -> bool:
     """Whether the embeddings extra is installed (cheap: finds, does not import)."""
+    from importlib.util import find_spec  # here: recall, boot and the hooks never ask
+
     return all(find_spec(name) is not None for name in REQUIRED)
 
 

@@ -38,6 +38,7 @@ ROOT_FILES = {
     "memory.db-wal",
     "memory.db-shm",
     "memory.db-journal",
+    "memory.db-hits",  # the hits searches left for a writer to record
 }
 # folder -> whether a file name's stem is one memdir reads there (L2)
 TIERS: dict[str, Callable[[object], bool]] = STEM_CHECKS
@@ -192,6 +193,8 @@ def scan_root(layout: Layout) -> Scan:
                 scan.outside.append(name + ("/" if name == ".locks" else ""))
         elif name == ".locks" or name in NOISE or name in ROOT_FILES:
             continue
+        elif name.startswith("memory.db-hits.") and name[15:].isdigit():
+            continue  # the hits journal while a writer records it
         elif at_state_dir and (name == "config.toml" or name.endswith(".md")):
             continue  # memory.path = the state dir: config.toml and identity files live here
         else:

@@ -5,6 +5,10 @@ Part of SQLiteStore."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 from ...lazy import lazy
 from ...models import Fact
 from ..rows import FACT_FIELDS, ScoredFact
@@ -20,10 +24,32 @@ if TYPE_CHECKING:
 else:
     similarity = lazy("memdir.similarity")  # writes and the duplicate guard only
 
+# Beside memory.db: the hits searches found and left for a writer to record (defer_hits).
+HITS_SUFFIX = "-hits"
 F_COLUMNS = ", ".join("f." + c for c in FACT_FIELDS)  # a fact's columns, table aliased f
 CANDIDATES = 64  # facts a write compares itself with at most (the most alike by LSH)
 BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW others
 WINDOW = 8
+
+
+def _append(path: str, text: str) -> None:
+    """One write at the end of `path` (O_APPEND: appends of other processes interleave
+    between lines, never inside one); never through a symlink."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def _journal_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(fact id, when) of each whole line of a hits journal; a torn or foreign line is
+    skipped."""
+    for line in text.split("\n")[:-1]:  # the last piece lacks its newline: torn, or empty
+        fact_id, _, when = line.partition(" ")
+        if fact_id.isdigit() and when and " " not in when:
+            yield int(fact_id), when
 
 
 def _first(row: tuple[int, int]) -> int:
@@ -211,28 +237,72 @@ class CurationRows(Connection):
         latest = MIGRATIONS[-1][0]
         return DatabaseHealth(problems, schema, latest, pages * page_size, free * page_size)
 
-    def record_hits(self, hits: dict[int, str]) -> None:
-        """Facts a search returned, and when (doctor: facts never recalled). Bookkeeping,
-        not memory: written without waiting for the disk (synchronous = NORMAL)."""
-        if not hits:
+    def defer_hits(self, hits: dict[int, str]) -> None:
+        """Facts a search returned, and when, noted for later: one append to a journal
+        beside the database (HITS_SUFFIX), with no transaction, lock, wait or sync, so a
+        read path never writes the database. record_hits folds the journal in;
+        stale_facts reads it meanwhile. Bookkeeping: a journal that cannot be written is
+        skipped."""
+        if not hits or self.read_only:
             return
+        lines = "".join(f"{fact_id} {when}\n" for fact_id, when in sorted(hits.items()))
+        with contextlib.suppress(OSError):
+            _append(self.path + HITS_SUFFIX, lines)
+
+    def record_hits(self, hits: dict[int, str]) -> None:
+        """Facts a search returned, and when (doctor: facts never recalled), with what the
+        journal of deferred hits holds. Bookkeeping, not memory: written without waiting
+        for the disk (synchronous = NORMAL). The journal is taken by a rename, so appends
+        made meanwhile start a new one; when the write fails its lines go back."""
+        journal = self.path + HITS_SUFFIX
+        taken = f"{journal}.{os.getpid()}"
+        try:
+            os.rename(journal, taken)
+        except OSError:
+            taken = ""
+        text = ""
+        if taken:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                with open(taken, encoding="utf-8") as handle:
+                    text = handle.read()
+        counts = {fact_id: (1, when) for fact_id, when in hits.items()}
+        for fact_id, when in _journal_lines(text):
+            count, last = counts.get(fact_id, (0, when))
+            counts[fact_id] = (count + 1, max(last, when))
+        try:
+            if counts:
+                self._write_hits(counts)
+        except BaseException:
+            if text:
+                with contextlib.suppress(OSError):
+                    _append(journal, text)
+            raise
+        finally:
+            if taken:
+                with contextlib.suppress(OSError):
+                    os.unlink(taken)
+
+    def _write_hits(self, counts: dict[int, tuple[int, str]]) -> None:
         db = self._conn()
-        assert db is not None, "a search that found facts has a database"
+        if db is None:
+            return
         with self._translated("write to"):
             db.execute("PRAGMA synchronous = NORMAL")
             try:
                 with self._write() as tx:
                     tx.executemany(
-                        "INSERT INTO fact_usage (fact_id, hits, last_hit) VALUES (?, 1, ?) "
-                        "ON CONFLICT (fact_id) DO UPDATE SET hits = hits + 1, "
+                        "INSERT INTO fact_usage (fact_id, hits, last_hit) "
+                        "SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM facts WHERE id = ?1) "
+                        "ON CONFLICT (fact_id) DO UPDATE SET hits = hits + excluded.hits, "
                         "last_hit = max(last_hit, excluded.last_hit)",
-                        sorted(hits.items()),
+                        [(i, n, when) for i, (n, when) in sorted(counts.items())],
                     )
             finally:
                 db.execute("PRAGMA synchronous = FULL")
 
     def stale_facts(self, before: str) -> list[Fact]:
-        """Active facts no search has returned since `before` (nor created since)."""
+        """Active facts no search has returned since `before` (nor created since), the
+        journal of deferred hits included."""
         db = self._conn()
         if db is None:
             return []
@@ -242,7 +312,11 @@ class CurationRows(Connection):
                 "WHERE f.status = 'active' AND coalesce(u.last_hit, f.created) < ? ORDER BY f.id",
                 (before,),
             ).fetchall()
-        return [Fact(*row) for row in rows]
+        recent = set()
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            with open(self.path + HITS_SUFFIX, encoding="utf-8") as handle:
+                recent = {i for i, when in _journal_lines(handle.read()) if when >= before}
+        return [Fact(*row) for row in rows if row[0] not in recent]
 
     def procedure_prints(self) -> dict[str, ProcedurePrint]:
         """name -> (mtime_ns, size, body key, band keys) of each procedure when last read."""

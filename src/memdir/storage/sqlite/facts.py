@@ -458,18 +458,22 @@ class FactRows(CurationRows):
 
     # -- the global entry cache (G4) -----------------------------------------------------
 
-    def entry_cache(self, with_meta: bool = True) -> dict[str, CachedEntry]:
+    def entry_cache(
+        self, with_meta: bool = True, with_prints: bool = True
+    ) -> dict[str, CachedEntry]:
         """name -> (mtime_ns, size, description, updated, error, metadata JSON, body key,
         band keys) of each global entry file when last read; without `with_meta` the JSON
-        is left out ("")."""
+        is left out (""), without `with_prints` the keys (None, ""): a listing needs
+        neither."""
         db = self._conn()
         if db is None:
             return {}
         meta = "meta" if with_meta else "''"
+        prints = "body_key, sketch" if with_prints else "NULL, ''"
         with self._translated("read"):
             rows = db.execute(
-                f"SELECT name, mtime_ns, size, description, updated, error, {meta}, body_key, "
-                "sketch FROM entry_cache"
+                f"SELECT name, mtime_ns, size, description, updated, error, {meta}, {prints} "
+                "FROM entry_cache"
             ).fetchall()
         return {row[0]: CachedEntry(*row[1:]) for row in rows}
 
