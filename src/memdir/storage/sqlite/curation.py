@@ -26,10 +26,6 @@ BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW 
 WINDOW = 8
 
 
-def _first(row: tuple[int, int]) -> int:
-    return row[0]
-
-
 def _pair_up(bucket: list[int], pairs: set[tuple[int, int]]) -> None:
     """The candidate pairs of one band key's facts (ids ascending): all of them in a small
     bucket, each with its WINDOW next in a big one."""
@@ -283,8 +279,9 @@ class CurationRows(Connection):
 
     def _sketch_many(self, db: sqlite3.Connection, rows: list[tuple[int, int]]) -> None:
         """(band key, fact id) rows into the near-duplicate candidates, in key order: the
-        b-tree then fills page by page (~2x faster than in fact order)."""
-        rows.sort(key=_first)
+        b-tree then fills page by page (~2x faster than in fact order). The pairs sort as
+        they are: the same order of keys, without a Python call per row."""
+        rows.sort()
         db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", rows)
 
     def _next_id(self, db: sqlite3.Connection) -> int:
