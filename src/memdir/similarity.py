@@ -109,7 +109,8 @@ def words_of_normal(normal: str) -> frozenset[str]:
     return (bag - STOPWORDS) or bag
 
 
-MEMO_LIMIT = 100_000  # distinct words remembered (each memo is dropped whole past it)
+MEMO_LIMIT = 50_000  # distinct raw words remembered, ~6 MB (dropped whole past it)
+MINHASH_LIMIT = 4096  # words whose 64 hash values are remembered, ~2.6 KB each
 _WORDS: dict[str, str] = {}  # a raw word -> the word it counts as, "" for none
 
 
@@ -146,7 +147,7 @@ def band_keys(bag: frozenset[str]) -> list[int]:
     try:
         rows = list(map(memo.__getitem__, bag))
     except KeyError:
-        if len(memo) > MEMO_LIMIT:
+        if len(memo) > MINHASH_LIMIT:
             memo = _reset_minhashes()
         for word in bag:
             if word not in memo:

@@ -5,8 +5,6 @@ Part of SQLiteStore."""
 
 from __future__ import annotations
 
-import json
-
 from ...lazy import lazy
 from ...models import Fact
 from ..rows import FACT_FIELDS, ScoredFact
@@ -283,6 +281,8 @@ class CurationRows(Connection):
         so SQLite sorts and inserts the ~16 rows a fact in C: a row at a time from Python
         cost more than the fact's own insert."""
         if len(sketched) > SKETCH_ONE_BY_ONE:
+            import json  # a bulk write only: not on the CLI's cold path
+
             try:
                 db.execute(
                     "INSERT OR IGNORE INTO fact_sketch (key, fact_id) "
