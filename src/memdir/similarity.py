@@ -212,7 +212,7 @@ def _band_keys_batch(bags: list[frozenset[str]]) -> list[list[int]]:
             keys = (keys * np.uint64(_MIX)) ^ bands[:, :, row]
     signed = keys.view(np.int64).tolist()
     if len(nonempty) == len(bags):
-        return signed  # type: ignore[no-any-return]
+        return signed  # type: ignore[no-any-return]  # tolist() of a 2-d int64 array
     out: list[list[int]] = [[] for _ in bags]
     for i, row_keys in zip(nonempty, signed, strict=True):
         out[i] = row_keys
