@@ -4,15 +4,19 @@ the agent tools and the CLI — and its measures (similarity.py)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memdir import Memory, similarity
 from memdir.errors import ConfigError, ConflictError
+from memdir.query import STOPWORDS
 from memdir.testing import HashEmbedder, cli_env
 from memdir.tools import call_tool
 
@@ -333,3 +337,65 @@ def test_the_procedure_guard_sees_hand_edits(memory: Memory) -> None:  # N1 P1
     path.unlink()
     alone = memory.write_procedure("rekey", "1. Rotate the keys\n2. Restart the workers")
     assert [(s.ref, s.how) for s in alone.similar] == [("rotate", "exact")]
+
+
+# -- the bulk path keeps what one write keeps (X5) -------------------------------------------
+
+
+def _sketch_rows(state: Path) -> list[tuple[int, int]]:
+    db = sqlite3.connect(state / "memory" / "memory.db")
+    try:
+        return list(db.execute("SELECT key, fact_id FROM fact_sketch ORDER BY key, fact_id"))
+    finally:
+        db.close()
+
+
+def test_a_bulk_import_stores_the_band_keys_one_write_by_one_would(tmp_path: Path) -> None:
+    # X5: add_facts (many facts: one SQL statement) and add_fact (one at a time) store the
+    # same candidates, exact duplicates and textless facts included
+    texts = [f"Fact {i}: the cache of socket {i % 7} times out after {i % 5} s." for i in range(40)]
+    texts += ["fact 3: the CACHE of socket 3 times out after 3 s.", "- * -", "Ünïcode wörds (C++)."]
+    rows = [(text, "learning") for text in texts]
+    bulk = Memory(tmp_path / "bulk", env={}, cwd=tmp_path, create=True)
+    ids = bulk.add_facts(rows)
+    single = Memory(tmp_path / "single", env={}, cwd=tmp_path, create=True)
+    one_by_one = [single.add_fact(text, "learning").id for text in texts]
+    bulk.close()
+    single.close()
+    assert ids == one_by_one
+    stored = _sketch_rows(tmp_path / "bulk")
+    assert stored == _sketch_rows(tmp_path / "single")
+    assert len({fact_id for _, fact_id in stored}) == len(set(ids)) - 1  # "- * -": no words
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=60), min_size=0, max_size=40))
+def test_remembered_words_and_hashes_change_no_measure(texts: list[str]) -> None:  # X5
+    # the words of a text, trimmed once and remembered, and its band keys, from remembered
+    # hash rows or vectorised, are those computed afresh from the definitions
+    def plain_words(text: str) -> frozenset[str]:
+        found = set()
+        for raw in similarity.normalize(text).split():
+            token = raw.strip(similarity.EDGE)
+            if token and token not in similarity.MARKUP and token.strip("#"):
+                found.add(token)
+        bag = frozenset(found)
+        return (bag - STOPWORDS) or bag
+
+    def plain_keys(bag: frozenset[str]) -> list[int]:
+        if not bag:
+            return []
+        hashes = similarity.word_hashes(bag)
+        mins = [
+            min(((a * h + b) & similarity.MASK64) >> 32 for h in hashes)
+            for a, b in similarity.HASHES
+        ]
+        r = similarity.ROWS
+        return [similarity._band_key(i, mins[i * r : (i + 1) * r]) for i in range(similarity.BANDS)]
+
+    bags = [similarity.words(text) for text in texts]
+    assert bags == [plain_words(text) for text in texts]
+    assert [similarity.words(text) for text in texts] == bags  # now from the memo
+    expected = [plain_keys(bag) for bag in bags]
+    assert [similarity.band_keys(bag) for bag in bags] == expected
+    assert similarity.band_keys_many(bags) == expected

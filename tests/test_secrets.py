@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memdir import Memory, ValidationError
+from memdir import Memory, ValidationError, secret_scan
 from memdir.errors import SecretError
-from memdir.secret_scan import find
+from memdir.secret_scan import find, normalise
 
 # Each is built from pieces so that no scanner flags this test file as a leaked secret.
 SECRETS = {
@@ -93,3 +95,84 @@ def test_every_write_path_refuses_and_writes_nothing(memory: Memory, kind: str) 
 def test_cli_refuses_with_one_line(run) -> None:  # X2
     result = run("fact", "add", f"token {SECRETS['a Slack token']}", "-c", "learning")
     assert result.code == 1 and "a Slack token" in result.err and result.err.count("\n") == 1
+
+
+# -- the scan's shortcuts find what the full scan finds (X2) ---------------------------------
+
+NEEDLE_PIECES = sorted({needle for needle, _ in secret_scan._index()}) + [" ", "\n", "\t", "x"]
+
+
+def _present_plainly(lowered: str) -> set[int]:
+    """Every needle tested against the whole text: what the word-by-word test must equal."""
+    present: set[int] = set()
+    for needle, numbers in secret_scan._index():
+        if needle in lowered:
+            present |= numbers
+    return present
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(NEEDLE_PIECES), st.text(max_size=6)), min_size=0, max_size=30
+    )
+)
+def test_needles_found_word_by_word_are_those_found_in_the_whole_text(pieces: list[str]) -> None:
+    # X2: needles that cross words, repeat, or sit in a word seen before are all found
+    secret_scan._scans = secret_scan.LEARN_AFTER  # as in a bulk import: words remembered
+    lowered = "".join(pieces).lower()
+    assert secret_scan._present(lowered) == _present_plainly(lowered)
+    assert secret_scan._present(lowered) == _present_plainly(lowered)  # now from the memo
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab \n\t=-+/_0123456789ABCDEF", max_size=80))
+def test_the_skipped_regexes_would_have_found_nothing(text: str) -> None:  # X2
+    # the spelled-out key and the encoded runs are looked for wherever they can be
+    assert normalise.joined(text) == _joined_plainly(text)
+    assert list(normalise.decoded_runs(text)) == _runs_plainly(text)
+
+
+def _joined_plainly(text: str) -> str:
+    text = normalise._CONTINUATION.sub("", text)
+    if "'" in text or '"' in text:
+        text = normalise._CONCAT.sub("", text)
+    if "\n" in text:
+        text = normalise._BREAK.sub("", text)
+    return normalise._SPACED.sub(lambda m: m.group(0).replace(" ", ""), text)
+
+
+def _runs_plainly(text: str) -> list[str]:
+    runs = [m.group(0) for m in normalise._BASE64_RUN.finditer(text)]
+    found = [
+        normalise._base64(run)
+        for run in runs
+        if not (run.isdigit() or run.isalpha() and run.islower())  # as decoded_runs skips
+    ]
+    found += [
+        normalise._printable(bytes.fromhex(m.group(0))) for m in normalise._HEX_RUN.finditer(text)
+    ]
+    return [plain for plain in found if plain is not None]
+
+
+def test_a_bulk_import_refuses_the_first_secret_as_one_write_would(tmp_path: Path) -> None:
+    # X2: one scan of a repeated value, and the refusal names the same row and field
+    secret = SECRETS["a GitHub token"]
+    rows = [(f"fact {i}", "learning") for i in range(20)] + [(f"deploy with {secret}", "decision")]
+    memory = Memory(tmp_path / "s", env={}, cwd=tmp_path, create=True)
+    with pytest.raises(SecretError) as bulk:
+        memory.add_facts(rows)
+    with pytest.raises(SecretError) as single:
+        memory.add_fact(f"deploy with {secret}", "decision")
+    assert str(bulk.value) == str(single.value)
+    # import: each row's checks come before the next row's scan, as one by one
+    with pytest.raises(SecretError):
+        memory.import_facts(
+            [{"content": "ok", "category": "learning", "agent": secret}, {"category": "x"}]
+        )
+    with pytest.raises(ValidationError):
+        memory.import_facts(
+            [{"content": "ok", "category": "nope"}, {"content": secret, "category": "learning"}]
+        )
+    assert memory.stats().facts_active == 0
+    memory.close()

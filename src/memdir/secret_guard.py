@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .errors import SecretError
-from .secret_scan import find
+from .secret_scan import Found, find
 
 
 def check(text: str | None, what: str, field: str | None = None) -> None:
@@ -14,14 +14,24 @@ def check(text: str | None, what: str, field: str | None = None) -> None:
     check_fields({field or "": text}, what)
 
 
-def check_fields(fields: Mapping[str, object] | Iterable[tuple[str, object]], what: str) -> None:
+def check_fields(
+    fields: Mapping[str, object] | Iterable[tuple[str, object]],
+    what: str,
+    seen: dict[str, Found | None] | None = None,
+) -> None:
     """X2, once per write: every stored field of a `what` (a fact, an entry...), by name
-    ("" for its text). Raise SecretError for the first that holds a secret."""
+    ("" for its text). Raise SecretError for the first that holds a secret. `seen`: the
+    findings of values already scanned (many writes in a row), kept up to date."""
     items = fields.items() if isinstance(fields, Mapping) else fields
     for field, value in items:
         if not isinstance(value, str) or not value:
             continue
-        found = find(value)
+        if seen is None:
+            found = find(value)
+        elif value in seen:
+            found = seen[value]
+        else:
+            found = seen[value] = find(value)
         if found is None:
             continue
         where = f"the {what}" if not field else f"the {what}'s {field}"

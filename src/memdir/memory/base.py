@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from .. import facts, sessions
 from ..clock import Clock, iso
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from .. import daily, duplicates, entries, search, tasks
     from ..search import index, vectors
+    from ..secret_scan import Found
     from ..storage.base import Store
     from ..types import Embedder, Surface
 else:
@@ -242,18 +243,30 @@ class MemoryBase:
         """X2, once per write, before anything is written: every field the write stores
         (its text under `text`, names, descriptions, task ids, workflow, step, section...)
         and this caller's provenance (agent, session id, surface) are scanned together."""
+        self.refuse_secrets_each(what, [fields])
+
+    def refuse_secrets_each(self, what: str, rows: Iterable[Mapping[str, object]]) -> None:
+        """refuse_secrets for each of many writes (an import), in order: the same fields
+        scanned, the same first refusal. A value the rows repeat (a category, this caller's
+        provenance, a text said twice) is scanned once: the answer is the same."""
         from .. import secret_guard  # only on writes: reads never pay for the patterns
 
-        named = {"text": "", **{k: k.replace("_", " ") for k in fields if k != "text"}}
-        secret_guard.check_fields(
-            [
-                *((named[k], v) for k, v in fields.items()),
-                ("agent (--agent)", self.agent),
-                ("session id", self.session_id),
-                ("surface", self.surface),
-            ],
-            what,
-        )
+        seen: dict[str, Found | None] = {}
+        names: dict[str, str] = {"text": ""}
+        for fields in rows:
+            for k in fields:
+                if k not in names:
+                    names[k] = k.replace("_", " ")
+            secret_guard.check_fields(
+                [
+                    *((names[k], v) for k, v in fields.items()),
+                    ("agent (--agent)", self.agent),
+                    ("session id", self.session_id),
+                    ("surface", self.surface),
+                ],
+                what,
+                seen,
+            )
 
     def _count(self, kind: str) -> None:
         if self.session_id:

@@ -4,6 +4,8 @@ tool."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .. import advice, facts
 from ..errors import MemdirError, NotFoundError, ValidationError
 from ..lazy import lazy
@@ -76,8 +78,9 @@ class FactMemory(MemoryBase):
             for content, category in rows
         ]
         self.require_writable("facts")
-        for category, content in checked:
-            self.refuse_secrets("fact", text=content, category=category)
+        self.refuse_secrets_each(
+            "fact", ({"text": content, "category": category} for category, content in checked)
+        )
         ids = self.store.add_facts(checked, self._now(), self._provenance())
         self._embed_written(ids)
         return ids
@@ -134,24 +137,29 @@ class FactMemory(MemoryBase):
         not from their (old) creation. `held`: ids of the rows' numbering the store holds
         already -> the store's ids, for links that lead to them (a merge)."""
         now = self._now()
-        checked = []
-        for row in rows:
-            fact = dict(row)
-            # the ignores below: a row's values are objects; each check raises unless a str
-            facts.check_category(fact.get("category"))  # type: ignore[arg-type]
-            fact["content"] = facts.check_content(
-                fact.get("content"),  # type: ignore[arg-type]
-                self.settings.max_entry_bytes,
-            )
-            fact["status"] = facts.check_status(fact.get("status"))
-            # X2: every stored field of the row, its provenance too (agent, session, surface)
-            self.refuse_secrets(
-                "fact", text=fact["content"], **{k: v for k, v in fact.items() if k != "content"}
-            )
-            for field in ("created", "updated", "valid_from"):
-                if not fact.get(field):
-                    fact[field] = fact.get("created") or now
-            checked.append(fact)
+        checked: list[dict[str, object]] = []
+
+        def scanned() -> Iterator[dict[str, object]]:
+            """Each row checked, then its fields to scan, row by row (the first problem
+            reported is the first row's)."""
+            for row in rows:
+                fact = dict(row)
+                # the ignores below: a row's values are objects; each check raises unless a str
+                facts.check_category(fact.get("category"))  # type: ignore[arg-type]
+                fact["content"] = facts.check_content(
+                    fact.get("content"),  # type: ignore[arg-type]
+                    self.settings.max_entry_bytes,
+                )
+                fact["status"] = facts.check_status(fact.get("status"))
+                # X2: every stored field of the row, its provenance too (agent, session,
+                # surface)
+                yield {"text": fact["content"], **{k: v for k, v in fact.items() if k != "content"}}
+                for field in ("created", "updated", "valid_from"):
+                    if not fact.get(field):
+                        fact[field] = fact.get("created") or now
+                checked.append(fact)
+
+        self.refuse_secrets_each("fact", scanned())
         # A superseded fact without an end held until its successor began; a removed one
         # until it was removed (its last update).
         begins = {row.get("id"): row["valid_from"] for row in checked}

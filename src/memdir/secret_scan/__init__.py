@@ -99,11 +99,7 @@ def _find(text: str, depth: int) -> tuple[str, str] | None:
 
 
 def _match(text: str, generic: bool) -> tuple[str, str] | None:
-    lowered = text.lower()
-    present: set[int] = set()  # the shapes whose needles occur (a substring test each)
-    for needle, numbers in _index():
-        if needle in lowered:
-            present.update(numbers)
+    present = _present(text.lower())  # the shapes whose needles occur
     for number in sorted(present):
         shape, pattern = SHAPES[number], _pattern(number)
         for match in pattern.finditer(text):
@@ -141,6 +137,102 @@ def _pattern(number: int) -> re.Pattern[str]:
     if found is None:
         found = _PATTERNS[number] = re.compile(SHAPES[number].pattern)
     return found
+
+
+def _present(lowered: str) -> set[int]:
+    """The shapes whose needles occur in `lowered`: exactly those of a substring test of
+    every needle. Many short texts in a row (a bulk import) repeat a few thousand words,
+    so past the first few texts of a process each distinct word is tested once and
+    remembered: no needle holds whitespace, so each occurrence lies inside one
+    whitespace-separated word, and a text of known words costs a split and a few set
+    operations in C rather than ~130 substring tests in Python."""
+    global _scans
+    if _scans < LEARN_AFTER:  # a CLI write scans a few fields: nothing to amortise
+        _scans += 1
+        return _in_text(lowered, _index())
+    words = set(lowered.split())
+    seen, hits = _MEMO  # one object: a reset elsewhere never pairs old and new halves
+    new = words - seen
+    if len(new) > FEW_NEW:
+        # many unseen words: every needle once against the whole text (the answer), and,
+        # in a short text, each new word learns which of the few found it holds (a needle
+        # in a word is in the text)
+        found = tuple(pair for pair in _word_needles() if pair[0] in lowered)
+        if len(new) <= LEARN_MAX:
+            if len(seen) > MEMO_LIMIT:
+                seen, hits = _reset()
+            _learn(new, found, seen, hits)
+        return _in_text(lowered, _spaced_needles(), _in_text(lowered, found))
+    if new:
+        if len(seen) > MEMO_LIMIT:
+            seen, hits = _reset()
+        _learn(new, _word_needles(), seen, hits)
+    present: set[int] = set()
+    for word in hits.keys() & words:  # iterates the smaller side (the text's words)
+        present |= hits[word]
+    return _in_text(lowered, _spaced_needles(), present)  # none today; exact should one be
+
+
+def _in_text(
+    lowered: str, needles: tuple[tuple[str, frozenset[int]], ...], into: set[int] | None = None
+) -> set[int]:
+    present: set[int] = set() if into is None else into
+    for needle, numbers in needles:
+        if needle in lowered:
+            present |= numbers
+    return present
+
+
+def _learn(
+    words: set[str],
+    needles: tuple[tuple[str, frozenset[int]], ...],
+    seen: set[str],
+    hits: dict[str, frozenset[int]],
+) -> None:
+    for word in words:
+        numbers = _needled(word, needles)
+        if numbers:
+            hits[word] = numbers
+    seen |= words  # after hits: a word seen is a word whose needles are known
+
+
+_scans = 0  # texts this process scanned, up to LEARN_AFTER
+LEARN_AFTER = 16  # texts scanned plainly before words are remembered
+LEARN_MAX = 200  # unseen words a text may hold and still teach them (a fact, not a file)
+MEMO_LIMIT = 50_000  # distinct words remembered (a few MB); past it the memo starts again
+FEW_NEW = 2  # unseen words a text may hold and still have each tested on its own
+# (every word tested, the tested words holding a needle -> the shapes of those needles)
+_MEMO: tuple[set[str], dict[str, frozenset[int]]] = (set(), {})
+
+
+def _reset() -> tuple[set[str], dict[str, frozenset[int]]]:
+    """Fresh memos, rebound rather than cleared: a thread using the old ones keeps them."""
+    global _MEMO
+    _MEMO = (set(), {})
+    return _MEMO
+
+
+def _needled(word: str, needles: tuple[tuple[str, frozenset[int]], ...]) -> frozenset[int]:
+    """The shapes whose needles occur in one word (a substring test each)."""
+    found: set[int] = set()
+    for needle, numbers in needles:
+        if needle in word:
+            found |= numbers
+    return frozenset(found)
+
+
+def _whitespace_free(needle: str) -> bool:
+    return needle.split() == [needle]
+
+
+@lru_cache(maxsize=1)
+def _word_needles() -> tuple[tuple[str, frozenset[int]], ...]:
+    return tuple(pair for pair in _index() if _whitespace_free(pair[0]))
+
+
+@lru_cache(maxsize=1)
+def _spaced_needles() -> tuple[tuple[str, frozenset[int]], ...]:
+    return tuple(pair for pair in _index() if not _whitespace_free(pair[0]))
 
 
 @lru_cache(maxsize=1)

@@ -51,10 +51,13 @@ _CONTINUATION = re.compile(r"\\\r?\n[ \t]*")
 _BREAK = re.compile(r"[ \t]*\r?\n[ \t]*(?:(?:#|//|--|;|>|\*)[ \t]*)?")
 # Eight or more single characters with a space between each: a key spelled out.
 _SPACED = re.compile(r"(?<!\S)(?:[A-Za-z0-9_+/=-] ){7,}[A-Za-z0-9_+/=-](?!\S)")
+# What every _SPACED match holds (" a b " of "a b c d e f g h"): a cheap search first.
+_SPACED_HINT = re.compile(r" \S \S ")
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{" + str(MIN_RUN) + r",}={0,2}")
 _HEX_RUN = re.compile(
     r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){" + str(MIN_RUN // 2) + r",}(?![0-9a-fA-F])"
 )
+_RUN_MIN = min(MIN_RUN, 2 * (MIN_RUN // 2))  # the shortest run either regex matches
 
 
 def normalise(text: str) -> str:
@@ -106,7 +109,9 @@ def joined(text: str) -> str:
         text = _CONCAT.sub("", text)
     if "\n" in text:
         text = _BREAK.sub("", text)
-    if " " in text:
+    if " " in text and _SPACED_HINT.search(text):
+        # (_SPACED tries every position; its hint jumps from space to space, and prose
+        # rarely holds two one-character words in a row)
         text = _SPACED.sub(lambda m: m.group(0).replace(" ", ""), text)
     return text
 
@@ -114,6 +119,8 @@ def joined(text: str) -> str:
 def decoded_runs(text: str) -> Iterator[str]:
     """The text hidden in base64, base64url or hex runs of `text`: at most MAX_RUNS of
     each, each at most MAX_RUN long, and only those that decode to printable UTF-8."""
+    if max(map(len, text.split()), default=0) < _RUN_MIN:
+        return  # a run is unbroken by whitespace: no word this long, no run (most prose)
     seen = 0
     for match in _BASE64_RUN.finditer(text):
         run = match.group(0)

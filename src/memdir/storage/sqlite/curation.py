@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from ..rows_cold import DatabaseHealth, FactPair, ProcedurePrint
 else:
     similarity = lazy("memdir.similarity")  # writes and the duplicate guard only
+    sqlite3 = lazy("sqlite3")  # imported when the database is first opened
 
 # Beside memory.db: the hits searches found and left for a writer to record (defer_hits).
 HITS_SUFFIX = "-hits"
 F_COLUMNS = ", ".join("f." + c for c in FACT_FIELDS)  # a fact's columns, table aliased f
+SKETCH_ONE_BY_ONE = 8  # facts whose band keys go in row by row (a write of one, a few)
 CANDIDATES = 64  # facts a write compares itself with at most (the most alike by LSH)
 BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW others
 WINDOW = 8
@@ -50,10 +52,6 @@ def _journal_lines(text: str) -> Iterator[tuple[int, str]]:
         fact_id, _, when = line.partition(" ")
         if fact_id.isdigit() and when and " " not in when:
             yield int(fact_id), when
-
-
-def _first(row: tuple[int, int]) -> int:
-    return row[0]
 
 
 def _pair_up(bucket: list[int], pairs: set[tuple[int, int]]) -> None:
@@ -144,12 +142,7 @@ class CurationRows(Connection):
                 ],
             )
             self._sketch_many(
-                db,
-                [
-                    (key, new_ids[i])
-                    for i, keys in zip(active, sketches, strict=True)
-                    for key in keys
-                ],
+                db, {new_ids[i]: keys for i, keys in zip(active, sketches, strict=True) if keys}
             )
             if seen is not None:
                 db.executemany(
@@ -355,10 +348,27 @@ class CurationRows(Connection):
                 found[(key, similarity.normalize(content))] = fact_id  # the oldest wins
         return found
 
-    def _sketch_many(self, db: sqlite3.Connection, rows: list[tuple[int, int]]) -> None:
-        """(band key, fact id) rows into the near-duplicate candidates, in key order: the
-        b-tree then fills page by page (~2x faster than in fact order)."""
-        rows.sort(key=_first)
+    def _sketch_many(self, db: sqlite3.Connection, sketched: dict[int, list[int]]) -> None:
+        """The band keys of each fact (fact id -> its keys) into the near-duplicate
+        candidates, in key order: the b-tree then fills page by page (~2x faster than in
+        fact order). Many facts (an import) go in as one statement over one JSON document,
+        so SQLite sorts and inserts the ~16 rows a fact in C: a row at a time from Python
+        cost more than the fact's own insert."""
+        if len(sketched) > SKETCH_ONE_BY_ONE:
+            import json  # a bulk write only: not on the CLI's cold path
+
+            try:
+                db.execute(
+                    "INSERT OR IGNORE INTO fact_sketch (key, fact_id) "
+                    "SELECT k.value, CAST(f.key AS INTEGER) "
+                    "FROM json_each(?) f, json_each(f.value) k ORDER BY 1, 2",
+                    (json.dumps(sketched),),
+                )
+                return
+            except sqlite3.OperationalError as exc:
+                if "json_each" not in str(exc):
+                    raise  # else an SQLite built without JSON: the rows one by one
+        rows = sorted((key, fact_id) for fact_id, keys in sketched.items() for key in keys)
         db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", rows)
 
     def _next_id(self, db: sqlite3.Connection) -> int:

@@ -56,7 +56,7 @@ class FactRows(CurationRows):
         sketches = similarity.sketches(normals, normal=True)
         ids: list[int] = []
         new_rows: list[tuple[object, ...]] = []
-        sketch_rows: list[tuple[int, int]] = []
+        sketched: dict[int, list[int]] = {}
         with self._write() as db:
             known = self._active_keys(db, keys)
             next_id = self._next_id(db)
@@ -83,14 +83,15 @@ class FactRows(CurationRows):
                             key,
                         )
                     )
-                    sketch_rows += [(k, fact_id) for k in sketch]
+                    if sketch:
+                        sketched[fact_id] = sketch
                 ids.append(fact_id)
             db.executemany(
                 "INSERT INTO facts (id, category, content, created, updated, session_id, "
                 "surface, agent, valid_from, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 new_rows,
             )
-            self._sketch_many(db, sketch_rows)
+            self._sketch_many(db, sketched)
         return ids
 
     def supersede_fact(
@@ -268,7 +269,7 @@ class FactRows(CurationRows):
         )
         assert cursor.lastrowid is not None
         keys = similarity.band_keys(similarity.words(content))
-        self._sketch_many(db, [(k, cursor.lastrowid) for k in keys])
+        self._sketch_many(db, {cursor.lastrowid: keys})
         return cursor.lastrowid
 
     def _fact(self, db: sqlite3.Connection, fact_id: int) -> Fact | None:
