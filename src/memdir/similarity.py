@@ -32,6 +32,11 @@ import zlib
 
 from .query import STOPWORDS
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~3 ms to import: not at run time
+    from collections.abc import Callable, Collection
+    from typing import Any
+
 BANDS = 16
 ROWS = 4  # hash functions per band
 MASK64 = (1 << 64) - 1
@@ -93,25 +98,32 @@ def words_of_normal(normal: str) -> frozenset[str]:
     its edges; bullets, rules and heading marks left out. Each distinct raw word is
     trimmed once and remembered (_WORDS): a bulk import of 100k facts repeats a few
     thousand words, and trimming each occurrence in Python cost more than the insert."""
-    raws = normal.split()
-    memo = _WORDS
-    try:
-        found = set(map(memo.__getitem__, raws))
-    except KeyError:
-        if len(memo) > MEMO_LIMIT:
-            memo = _reset_words()
-        for raw in raws:
-            if raw not in memo:
-                memo[raw] = _word(raw)
-        found = set(map(memo.__getitem__, raws))
+    found = set(_WORDS.many(normal.split()))
     found.discard("")
     bag = frozenset(found)
     return (bag - STOPWORDS) or bag
 
 
-MEMO_LIMIT = 50_000  # distinct raw words remembered, ~6 MB (dropped whole past it)
-MINHASH_LIMIT = 4096  # words whose 64 hash values are remembered, ~2.6 KB each
-_WORDS: dict[str, str] = {}  # a raw word -> the word it counts as, "" for none
+class Memo:
+    """`make(key)` remembered for at most `limit` keys, then forgotten whole: a bulk import
+    repeats a few thousand words, and computing each occurrence in Python cost more than
+    the insert."""
+
+    def __init__(self, make: Callable[[str], Any], limit: int) -> None:
+        self.make, self.limit = make, limit
+        self.known: dict[str, Any] = {}
+
+    def many(self, keys: Collection[str]) -> list[Any]:
+        known = self.known
+        try:
+            return list(map(known.__getitem__, keys))
+        except KeyError:
+            if len(known) > self.limit:
+                known = self.known = {}  # rebound, not cleared: a thread using it keeps it
+            for key in keys:
+                if key not in known:
+                    known[key] = self.make(key)
+            return list(map(known.__getitem__, keys))
 
 
 def _word(raw: str) -> str:
@@ -121,11 +133,7 @@ def _word(raw: str) -> str:
     return ""
 
 
-def _reset_words() -> dict[str, str]:
-    """A fresh memo, rebound rather than cleared: a thread using the old one keeps it."""
-    global _WORDS
-    _WORDS = {}
-    return _WORDS
+_WORDS = Memo(_word, 50_000)  # a raw word -> the word it counts as, "" for none (~6 MB)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -143,16 +151,7 @@ def band_keys(bag: frozenset[str]) -> list[int]:
     """The text's 16 LSH band keys (signed 64-bit), empty for a text without words."""
     if not bag:
         return []
-    memo = _MINHASHES
-    try:
-        rows = list(map(memo.__getitem__, bag))
-    except KeyError:
-        if len(memo) > MINHASH_LIMIT:
-            memo = _reset_minhashes()
-        for word in bag:
-            if word not in memo:
-                memo[word] = _minhashes(word)
-        rows = list(map(memo.__getitem__, bag))
+    rows = _MINHASHES.many(bag)
     mins = list(map(min, *rows)) if len(rows) > 1 else list(rows[0])
     return [_band_key(band, mins[band * ROWS : (band + 1) * ROWS]) for band in range(BANDS)]
 
@@ -160,18 +159,12 @@ def band_keys(bag: frozenset[str]) -> list[int]:
 # A word -> its value under each of the 64 hash functions: the pure-Python path (no numpy)
 # then takes the minima of a text's words lane by lane in C (map(min, ...)) instead of
 # 64 multiplications a word in Python, ~5x faster, the same keys.
-_MINHASHES: dict[str, tuple[int, ...]] = {}
-
-
 def _minhashes(word: str) -> tuple[int, ...]:
     h = zlib.crc32(word.encode("utf-8", "surrogatepass"))
     return tuple(((a * h + b) & MASK64) >> 32 for a, b in HASHES)
 
 
-def _reset_minhashes() -> dict[str, tuple[int, ...]]:
-    global _MINHASHES
-    _MINHASHES = {}
-    return _MINHASHES
+_MINHASHES = Memo(_minhashes, 4096)  # ~2.6 KB a word
 
 
 def band_keys_many(bags: list[frozenset[str]], batch: int = 1024) -> list[list[int]]:
