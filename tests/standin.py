@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -499,7 +500,6 @@ def run_claude(
     them one at a time (stream-json input: the next once the last turn's result is out),
     as a user typing them, slash commands included."""
     import shutil
-    import subprocess
 
     claude = shutil.which("claude")
     if claude is None:
@@ -511,21 +511,34 @@ def run_claude(
     env = claude_env(api, home, extra_env)
     if turns:
         return _run_turns(argv, turns, project, env, timeout, api)
+    code, lines, stderr = run_host(argv, project, env, timeout, api)
+    return ClaudeRun(code, _events(lines), stderr)
+
+
+def run_host(
+    argv: list[str], project: Path, env: Mapping[str, str], timeout: float, api: StandIn
+) -> tuple[int, list[str], str]:
+    """One headless host run, stdin closed (a host waits to read more of a prompt there):
+    its exit code, stdout lines and stderr; past `timeout`, a failure naming what the
+    stand-in was asked."""
+    import subprocess
+
     try:
         proc = subprocess.run(
             argv,
             cwd=project,
-            env=env,
+            env=dict(env),
             capture_output=True,
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
+        name = os.path.basename(argv[0])
         raise AssertionError(
-            f"claude ran over {timeout} s; stderr:\n{exc.stderr!r}\n{api.dump()}"
+            f"{name} ran over {timeout} s; stderr:\n{exc.stderr!r}\n{api.dump()}"
         ) from None
-    return ClaudeRun(proc.returncode, _events(proc.stdout.splitlines()), proc.stderr)
+    return proc.returncode, proc.stdout.splitlines(), proc.stderr
 
 
 def _events(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -647,25 +660,10 @@ def run_codex(
     """`codex exec --json [ARGS] PROMPT` in `project`, stdin closed (else it waits to read
     more of the prompt there)."""
     import shutil
-    import subprocess
 
     codex = shutil.which("codex")
     if codex is None:
         raise RuntimeError("the Codex CLI is not on PATH: run the suite with `make test`")
     argv = [codex, "exec", "--json", "--skip-git-repo-check", *args, prompt]
-    try:
-        proc = subprocess.run(
-            argv,
-            cwd=project,
-            env=codex_env(home, extra_env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError(
-            f"codex ran over {timeout} s; stderr:\n{exc.stderr!r}\n{api.dump()}"
-        ) from None
-    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return CodexRun(proc.returncode, events, proc.stderr)
+    code, lines, stderr = run_host(argv, project, codex_env(home, extra_env), timeout, api)
+    return CodexRun(code, _events(lines), stderr)
