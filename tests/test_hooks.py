@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir import Memory, ReadOnlyError, hooks
-from memdir.testing import cli_command, cli_env
+from memdir.testing import at_once, cli_command, cli_env
 from memdir.tools import TOOLS
 
 PAYLOADS = Path(__file__).parent / "host_payloads" / "claude-code-2.1.332"
@@ -164,14 +164,15 @@ def test_session_start_names_the_session_its_host_process_runs(  # K3, U1
     late.follow_host(process, "claude-code")
     late.follow_host(process, "claude-code")
     assert late.session_id == "started-later"
+    other = Memory(session=HOST)  # the server of another host process (pid 1)
+    other.follow_host(process_name(1), "claude-code")
     hook(state_dir, "SessionEnd", stdin=payload("SessionEnd", reason="clear"), env=host)
     cleared = payload("SessionStart-clear", session_id="after-clear-1")
     hook(state_dir, "SessionStart", stdin=cleared, env=host)
     server.follow_host(process, "claude-code")
     fact = server.add_fact("Written after the clear", "learning")
     assert (server.session_id, fact.session_id) == ("after-clear-1", "after-clear-1")
-    other = Memory(session=HOST)
-    other.follow_host(process_name(1), "claude-code")  # another process: not followed
+    other.follow_host(process_name(1), "claude-code")  # this host's clear is not its own
     assert other.session_id == HOST
 
 
@@ -269,21 +270,11 @@ def test_stop_applies_blocks_once_when_two_hooks_race(  # K2, M4
     state_dir: Path, store: Memory
 ) -> None:
     """Setup's hook and the plugin's both run at one Stop: one applies, one finds it done."""
-    text = json.dumps(payload("Stop"))
-    procs = [
-        subprocess.Popen(
-            cli_command("hook", "Stop"),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=cli_env(str(state_dir)),
-        )
-        for _ in range(4)
-    ]
-    outs = [p.communicate(text, timeout=60) for p in procs]
-    assert all(p.returncode == 0 and err == "" for p, (_, err) in zip(procs, outs, strict=True))
-    assert sum(1 for out, _ in outs if out) == 1, outs
+    runs = at_once(
+        cli_command("hook", "Stop"), 4, cli_env(str(state_dir)), stdin=json.dumps(payload("Stop"))
+    )
+    assert all(code == 0 and err == "" for code, _, err in runs), runs
+    assert sum(1 for _, out, _ in runs if out) == 1, runs
     assert store.store.get_session(HOST).counts == {"entries": 1}  # type: ignore[union-attr]
 
 
@@ -304,7 +295,7 @@ def test_stop_reports_a_refused_block_to_the_user(state_dir: Path, store: Memory
     echo = f"Done.\nMEMDIR_MEMORIZE_BEGIN\n{bad.replace('Bad Name!', 'x_MEMORIZE_END')}\n"
     echoed = hook(state_dir, "Stop", stdin=payload("Stop", last_assistant_message=echo))
     assert "MEMORIZE_END" not in echoed.out and "defanged" in echoed.out  # R4
-    assert store.entries() == [] or all(e.name != "Bad Name!" for e in store.entries())
+    assert [e.name for e in store.entries()] == ["ci-duration"]  # the store's own, no other
     again = hook(state_dir, "Stop", stdin=payload("Stop", last_assistant_message=answer))
     assert json.loads(again.out)["systemMessage"] == said  # nothing applied: said again
 
@@ -642,6 +633,11 @@ def test_injected_memory_is_inert(state_dir: Path, store: Memory) -> None:  # R4
         ("recall = 1", "hooks.recall"),
         ('off = "Stop"', "hooks.off"),
         ('off = ["Stopp"]', "hooks.off"),
+        ("recall_on_prompt = 1", "hooks.recall_on_prompt"),
+        ('recall_on_prompt = "yes"', "hooks.recall_on_prompt"),
+        ("prompt_budget_chars = 199", "hooks.prompt_budget_chars"),
+        ("prompt_budget_chars = 10001", "hooks.prompt_budget_chars"),
+        ("prompt_timeout_ms = 49", "hooks.prompt_timeout_ms"),
     ],
 )
 def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -> None:  # S, K2
@@ -653,9 +649,18 @@ def test_hooks_settings_are_range_checked(tmp_path: Path, line: str, key: str) -
     with pytest.raises(ConfigError, match=key) as caught:
         load_settings(str(config))
     assert caught.value.line == 2
-    config.write_text("[hooks]\nstart_budget_chars = 4000\ntimeout_ms = 800\n")
-    settings = load_settings(str(config))
-    assert (settings.hooks_start_budget_chars, settings.hooks_timeout_ms) == (4000, 800)
+    config.write_text(
+        "[hooks]\nstart_budget_chars = 4000\ntimeout_ms = 800\nrecall_on_prompt = true\n"
+        'prompt_budget_chars = 800\nprompt_timeout_ms = 250\noff = ["Stop"]\n'
+    )
+    s = load_settings(str(config))
+    assert (s.hooks_start_budget_chars, s.hooks_timeout_ms) == (4000, 800)
+    assert (s.hooks_recall_on_prompt, s.hooks_prompt_budget_chars, s.hooks_prompt_timeout_ms) == (
+        True,
+        800,
+        250,
+    )
+    assert s.hooks_off == ("Stop",)
 
 
 ANSWERING = {  # a payload of each event that, switched on, answers or writes something
@@ -878,33 +883,3 @@ def test_user_prompt_submit_gives_up_past_its_time_budget(  # K2
     assert (result.code, result.out) == (0, "")
     assert result.err.count("\n") == 1
     assert "gave up after 150 ms ([hooks] prompt_timeout_ms)" in result.err
-
-
-@pytest.mark.parametrize(
-    ("line", "key"),
-    [
-        ("recall_on_prompt = 1", "hooks.recall_on_prompt"),
-        ('recall_on_prompt = "yes"', "hooks.recall_on_prompt"),
-        ("prompt_budget_chars = 199", "hooks.prompt_budget_chars"),
-        ("prompt_budget_chars = 10001", "hooks.prompt_budget_chars"),
-        ("prompt_timeout_ms = 49", "hooks.prompt_timeout_ms"),
-    ],
-)
-def test_prompt_settings_are_checked(tmp_path: Path, line: str, key: str) -> None:  # S, K2
-    from memdir.errors import ConfigError
-    from memdir.settings import load_settings
-
-    config = tmp_path / "config.toml"
-    config.write_text(f"[hooks]\n{line}\n")
-    with pytest.raises(ConfigError, match=key) as caught:
-        load_settings(str(config))
-    assert caught.value.line == 2
-    config.write_text(
-        "[hooks]\nrecall_on_prompt = true\nprompt_budget_chars = 800\nprompt_timeout_ms = 250\n"
-    )
-    s = load_settings(str(config))
-    assert (s.hooks_recall_on_prompt, s.hooks_prompt_budget_chars, s.hooks_prompt_timeout_ms) == (
-        True,
-        800,
-        250,
-    )

@@ -18,7 +18,7 @@ import pytest
 
 from memdir import hostconfig
 from memdir.errors import ConfigError, ConflictError
-from memdir.testing import cli_command
+from memdir.testing import at_once, cli_command
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ["/opt/tools/bin/memdir"]
@@ -410,20 +410,9 @@ def test_concurrent_setups_lose_nothing_and_double_nothing(tmp_path: Path) -> No
     folder = project(tmp_path)
     write_user_files(folder, indent=2)
     env = claude_env(tmp_path)
-    procs = [
-        subprocess.Popen(
-            cli_command("setup", "claude-code"),
-            cwd=folder,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(6)
-    ]
-    results = [proc.communicate(timeout=120) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * 6, results
-    created = [out.count(": updated") for out, _ in results]
+    runs = at_once(cli_command("setup", "claude-code"), 6, env, cwd=str(folder))
+    assert [code for code, _, _ in runs] == [0] * 6, runs
+    created = [out.count(": updated") for _, out, _ in runs]
     assert sum(created) == 2  # each file was changed by exactly one of them
     alone = tmp_path / "alone"
     (alone / ".git").mkdir(parents=True)

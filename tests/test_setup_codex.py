@@ -6,7 +6,6 @@ writes nothing, and a file memdir's block cannot join is refused with nothing wr
 
 from __future__ import annotations
 
-import subprocess
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from memdir import codexconfig
 from memdir.errors import ConfigError, ConflictError
-from memdir.testing import cli_command, cli_env
+from memdir.testing import at_once, cli_command, cli_env
 
 LAUNCHER = ["/opt/tools/bin/memdir"]
 USER_TOML = """\
@@ -214,20 +213,9 @@ def test_concurrent_setups_lose_nothing_and_double_nothing(tmp_path: Path) -> No
     folder = project(tmp_path)
     before = with_user_files(folder)
     env = cli_env(str(tmp_path / "state"), {"HOME": str(tmp_path / "home")})
-    procs = [
-        subprocess.Popen(
-            cli_command("setup", "codex"),
-            cwd=folder,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(6)
-    ]
-    results = [proc.communicate(timeout=120) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0] * 6, results
-    assert sum(out.count(": updated") for out, _ in results) == 2  # each file, by one of them
+    runs = at_once(cli_command("setup", "codex"), 6, env, cwd=str(folder))
+    assert [code for code, _, _ in runs] == [0] * 6, runs
+    assert sum(out.count(": updated") for _, out, _ in runs) == 2  # each file, by one of them
     after = snapshot(folder)
     assert set(after) == set(before)  # no temp file left
     for name in before:

@@ -83,6 +83,34 @@ def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "memdir", *args]
 
 
+def at_once(
+    argv: list[str],
+    count: int,
+    env: Mapping[str, str],
+    cwd: str | None = None,
+    stdin: str | None = None,
+    timeout: float = 120,
+) -> list[tuple[int, str, str]]:
+    """`count` processes of `argv` started together (each given `stdin`), for tests of
+    writers racing: each one's (exit code, stdout, stderr)."""
+    import subprocess
+
+    procs = [
+        subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    outs = [proc.communicate(stdin, timeout=timeout) for proc in procs]
+    return [(proc.returncode, out, err) for proc, (out, err) in zip(procs, outs, strict=True)]
+
+
 class HashEmbedder:
     """A deterministic stand-in for the embedding model: each word (lowercased) adds a fixed
     random direction, so texts sharing words are similar. For tests of semantic search that
