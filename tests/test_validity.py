@@ -3,6 +3,7 @@ record of which facts searches find (doctor's "never recalled", N2)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,67 @@ def test_a_search_behind_a_writer_answers_and_keeps_its_hits(
     memory.flush_hits()
     rows = memory.store._require().execute("SELECT hits FROM fact_usage").fetchall()
     assert rows == [(2,)]
+
+
+def test_a_journal_left_by_a_killed_writer_is_folded_by_the_next(
+    memory: Memory, tmp_path: Path
+) -> None:  # N2
+    """A writer takes the hits journal by renaming it, then records it; one killed in
+    between leaves `memory.db-hits.<pid>.<n>`. The next writer folds those hits in (none is
+    lost, none counted twice) and the file goes."""
+    import subprocess
+    import sys
+
+    kiwi = memory.add_fact("kiwi harvest is in March", "learning")
+    memory.search("kiwi", mode="lexical")
+    db = memory.layout.db
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    os.rename(f"{db}-hits", f"{db}-hits.{int(dead.stdout)}.0")  # what a killed writer leaves
+    live = f"{db}-hits.{os.getppid()}.0"  # a live process's: it is folding it, left alone
+    Path(live).write_text(f"{kiwi.id} 2026-01-01T00:00:00Z\n")
+    memory.flush_hits()
+    memory.flush_hits()
+    rows = memory.store._require().execute("SELECT hits FROM fact_usage").fetchall()
+    assert rows == [(1,)]
+    left = sorted(p.name for p in Path(db).parent.iterdir() if p.name.startswith("memory.db-hits"))
+    assert left == [Path(live).name]
+    from memdir.curation import doctor
+
+    strays = [f.where for f in doctor.run(memory).findings if f.check == "layout.stray"]
+    assert strays == []  # a journal being folded is not a stray file
+
+
+def test_a_journal_past_its_cap_is_folded_by_a_search_when_the_db_is_free(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:  # N2 C
+    """A store only ever searched must not grow its journal without end: the search that
+    takes it past HITS_JOURNAL_MAX records it, if no other process is writing at that
+    instant; behind a writer it does not wait and keeps the journal."""
+    import sqlite3
+
+    from memdir.storage.sqlite import curation
+
+    kiwi = memory.add_fact("kiwi harvest is in March", "learning")
+    journal = Path(f"{memory.layout.db}-hits")
+    monkeypatch.setattr(curation, "HITS_JOURNAL_MAX", 100)
+    writer = sqlite3.connect(memory.layout.db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        for _ in range(6):
+            assert [h.id for h in memory.search("kiwi", mode="lexical")] == [kiwi.id]
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert journal.stat().st_size > 100  # behind the writer: kept, not waited for
+    memory.search("kiwi", mode="lexical")
+    assert not journal.exists()
+    rows = memory.store._require().execute("SELECT hits FROM fact_usage").fetchall()
+    assert rows == [(7,)]
 
 
 def test_a_fact_cannot_begin_in_the_future_or_before_what_it_replaces(

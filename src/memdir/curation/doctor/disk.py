@@ -193,8 +193,8 @@ def scan_root(layout: Layout) -> Scan:
                 scan.outside.append(name + ("/" if name == ".locks" else ""))
         elif name == ".locks" or name in NOISE or name in ROOT_FILES:
             continue
-        elif name.startswith("memory.db-hits.") and name[15:].isdigit():
-            continue  # the hits journal while a writer records it
+        elif name.startswith("memory.db-hits.") and name[15:].replace(".", "").isdigit():
+            continue  # the hits journal while a writer records it (pid.count[.n])
         elif at_state_dir and (name == "config.toml" or name.endswith(".md")):
             continue  # memory.path = the state dir: config.toml and identity files live here
         else:

@@ -6,9 +6,11 @@ Part of SQLiteStore."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Iterator
 
+from ...errors import MemdirError
 from ...lazy import lazy
 from ...models import Fact
 from ..rows import FACT_FIELDS, ScoredFact
@@ -27,22 +29,62 @@ else:
 
 # Beside memory.db: the hits searches found and left for a writer to record (defer_hits).
 HITS_SUFFIX = "-hits"
+# A journal past this size is folded by the search that grew it, if the database is free at
+# that instant: a store that is only ever searched would otherwise grow it without end.
+HITS_JOURNAL_MAX = 1 << 20
 F_COLUMNS = ", ".join("f." + c for c in FACT_FIELDS)  # a fact's columns, table aliased f
 SKETCH_ONE_BY_ONE = 8  # facts whose band keys go in row by row (a write of one, a few)
 CANDIDATES = 64  # facts a write compares itself with at most (the most alike by LSH)
 BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW others
 WINDOW = 8
+_TAKES = itertools.count()
 
 
-def _append(path: str, text: str) -> None:
+def _append(path: str, text: str) -> int:
     """One write at the end of `path` (O_APPEND: appends of other processes interleave
-    between lines, never inside one); never through a symlink."""
+    between lines, never inside one); never through a symlink. Returns the size after it."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(path, flags, 0o600)
     try:
         os.write(fd, text.encode("utf-8"))
+        return os.fstat(fd).st_size
     finally:
         os.close(fd)
+
+
+def _claim(journal: str, taken: str) -> list[str]:
+    """The journal, renamed to `taken` (appends made meanwhile start a new one), and the
+    journals a process took and died before folding in (`journal.<pid>`, renamed to
+    `taken.N`: only one claimant wins each rename). A claimant that dies leaves its claims
+    under its own pid, for the next one."""
+    claimed = []
+    with contextlib.suppress(OSError):
+        os.rename(journal, taken)
+        claimed.append(taken)
+    folder, prefix = os.path.split(journal)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return claimed
+    for name in names:
+        owner = name[len(prefix) + 1 :].partition(".")[0]
+        if not (name.startswith(prefix + ".") and owner.isdigit()) or _alive(int(owner)):
+            continue
+        mine = f"{taken}.{len(claimed)}"
+        with contextlib.suppress(OSError):
+            os.rename(os.path.join(folder, name), mine)
+            claimed.append(mine)
+    return claimed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: alive
+    return True
 
 
 def _journal_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -239,8 +281,25 @@ class CurationRows(Connection):
         if not hits or self.read_only:
             return
         lines = "".join(f"{fact_id} {when}\n" for fact_id, when in sorted(hits.items()))
-        with contextlib.suppress(OSError):
-            _append(self.path + HITS_SUFFIX, lines)
+        try:
+            size = _append(self.path + HITS_SUFFIX, lines)
+        except OSError:
+            return
+        if size > HITS_JOURNAL_MAX:
+            self._fold_without_waiting()
+
+    def _fold_without_waiting(self) -> None:
+        """record_hits({}) if the database takes a write at once; else the next writer
+        folds the journal (a read path never waits behind another process)."""
+        db = self._conn()
+        if db is None:
+            return
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            with contextlib.suppress(MemdirError):
+                self.record_hits({})
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
 
     def record_hits(self, hits: dict[int, str]) -> None:
         """Facts a search returned, and when (doctor: facts never recalled), with what the
@@ -248,16 +307,13 @@ class CurationRows(Connection):
         for the disk (synchronous = NORMAL). The journal is taken by a rename, so appends
         made meanwhile start a new one; when the write fails its lines go back."""
         journal = self.path + HITS_SUFFIX
-        taken = f"{journal}.{os.getpid()}"
-        try:
-            os.rename(journal, taken)
-        except OSError:
-            taken = ""
+        # pid and a count: two threads of one server fold at once without meeting
+        claimed = _claim(journal, f"{journal}.{os.getpid()}.{next(_TAKES)}")
         text = ""
-        if taken:
+        for path in claimed:
             with contextlib.suppress(OSError, UnicodeDecodeError):
-                with open(taken, encoding="utf-8") as handle:
-                    text = handle.read()
+                with open(path, encoding="utf-8") as handle:
+                    text += handle.read()
         counts = {fact_id: (1, when) for fact_id, when in hits.items()}
         for fact_id, when in _journal_lines(text):
             count, last = counts.get(fact_id, (0, when))
@@ -271,9 +327,9 @@ class CurationRows(Connection):
                     _append(journal, text)
             raise
         finally:
-            if taken:
+            for path in claimed:
                 with contextlib.suppress(OSError):
-                    os.unlink(taken)
+                    os.unlink(path)
 
     def _write_hits(self, counts: dict[int, tuple[int, str]]) -> None:
         db = self._conn()
