@@ -51,6 +51,7 @@ MODULES = {
     "distill": "workspace",
     "stats": "workspace",
     "doctor": "curation",
+    "eval": "curation",
     "export": "portable",
     "import": "portable",
     "setup": "hosts",

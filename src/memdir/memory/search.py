@@ -53,12 +53,14 @@ class SearchMemory(MemoryBase):
         mode: SearchMode | None = None,
         min_score: float | None = None,
         as_of: str | None = None,
+        record: bool = True,
     ) -> list[Hit]:
         """Q1-Q3: every tier (or `kinds` of them), best first. `mode` lexical, semantic or
         hybrid (default: [search] mode, hybrid when the embeddings extra is installed);
         `min_score` drops semantic candidates below that cosine (default 0.5). `as_of`
         (a date means its end): the facts that held then, superseded ones included; only
-        facts keep a history, so only facts are searched, lexically."""
+        facts keep a history, so only facts are searched, lexically. `record` False: the
+        facts found are not noted as used (an evaluation asks, it does not use, Q5)."""
         wanted_kinds, when = search.check_filters(category, kinds, min_score, as_of)
         settings = self.settings
         embedder = None
@@ -104,7 +106,8 @@ class SearchMemory(MemoryBase):
             pending=self.unembedded,
             as_of=when,
         )
-        self._note_hits(hits)
+        if record:
+            self._note_hits(hits)
         return hits
 
     def _note_hits(self, hits: list[Hit]) -> None:
