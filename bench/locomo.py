@@ -1,11 +1,19 @@
 """Retrieval quality on LoCoMo (Q4 in docs/spec.md): memdir's search against plain FTS5 BM25.
 
-Each conversation goes into a fresh store (a temp dir) through memdir's API: one fact per
+Each conversation goes into a fresh store (a temp dir) through memdir's API, one item per
 dialog turn, `<speaker>: <text>` plus ` [image: <blip_caption>]` when the turn shared an
-image, category "learning", added with Memory.add_facts one session at a time under a
-memdir.testing.FixedClock set to the session's date, so each fact's `created` is the date
-of its session. Each question of categories 1-4 is asked through
-`Memory.search(question, limit=10, kinds=["fact"], mode=...)`; its gold items are its
+image, under a memdir.testing.FixedClock set to the session's date, in each layout of
+--layouts (default sessions,daily):
+- sessions: each LoCoMo session is one memdir session (started, its turns written as
+  facts, category "learning", with Memory.add_facts, ended), so a fact's `created` is its
+  session's date and its provenance its session: what an agent's store looks like;
+- daily: each turn an entry of its session day's log (Memory.daily_append, a minute
+  apart, so each is its own `## HH:MM` section and chunk), searched as kind daily, a hit
+  mapped back to its turn by the lines it covers;
+- facts: the same facts written by no session.
+The first layout is reported under plain labels (`lexical`), the others with theirs
+(`lexical · daily`). Each question of categories 1-4 is asked through
+`Memory.search(question, limit=10, kinds=["fact"] (["daily"]), mode=...)`; its gold items are its
 evidence turns. The baseline is a separate raw sqlite3 FTS5 table over the same turns
 (tokenizer 'porter unicode61', bm25, query = OR of the question's quoted non-stopword
 tokens), built and asked in the same run.
@@ -44,6 +52,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -466,37 +475,108 @@ def run_conversation(
         rankings[label] = [baseline.search(q.text) for q in questions]
         baseline.close()
     timing["bm25 s"] += time.perf_counter() - started
-    with tempfile.TemporaryDirectory(prefix="memdir-locomo-") as state:
-        clock = FixedClock()
-        dia_of: dict[int, str] = {}
-        started = time.perf_counter()
-        with open_store(state, settings[0], clock, embedder) as memory:
-            last = clock.now
-            for session, texts, date in zip(sessions, items, dates, strict=True):
-                # a session without a readable date: a day after the one before
-                clock.now = date if date is not None else last + 86_400
-                last = clock.now
-                fact_ids = memory.add_facts([(text, "learning") for text in texts])
-                dia_of.update(zip(fact_ids, (t.dia_id for t in session), strict=True))
-            timing["ingest s"] += time.perf_counter() - started
-            if any(s.mode != "lexical" for s in settings):
-                started = time.perf_counter()
-                memory.reindex()  # every item gets its vector before the first question
-                timing["embed items s"] += time.perf_counter() - started
-        for setting in settings:
-            with open_store(state, setting, clock, embedder) as memory:
-                started = time.perf_counter()
-                ranked = []
-                for q in questions:
-                    try:
-                        hits = memory.search(q.text, limit=LIMIT, kinds=["fact"], mode=setting.mode)
-                    except MemdirError as exc:
-                        errors[f"{setting.label}: {type(exc).__name__}"] += 1
-                        hits = []
-                    ranked.append([dia_of[h.id] for h in hits if h.id in dia_of])
-                rankings[setting.label] = ranked
-                timing[f"{setting.label} s"] += time.perf_counter() - started
+    for layout in args.layouts:
+        kinds: list[str] = ["daily"] if layout == "daily" else ["fact"]
+        with tempfile.TemporaryDirectory(prefix="memdir-locomo-") as state:
+            clock = FixedClock()
+            started = time.perf_counter()
+            with open_store(state, settings[0], clock, embedder) as memory:
+                answer_of = ingest(memory, clock, layout, sessions, items, dates)
+                timing[f"ingest {layout} s"] += time.perf_counter() - started
+                if any(s.mode != "lexical" for s in settings):
+                    started = time.perf_counter()
+                    memory.reindex()  # every item gets its vector before the first question
+                    timing[f"embed items {layout} s"] += time.perf_counter() - started
+            for setting in settings:
+                label = system_label(setting.label, layout, args.layouts)
+                with open_store(state, setting, clock, embedder) as memory:
+                    started = time.perf_counter()
+                    ranked = []
+                    for q in questions:
+                        try:
+                            hits = memory.search(
+                                q.text, limit=LIMIT, kinds=kinds, mode=setting.mode
+                            )
+                        except MemdirError as exc:
+                            errors[f"{label}: {type(exc).__name__}"] += 1
+                            hits = []
+                        ranked.append(_dia_ids(hits, answer_of))
+                    rankings[label] = ranked
+                    timing[f"{label} s"] += time.perf_counter() - started
     return rankings
+
+
+LAYOUTS = ("sessions", "daily", "facts")
+
+
+def system_label(label: str, layout: str, layouts: list[str]) -> str:
+    """The first layout asked (by default `sessions`, what an agent's store looks like)
+    keeps the plain label; the others say theirs."""
+    return label if layout == layouts[0] else f"{label} · {layout}"
+
+
+def ingest(
+    memory: Any,
+    clock: Any,
+    layout: str,
+    sessions: list[list[Turn]],
+    items: list[list[str]],
+    dates: list[float | None],
+) -> Callable[[Any], str | None]:
+    """Write the conversation in `layout`; returns what maps a hit to its dia_id.
+
+    - sessions: each LoCoMo session is one memdir session writing its turns as facts;
+    - facts: the same facts, written by no session;
+    - daily: each turn an entry of its session day's log (a `## HH:MM` section, a minute
+      apart, so each is a chunk of its own), found back by the lines a hit covers."""
+    import bisect
+
+    last = clock.now
+    fact_dia: dict[int, str] = {}
+    starts: dict[str, list[tuple[int, str]]] = {}  # daily path -> (first line, dia_id)
+    for session, texts, date in zip(sessions, items, dates, strict=True):
+        # a session without a readable date: a day after the one before; never back in time
+        clock.now = max(date if date is not None else last + 86_400, last + 60)
+        if layout == "daily":
+            for turn, text in zip(session, texts, strict=True):
+                written = memory.daily_append(text)
+                lines = memory.get(written.path).lines
+                heading = max(n for n, line in lines if line.startswith("## "))
+                starts.setdefault(written.path, []).append((heading, turn.dia_id))
+                clock.now += 60
+        else:
+            session_id = None
+            if layout == "sessions":
+                session_id = memory.start_session("cli").id
+                memory.bind_session(session_id)
+            fact_ids = memory.add_facts([(text, "learning") for text in texts])
+            fact_dia.update(zip(fact_ids, (t.dia_id for t in session), strict=True))
+            if session_id is not None:
+                memory.end_session(session_id)
+                memory.bind_session(None)
+            clock.now += 60 * len(texts)
+        last = clock.now
+
+    def answer_of(hit: Any) -> str | None:
+        if hit.kind == "fact":
+            return fact_dia.get(hit.id)
+        found = starts.get(hit.path or "")
+        if not found or hit.lines is None:
+            return None
+        at = bisect.bisect_right(found, (hit.lines[0], "\uffff")) - 1
+        return found[at][1] if at >= 0 else None
+
+    return answer_of
+
+
+def _dia_ids(hits: list[Any], answer_of: Callable[[Any], str | None]) -> list[str]:
+    """The hits' dia_ids in rank order, each once (a long turn may be two chunks)."""
+    out: list[str] = []
+    for hit in hits:
+        dia = answer_of(hit)
+        if dia is not None and dia not in out:
+            out.append(dia)
+    return out
 
 
 # -- main ------------------------------------------------------------------------------
@@ -540,6 +620,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dates", action="store_true", help="also write each turn's session day into its item"
     )
+    parser.add_argument(
+        "--layouts",
+        default="sessions,daily",
+        help="how each conversation is written, comma-separated: sessions (each LoCoMo "
+        "session one memdir session writing facts), daily (each turn an entry of its day's "
+        "log), facts (facts of no session); the first is reported under plain labels",
+    )
     parser.add_argument("--categories", default="1,2,3,4")
     parser.add_argument(
         "--vector-cache",
@@ -563,6 +650,13 @@ def main(argv: list[str] | None = None) -> int:
     if set(modes) - {"lexical"} and not embeddings.available():
         raise SystemExit(embeddings.INSTALL)
     settings = settings_for(modes, args.weights, args.min_score)
+    args.layouts = [x.strip() for x in args.layouts.split(",") if x.strip()]
+    if (
+        not args.layouts
+        or not set(args.layouts) <= set(LAYOUTS)
+        or len(set(args.layouts)) < len(args.layouts)
+    ):
+        raise SystemExit(f"--layouts: {','.join(args.layouts)!r}: use {', '.join(LAYOUTS)}")
     categories = {int(c) for c in args.categories.split(",")}
     with open(args.data, encoding="utf-8") as handle:
         data = json.load(handle)
@@ -632,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = [
         "bm25",
         *([SAME_ITEMS] if args.context or args.dates else []),
-        *(s.label for s in settings),
+        *(system_label(s.label, layout, args.layouts) for layout in args.layouts for s in settings),
     ]
     groups = [("all", None), *((CATEGORY_NAMES.get(c, str(c)), c) for c in sorted(categories))]
     rows = []
@@ -702,6 +796,7 @@ def main(argv: list[str] | None = None) -> int:
         "context": args.context,
         "dates": args.dates,
         "categories": sorted(categories),
+        "layouts": args.layouts,
     }
     out_dir, file_name = os.path.split(os.path.abspath(args.json))
     common.write_result(NAME, out_dir, params, rows, summary, file_name=file_name)

@@ -147,7 +147,13 @@ def check_result(result: dict[str, Any], systems: set[str]) -> None:
 
 
 def test_lexical_run_writes_the_metrics(tmp_path: Path) -> None:  # Q4
-    check_result(run_locomo(tmp_path, "lexical"), {"bm25", "lexical"})
+    """Both layouts by default: LoCoMo sessions as memdir sessions (plain labels) and the
+    turns as daily-log entries, each found back by the lines its hit covers."""
+    result = run_locomo(tmp_path, "lexical")
+    check_result(result, {"bm25", "lexical", "lexical · daily"})
+    assert result["params"]["layouts"] == ["sessions", "daily"]
+    daily = result["summary"]["overall"]["lexical · daily"]
+    assert daily["r10"] > 0  # chunks map back to turns (a wrong map finds no gold at all)
 
 
 @pytest.mark.embeddings
@@ -155,6 +161,6 @@ def test_lexical_run_writes_the_metrics(tmp_path: Path) -> None:  # Q4
 def test_lexical_and_hybrid_run_writes_the_metrics(tmp_path: Path) -> None:  # Q4
     result = run_locomo(tmp_path, "lexical,hybrid")
     hybrid = {s for s in result["summary"]["overall"] if s.startswith("hybrid")}
-    assert len(hybrid) == 1
-    check_result(result, {"bm25", "lexical", *hybrid})
+    assert len(hybrid) == 2 and sum(s.endswith(" · daily") for s in hybrid) == 1
+    check_result(result, {"bm25", "lexical", "lexical · daily", *hybrid})
     assert result["summary"]["best_hybrid"] in hybrid
