@@ -320,8 +320,8 @@ async def test_subagent_server_is_read_only(  # U2, U4, A2
         hits = (await call(client, "memory_search", {"query": "tea"}))["hits"]  # reading works
         assert [h["content"] for h in hits] == ["The user drinks green tea"]
 
-    with Memory() as memory:
-        assert memory.search("coffee") == []
+    with Memory() as memory:  # nothing was written (by meaning, tea is near coffee: Q2)
+        assert memory.search("coffee", mode="lexical") == []
         assert memory.hot() == ""
         assert memory.procedures() == []
         # No session of its own (no mcp session), and the child's record untouched.

@@ -51,8 +51,10 @@ class Settings(Record):
     # [distill] (D1): how much `memdir distill` gathers at most.
     distill_max_chars: int = 8000
     # [search] (Q2, Q3): "auto" is hybrid when the embeddings extra is installed, else
-    # lexical. Hybrid ranks by lexical_weight x bm25/best + semantic_weight x cosine: equal
-    # weights sit in the middle of the flat optimum (0.7-1.5) on the LoCoMo dev split.
+    # lexical. Hybrid ranks by lexical_weight x bm25/best + semantic_weight x the calibrated
+    # semantic score; lexical and hybrid add neighbour_weight x the better neighbour's score
+    # and group_weight x the group's share (search/context.py). The defaults sit in the flat
+    # optimum on the LoCoMo dev split (semantic 0.5-0.7, neighbour 0.3, group 0.4-0.5).
     # rrf_k orders lexical hits of equal share from different lists (facts, files,
     # procedures) by reciprocal rank. embed_on_write: "always", a small write embeds what it
     # wrote, loading the model in a CLI call if need be (~0.35 s on a ~30 ms write), so a
@@ -61,7 +63,9 @@ class Settings(Record):
     search_mode: str = "auto"
     search_min_score: float = 0.5
     search_lexical_weight: float = 1.0
-    search_semantic_weight: float = 1.0
+    search_semantic_weight: float = 0.5
+    search_neighbour_weight: float = 0.3
+    search_group_weight: float = 0.5
     search_rrf_k: int = 60
     search_embed_on_write: str = "always"
     # [duplicates] (N1): a write that resembles an active item this much is reported:
@@ -138,9 +142,11 @@ HOOKS_KEYS = {
 HOOKS_SWITCHES = ("recall_on_prompt",)  # true or false
 SEARCH_KEYS = {
     "mode": "one of auto, lexical, semantic, hybrid",
-    "min_score": "a number from -1 to 1 (cosine similarity)",
+    "min_score": "a number from -10 to 10 (the calibrated semantic score)",
     "lexical_weight": "a number from 0 to 1000",
     "semantic_weight": "a number from 0 to 1000",
+    "neighbour_weight": "a number from 0 to 1000",
+    "group_weight": "a number from 0 to 1000",
     "rrf_k": "a whole number from 1 to 1,000,000",
     "embed_on_write": "loaded or always",
 }
@@ -235,9 +241,11 @@ def _search_values(search: dict[str, Any], text: str, path: str) -> dict[str, An
         number = isinstance(value, int | float) and not isinstance(value, bool)
         ok = {
             "mode": value in ("auto", "lexical", "semantic", "hybrid"),
-            "min_score": number and -1 <= value <= 1,
+            "min_score": number and -10 <= value <= 10,
             "lexical_weight": number and 0 <= value <= 1000,
             "semantic_weight": number and 0 <= value <= 1000,
+            "neighbour_weight": number and 0 <= value <= 1000,
+            "group_weight": number and 0 <= value <= 1000,
             "rrf_k": _positive_int(value) and value <= 1_000_000,
             "embed_on_write": value in ("loaded", "always"),
         }.get(key)
@@ -397,9 +405,11 @@ def config_template() -> str:
         "# max_chars = 8000          # how much `memdir distill` gathers at most\n"
         "\n[search]\n"
         '# mode = "auto"             # auto (hybrid with the embeddings extra), lexical, ...\n'
-        "# min_score = 0.5           # semantic hits below this cosine are dropped\n"
-        "# lexical_weight = 1.0      # hybrid: weight x bm25/best + weight x cosine\n"
-        "# semantic_weight = 1.0\n"
+        "# min_score = 0.5           # semantic hits below this score are dropped (0: unrelated)\n"
+        "# lexical_weight = 1.0      # hybrid: weight x bm25/best + weight x semantic score\n"
+        "# semantic_weight = 0.5\n"
+        "# neighbour_weight = 0.3    # + weight x the better score of the items beside a hit\n"
+        "# group_weight = 0.5        # + weight x its session's or file's share as one text\n"
         "# rrf_k = 60                # orders equal lexical scores by reciprocal rank\n"
         '# embed_on_write = "always" # loaded: a CLI write leaves embedding to reindex/server\n'
         "\n[duplicates]\n"

@@ -199,9 +199,12 @@ _SEARCH = Tool(
             },
             "min_score": {
                 "type": "number",
-                "minimum": -1,
-                "maximum": 1,
-                "description": "Drop semantic hits below this cosine (default 0.5).",
+                "minimum": -10,
+                "maximum": 10,
+                "description": (
+                    "Drop semantic hits below this score (default 0.5; 0: as alike as "
+                    "unrelated memories, 1: as the closest 1% of them)."
+                ),
             },
             "kinds": {
                 "type": "array",

@@ -91,7 +91,10 @@ def add_search(b: Builder) -> None:
         help="default: hybrid with the embeddings extra installed, else lexical",
     )
     search.add_argument(
-        "--min-score", type=float, metavar="S", help="drop semantic hits below this cosine (0.5)"
+        "--min-score",
+        type=float,
+        metavar="S",
+        help="drop semantic hits below this score (0.5; 0: unrelated)",
     )
     search.add_argument(
         "--as-of",

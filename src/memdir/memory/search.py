@@ -105,6 +105,7 @@ class SearchMemory(MemoryBase):
             rrf_k=settings.search_rrf_k,
             pending=self.unembedded,
             as_of=when,
+            context_weights=(settings.search_neighbour_weight, settings.search_group_weight),
         )
         if record:
             self._note_hits(hits)

@@ -33,6 +33,7 @@ from ..errors import ValidationError
 from ..models import Fact, Hit
 from ..paths import Layout
 from ..storage import embeddings
+from .context import CONTEXT_DEPTH
 from .index import CHUNK_KINDS
 
 TYPE_CHECKING = False
@@ -116,6 +117,20 @@ class VectorCache:
         return self.keys, self.matrix
 
 
+# Per model: the mean and the 99th percentile of the cosines between unrelated texts like
+# those agents store (bench/calibrate.py measures them). A semantic score is the cosine
+# on that scale, s = (cos - mean) / (p99 - mean): 0 is as alike as two unrelated memories
+# are on average, 1 as alike as the closest 1% of them; above 1, alike as unrelated
+# memories almost never are. So min_score means the same for every model.
+CALIBRATION = {embeddings.DEFAULT_MODEL: (0.116, 0.360)}
+
+
+def calibration(embedder: Embedder) -> tuple[float, float]:
+    """(mean, p99) of the model's cosines between unrelated texts; a model without
+    measured constants keeps the plain cosine (0, 1)."""
+    return CALIBRATION.get(embedder.name, (0.0, 1.0))
+
+
 def effective_mode(mode: str, text: str) -> str:
     """F4: AND, NOT, "phrases" mean exactly that, and similarity would not: a structured
     query in hybrid mode runs lexically."""
@@ -139,12 +154,14 @@ def search(
     rrf_k: int,
     pending: int = 0,
     as_of: str | None = None,
+    context_weights: tuple[float, float] = (0.0, 0.0),
 ) -> list[Hit]:
     """`embedder` None in semantic or hybrid mode: the store holds no vector of the model,
     so there is nothing to compare the question with. `pending`: how many items have no
     vector yet; semantic mode then adds their lexical hits. `as_of`: the facts that held
     at that time (F3), lexically: files keep no history, and superseded facts keep
-    no vector."""
+    no vector. `context_weights`: (neighbour_weight, group_weight) of a plain-word
+    question's ranking in lexical and hybrid mode (context.py)."""
     node = query.parse_search(text)
     if node is None:
         return []  # nothing to look for: an empty list, not an error (Q2)
@@ -158,11 +175,19 @@ def search(
             ]
         )
         return [hit for _, hit in found]
+    in_context = any(context_weights) and not query.is_structured(text)
     lexical: list[list[tuple[Key, Hit]]] = []
     if mode != "semantic" or pending:
-        lexical = _lexical_lists(store, layout, node, category, since, kinds, depth)
+        deeper = max(depth, CONTEXT_DEPTH) if in_context and mode == "lexical" else depth
+        lexical = _lexical_lists(store, layout, node, category, since, kinds, deeper)
+    admit = _Admit(kinds, category, since)
     if mode == "lexical":
-        return _finish(_fuse(lexical, rrf_k), limit)
+        fused = _fuse(lexical, rrf_k)
+        if in_context:
+            fused = _in_context(
+                store, fused, node, admit, lambda key: 0.0, context_weights, bring_in=False
+            )
+        return _finish(fused, limit)
     semantic: list[tuple[Key, Hit]] = []
     similarity: Callable[[Key], float | None] = lambda key: None  # noqa: E731
     if embedder is not None:
@@ -179,7 +204,87 @@ def search(
             if similarity(key) is None
         ]
         return _finish(semantic + unseen, limit)
-    return _finish(_combine(lexical, semantic, similarity, weights), limit)
+    combined = _combine(lexical, semantic, similarity, weights)
+    if in_context:
+
+        def own_of(key: Key) -> float:  # not a candidate: no lexical match in reach
+            return weights[1] * max(similarity(key) or 0.0, 0.0)
+
+        combined = [
+            (key, _unseen(key, hit, similarity))
+            for key, hit in _in_context(
+                store, combined, node, admit, own_of, context_weights, relative=False
+            )
+        ]
+    return _finish(combined, limit)
+
+
+def _unseen(key: Key, hit: Hit, similarity: Callable[[Key], float | None]) -> Hit:
+    """A neighbour brought in without a vector is marked, as _combine marks the rest."""
+    if hit.lexical_only is None and key[0] != "path" and similarity(key) is None:
+        return hit._replace(lexical_only=True)
+    return hit
+
+
+class _Admit:
+    """Whether a neighbour brought in by its context passes the search's filters."""
+
+    def __init__(self, kinds: tuple[str, ...], category: str | None, since: str | None) -> None:
+        self.kinds, self.category, self.since = kinds, category, since
+
+    def fact(self, fact: Fact) -> Hit | None:
+        if (
+            "fact" in self.kinds
+            and fact.status == "active"
+            and self.category in (None, fact.category)
+            and (self.since is None or fact.created >= self.since)
+        ):
+            return _fact_hit(fact, 0.0)
+        return None
+
+    def chunk(self, row: Chunk) -> Hit | None:
+        if (
+            self.category is None
+            and row[2] in self.kinds
+            and (self.since is None or (row[5] or "") >= self.since)
+        ):
+            return _chunk_hit(row, 0.0)
+        return None
+
+
+def _in_context(
+    store: Store,
+    ranked: list[tuple[Key, Hit]],
+    node: query.Node,
+    admit: _Admit,
+    own_of: Callable[[Key], float],
+    weights: tuple[float, float],
+    relative: bool = True,
+    bring_in: bool = True,
+) -> list[tuple[Key, Hit]]:
+    """`ranked` re-ranked by each hit's context (context.py); `relative`: scores as a share
+    of the best, as lexical scores are (Q1), else the sum itself (hybrid)."""
+    from . import context
+
+    if not ranked:
+        return ranked
+    found = context.rank(
+        store,
+        ranked,
+        node,
+        own_of=own_of,
+        fact_hit=admit.fact,
+        chunk_hit=admit.chunk,
+        weights=weights,
+        bring_in=bring_in,
+    )
+    best = found[0][2] if found else 0.0
+    if relative:
+        return [
+            (key, hit._replace(score=max(round(score / best, 4), MIN_SHARE) if best > 0 else 1.0))
+            for key, hit, score in found
+        ]
+    return [(key, hit._replace(score=round(score, 6))) for key, hit, score in found]
 
 
 def _lexical_lists(
@@ -253,14 +358,15 @@ def _semantic(
     depth: int,
     min_score: float,
 ) -> tuple[list[tuple[Key, Hit]], Callable[[Key], float | None]]:
-    """The hits at or above min_score, best first, and the cosine of any key (None: it
-    has no vector yet), for hybrid ranking."""
+    """The hits whose semantic score (the calibrated cosine) is at or above min_score,
+    best first, and the score of any key (None: it has no vector yet), for hybrid."""
     import numpy as np
 
     keys, matrix = cache.load(store, embedder)
     if not keys:
         return [], lambda key: None
-    scores = matrix @ embedder.embed([text])[0]
+    mean, p99 = calibration(embedder)
+    scores = (matrix @ embedder.embed([text])[0] - mean) / (p99 - mean)
     rows = cache.rows
 
     def similarity(key: Key) -> float | None:
@@ -276,7 +382,7 @@ def _semantic(
     out: list[tuple[Key, Hit]] = []
     for i in top:
         owner, owner_id = keys[i]
-        score = round(float(scores[i]), 6)
+        score = round(float(scores[i]), 4)
         if owner == "fact" and owner_id in facts:
             f = facts[owner_id]
             if (

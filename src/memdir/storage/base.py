@@ -176,6 +176,19 @@ class IndexStore(Protocol):
 
     def chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]: ...
 
+    def group_scores(self, query: Node) -> dict[str, float]:
+        """Q3: group key (`session:<id>`, `file:<path>`) -> the bm25 (higher is better) of
+        the group as one document: a session's facts, a file's chunks."""
+        ...
+
+    def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
+        """Q3: fact id -> the active facts its session wrote just before and after it."""
+        ...
+
+    def chunk_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
+        """Q3: chunk id -> the chunks just above and below it in its file."""
+        ...
+
     def unembedded(self, model: str, limit: int) -> list[Unembedded]: ...
 
     def unembedded_items(

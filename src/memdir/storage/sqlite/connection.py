@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from ...errors import QueryError, StorageError
 from ...lazy import lazy
+from . import groups
 from .migrations import migrate
 
 TYPE_CHECKING = False
@@ -151,6 +152,7 @@ class Connection:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
+                groups.refresh(db)  # the search groups this write touched (Q3)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise

@@ -113,6 +113,55 @@ class IndexRows(Connection):
             ).fetchall()
         return {row[0]: Chunk(*row) for row in rows}
 
+    # -- the context of a hit: its group and its neighbours (Q3) ---------------------------
+
+    def group_scores(self, query: Node) -> dict[str, float]:
+        """group key (session:<id>, file:<path>) -> the bm25 of its document, for every
+        group that matches (groups.py): sessions and files, a few per thousand items."""
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("search"):
+            rows = db.execute(
+                "SELECT g.key, bm25(groups_fts) FROM groups_fts "
+                "JOIN search_groups g ON g.id = groups_fts.rowid WHERE groups_fts MATCH ?",
+                (to_fts5(query),),
+            ).fetchall()
+        return {key: -float(score) for key, score in rows}
+
+    def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
+        """fact id -> (the active fact its session wrote just before it, just after); facts
+        of no session have none and are left out."""
+        db = self._conn()
+        if db is None or not ids:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                "SELECT f.id, (SELECT max(p.id) FROM facts p WHERE p.session_id = f.session_id "
+                "AND p.id < f.id AND p.status = 'active'), (SELECT min(n.id) FROM facts n "
+                "WHERE n.session_id = f.session_id AND n.id > f.id AND n.status = 'active') "
+                f"FROM facts f WHERE f.id IN ({', '.join('?' * len(ids))}) "
+                "AND f.session_id IS NOT NULL",
+                ids,
+            ).fetchall()
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def chunk_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
+        """chunk id -> (the chunk of its file just above it, just below)."""
+        db = self._conn()
+        if db is None or not ids:
+            return {}
+        with self._translated("read"):
+            rows = db.execute(
+                "SELECT c.id, (SELECT p.id FROM chunks p WHERE p.path = c.path AND "
+                "p.start_line < c.start_line ORDER BY p.start_line DESC LIMIT 1), "
+                "(SELECT n.id FROM chunks n WHERE n.path = c.path AND n.start_line > "
+                "c.start_line ORDER BY n.start_line LIMIT 1) "
+                f"FROM chunks c WHERE c.id IN ({', '.join('?' * len(ids))})",
+                ids,
+            ).fetchall()
+        return {row[0]: (row[1], row[2]) for row in rows}
+
     # -- vectors ---------------------------------------------------------------------------
 
     def unembedded(self, model: str, limit: int) -> list[Unembedded]:

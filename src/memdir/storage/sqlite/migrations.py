@@ -349,6 +349,50 @@ def _exact_keys(db: sqlite3.Connection) -> None:
     db.execute("DELETE FROM procedure_prints")
 
 
+def _search_groups(db: sqlite3.Connection) -> None:
+    """Q3: each session's facts and each indexed file's chunks as one FTS5 document
+    (groups.py), kept current by the write that changes them: triggers note the group,
+    the transaction rebuilds its document before it commits. Built here for what is
+    stored already."""
+    run_script(
+        db,
+        """
+        CREATE TABLE search_groups (
+            id  INTEGER PRIMARY KEY,
+            key TEXT NOT NULL UNIQUE  -- session:<id> or file:<path>
+        );
+        CREATE VIRTUAL TABLE groups_fts USING fts5(
+            content, tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TABLE groups_dirty (key TEXT PRIMARY KEY) WITHOUT ROWID;
+        CREATE TRIGGER facts_group_ai AFTER INSERT ON facts
+        WHEN new.session_id IS NOT NULL AND new.status = 'active' BEGIN
+            INSERT OR IGNORE INTO groups_dirty VALUES ('session:' || new.session_id);
+        END;
+        CREATE TRIGGER facts_group_au AFTER UPDATE OF status, content ON facts
+        WHEN new.session_id IS NOT NULL BEGIN
+            INSERT OR IGNORE INTO groups_dirty VALUES ('session:' || new.session_id);
+        END;
+        CREATE TRIGGER facts_group_ad AFTER DELETE ON facts WHEN old.session_id IS NOT NULL BEGIN
+            INSERT OR IGNORE INTO groups_dirty VALUES ('session:' || old.session_id);
+        END;
+        CREATE TRIGGER chunks_group_ai AFTER INSERT ON chunks BEGIN
+            INSERT OR IGNORE INTO groups_dirty VALUES ('file:' || new.path);
+        END;
+        CREATE TRIGGER chunks_group_ad AFTER DELETE ON chunks BEGIN
+            INSERT OR IGNORE INTO groups_dirty VALUES ('file:' || old.path);
+        END;
+        INSERT OR IGNORE INTO groups_dirty
+            SELECT DISTINCT 'session:' || session_id FROM facts
+            WHERE session_id IS NOT NULL AND status = 'active';
+        INSERT OR IGNORE INTO groups_dirty SELECT DISTINCT 'file:' || path FROM chunks;
+        """,
+    )
+    from . import groups
+
+    groups.refresh(db)
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
@@ -358,4 +402,9 @@ MIGRATIONS: list[Migration] = [
     (6, "validity windows, duplicate keys, past facts' index, fact usage", _curation),
     (7, "body keys and band keys of each entry and procedure", _entry_fingerprints),
     (8, "exact-duplicate keys up to case, Unicode form and spacing only", _exact_keys),
+    (
+        9,
+        "search groups: each session's facts and each file's chunks as one document",
+        _search_groups,
+    ),
 ]
