@@ -1,0 +1,152 @@
+"""A hit's company in the ranking (Q3): its neighbours and its group, and the calibrated
+semantic score (Q2). Real stores, real SQLite; the model where the extra is installed."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memdir import Memory
+from memdir.storage import embeddings
+from memdir.storage.rows import Op, Word
+from memdir.storage.sqlite import groups
+
+needs_model = pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra")
+
+
+def _session(memory: Memory, texts: list[str]) -> list[int]:
+    """Facts written one after another by one session, as an agent writes them."""
+    session = memory.start_session("cli")
+    memory.bind_session(session.id)
+    try:
+        return [memory.add_fact(text, "learning").id for text in texts]
+    finally:
+        memory.end_session(session.id)
+        memory.bind_session(None)
+
+
+def _words(*words: str) -> Op | Word:
+    node: Op | Word = Word(words[0])
+    for word in words[1:]:
+        node = Op("OR", node, Word(word))
+    return node
+
+
+def test_a_hit_in_a_session_about_the_question_ranks_first(memory: Memory) -> None:  # Q3
+    """Two facts match the same word equally; the one whose session is about the rest of
+    the question ranks first, in lexical and in hybrid mode."""
+    elsewhere = _session(memory, ["The hotel is next to the station", "Dentist on Monday"])
+    [_, trip_hotel, _] = _session(
+        memory,
+        ["We planned the trip to Lisbon", "The hotel is next to the river", "Lisbon in May"],
+    )
+    for mode in ("lexical", "hybrid") if embeddings.available() else ("lexical",):
+        hits = memory.search("Lisbon trip hotel", mode=mode, kinds=["fact"])
+        ids = [h.id for h in hits]
+        assert ids.index(trip_hotel) < ids.index(elsewhere[0]), mode
+    lexical = memory.search("Lisbon trip hotel", mode="lexical", kinds=["fact"])
+    assert lexical[0].score == 1.0  # Q1: lexical scores stay a share of the best
+
+
+def test_lexical_search_shows_only_what_matched(memory: Memory) -> None:  # Q3 F4
+    """A neighbour lends its score but a lexical search never shows an item that holds
+    none of the question's words."""
+    _session(memory, ["The deploy freeze starts on Friday", "ok, agreed", "Lunch at noon"])
+    hits = memory.search("deploy freeze", mode="lexical")
+    assert [h.content for h in hits] == ["The deploy freeze starts on Friday"]
+
+
+def test_a_structured_query_is_ranked_by_its_words_alone(memory: Memory) -> None:  # F4 Q3
+    a = memory.add_fact("alpha beta", "learning")
+    _session(memory, ["alpha gamma", "gamma gamma gamma beta"])
+    plain = memory.store.search_facts(_words("alpha"), None, None, 10)
+    hits = memory.search('"alpha"', mode="lexical")
+    assert [h.id for h in hits] == [f.id for f, _ in plain]
+    assert a.id in [h.id for h in hits]
+
+
+def test_group_documents_follow_every_write(memory: Memory) -> None:  # Q3
+    """A session's document holds its active facts: a superseded or removed fact's words
+    leave it in the same transaction; a file's document holds its chunks."""
+    store = memory.store
+    [kiwi, tractor] = _session(memory, ["kiwi harvest in March", "tractor fuel on Monday"])
+    session = memory.get_fact(kiwi).session_id
+    assert set(store.group_scores(Word("kiwi"))) == {f"session:{session}"}
+    memory.supersede_fact(kiwi, "apple harvest in March")  # by no session: in no group
+    assert store.group_scores(Word("kiwi")) == {}
+    assert store.group_scores(Word("harvest")) == {}
+    memory.remove_fact(tractor)
+    assert store.group_scores(Word("tractor")) == {}
+    memory.write_entry("orchard", "# Orchard\n\nPear trees by the wall.\n", "the orchard")
+    memory.search("pear", mode="lexical")  # a search brings the chunk index up to date
+    assert "file:global/orchard.md" in store.group_scores(Word("pear"))
+    memory.remove_entry("orchard")
+    memory.search("pear", mode="lexical")
+    assert store.group_scores(Word("pear")) == {}
+
+
+def test_a_group_document_keeps_the_latest_members_within_its_cap(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:  # Q3
+    """A rebuild costs the same in a long session as in a short one: the document holds
+    the session's latest facts up to GROUP_CHARS."""
+    monkeypatch.setattr(groups, "GROUP_CHARS", 60)
+    _session(
+        memory,
+        [f"note number {i} about {word}" for i, word in enumerate(["oak", "elm", "ash", "yew"])],
+    )
+    found = memory.store.group_scores(_words("oak", "elm", "ash", "yew"))
+    assert len(found) == 1
+    assert memory.store.group_scores(Word("yew")) and not memory.store.group_scores(Word("oak"))
+
+
+def test_an_older_store_gets_its_groups_built(memory: Memory, state_dir: Path) -> None:  # Q3 L3
+    """The migration builds the documents of what a store held before groups existed."""
+    [fact] = _session(memory, ["kiwi harvest in March"])
+    session = memory.get_fact(fact).session_id
+    memory.close()
+    db = sqlite3.connect(Memory(create=False).layout.db)
+    db.executescript(
+        "DROP TABLE search_groups; DROP TABLE groups_fts; DROP TABLE groups_dirty; "
+        "DROP TRIGGER facts_group_ai; DROP TRIGGER facts_group_au; DROP TRIGGER facts_group_ad; "
+        "DROP TRIGGER chunks_group_ai; DROP TRIGGER chunks_group_ad; "
+        "DELETE FROM schema_migrations WHERE version = 9; PRAGMA user_version = 8;"
+    )
+    db.close()
+    with Memory() as reopened:
+        assert set(reopened.store.group_scores(Word("kiwi"))) == {f"session:{session}"}
+
+
+@pytest.mark.embeddings
+@needs_model
+def test_a_paraphrase_passes_the_default_min_score(memory: Memory) -> None:  # Q2
+    """Calibrated: 0.5 means as alike as the closest few unrelated memories, whatever the
+    model's raw cosines; "feline pet" finds the kitten (a raw cosine under 0.5)."""
+    kitten = memory.add_fact("I adopted a kitten last spring", "learning")
+    memory.add_fact("The quarterly report is due on Friday", "learning")
+    memory.embed_pending()
+    hits = memory.search("feline pet", mode="semantic")
+    assert [h.id for h in hits] == [kitten.id]
+    assert hits[0].score >= 0.5
+
+
+@pytest.mark.embeddings
+@needs_model
+def test_hybrid_brings_in_the_neighbour_that_answers(memory: Memory) -> None:  # Q3
+    """The answer says none of the question's words; the fact its session wrote just
+    before it does. Hybrid ranks the answer in, next to that fact."""
+    [question, answer, _] = _session(
+        memory,
+        [
+            "When is the deploy freeze this quarter?",
+            "ok, Friday then",
+            "Lunch at noon",
+        ],
+    )
+    for i in range(30):
+        memory.add_fact(f"Unrelated note {i} about invoices and paper stock", "learning")
+    memory.embed_pending()
+    ids = [h.id for h in memory.search("deploy freeze", mode="hybrid", limit=5)]
+    assert ids[0] == question and answer in ids
