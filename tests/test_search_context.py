@@ -34,6 +34,16 @@ def _words(*words: str) -> Op | Word:
     return node
 
 
+def _owners(memory: Memory, node: Op | Word) -> set[str]:
+    """The sessions and files whose group documents match `node`."""
+    pages = list(memory.store.group_scores(node))
+    db = memory.store._require()
+    marks = ", ".join("?" * len(pages))
+    return {
+        o for (o,) in db.execute(f"SELECT owner FROM search_groups WHERE id IN ({marks})", pages)
+    }
+
+
 def test_a_hit_in_a_session_about_the_question_ranks_first(memory: Memory) -> None:  # Q3
     """Two facts match the same word equally; the one whose session is about the rest of
     the question ranks first, in lexical and in hybrid mode."""
@@ -70,36 +80,40 @@ def test_a_structured_query_is_ranked_by_its_words_alone(memory: Memory) -> None
 def test_group_documents_follow_every_write(memory: Memory) -> None:  # Q3
     """A session's document holds its active facts: a superseded or removed fact's words
     leave it in the same transaction; a file's document holds its chunks."""
-    store = memory.store
     [kiwi, tractor] = _session(memory, ["kiwi harvest in March", "tractor fuel on Monday"])
     session = memory.get_fact(kiwi).session_id
-    assert set(store.group_scores(Word("kiwi"))) == {f"session:{session}"}
+    assert _owners(memory, Word("kiwi")) == {f"session:{session}"}
     memory.supersede_fact(kiwi, "apple harvest in March")  # by no session: in no group
-    assert store.group_scores(Word("kiwi")) == {}
-    assert store.group_scores(Word("harvest")) == {}
+    assert _owners(memory, Word("kiwi")) == set() == _owners(memory, Word("harvest"))
     memory.remove_fact(tractor)
-    assert store.group_scores(Word("tractor")) == {}
+    assert _owners(memory, Word("tractor")) == set()
     memory.write_entry("orchard", "# Orchard\n\nPear trees by the wall.\n", "the orchard")
     memory.search("pear", mode="lexical")  # a search brings the chunk index up to date
-    assert "file:global/orchard.md" in store.group_scores(Word("pear"))
+    assert _owners(memory, Word("pear")) == {"file:global/orchard.md"}
     memory.remove_entry("orchard")
     memory.search("pear", mode="lexical")
-    assert store.group_scores(Word("pear")) == {}
+    assert _owners(memory, Word("pear")) == set()
 
 
-def test_a_group_document_keeps_the_latest_members_within_its_cap(
+def test_a_long_session_is_paged_and_a_write_rebuilds_one_page(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # Q3
-    """A rebuild costs the same in a long session as in a short one: the document holds
-    the session's latest facts up to GROUP_CHARS."""
-    monkeypatch.setattr(groups, "GROUP_CHARS", 60)
-    _session(
-        memory,
-        [f"note number {i} about {word}" for i, word in enumerate(["oak", "elm", "ash", "yew"])],
-    )
-    found = memory.store.group_scores(_words("oak", "elm", "ash", "yew"))
-    assert len(found) == 1
-    assert memory.store.group_scores(Word("yew")) and not memory.store.group_scores(Word("oak"))
+    """A write costs the same in a long session as in a short one: the session's facts are
+    cut into pages of PAGE_CHARS in the order written, and a new fact changes the last."""
+    monkeypatch.setattr(groups, "PAGE_CHARS", 70)
+    session = memory.start_session("cli")
+    memory.bind_session(session.id)
+    for word in ("oak", "elm", "ash", "yew"):
+        memory.add_fact(f"a note about the {word} tree here", "learning")
+    db = memory.store._require()
+    before = db.execute("SELECT id, first, last FROM search_groups ORDER BY first").fetchall()
+    assert len(before) == 2  # two facts a page
+    memory.add_fact("a note about the fir", "learning")
+    after = db.execute("SELECT id, first, last FROM search_groups ORDER BY first").fetchall()
+    assert after[0] == before[0] and len(after) == 3  # the full page is left as it was
+    assert _owners(memory, Word("fir")) == {f"session:{session.id}"}
+    hits = memory.search("oak tree", mode="lexical", kinds=["fact"])
+    assert hits[0].content == "a note about the oak tree here"
 
 
 def test_an_older_store_gets_its_groups_built(memory: Memory, state_dir: Path) -> None:  # Q3 L3
@@ -116,7 +130,7 @@ def test_an_older_store_gets_its_groups_built(memory: Memory, state_dir: Path) -
     )
     db.close()
     with Memory() as reopened:
-        assert set(reopened.store.group_scores(Word("kiwi"))) == {f"session:{session}"}
+        assert _owners(reopened, Word("kiwi")) == {f"session:{session}"}
 
 
 @pytest.mark.embeddings

@@ -176,9 +176,14 @@ class IndexStore(Protocol):
 
     def chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]: ...
 
-    def group_scores(self, query: Node) -> dict[str, float]:
-        """Q3: group key (`session:<id>`, `file:<path>`) -> the bm25 (higher is better) of
-        the group as one document: a session's facts, a file's chunks."""
+    def group_scores(self, query: Node) -> dict[int, float]:
+        """Q3: group document id -> its bm25 (higher is better), for the documents that
+        match: pages of a session's facts in the order written, a file's chunks."""
+        ...
+
+    def group_pages(self, owners: list[str]) -> dict[str, list[tuple[int, int, int]]]:
+        """Q3: owner (`session:<id>`, `file:<path>`) -> its group documents as (first
+        member id, last member id, document id), in order."""
         ...
 
     def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:

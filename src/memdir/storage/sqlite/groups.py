@@ -1,11 +1,13 @@
-"""The search groups (Q3): each session's facts, and each indexed file's chunks, as one
-FTS5 document, so a search can score an item by the company it keeps (a question about a
-conversation matches the session better than any one line of it).
+"""The search groups (Q3): runs of a session's facts, and each indexed file's chunks, as
+FTS5 documents, so a search can score an item by the company it keeps (a question about
+a conversation matches the run of it better than any one line).
 
-Triggers note which groups a write touched (`groups_dirty`); the write's transaction
-rebuilds those documents before it commits, once each however many rows it wrote. A
-group's document is its latest members up to GROUP_CHARS: a rebuild costs the same in a
-session of ten facts and in one of ten thousand."""
+Triggers note which sessions and files a write touched (`groups_dirty`); the write's
+transaction brings their documents up to date before it commits, once each however many
+rows it wrote. A session's facts, in the order written, are cut into pages of at most
+PAGE_CHARS; a write rebuilds only the pages whose members changed, so adding a fact to a
+long session costs one page, not the session. A file is one document, its first
+FILE_CHARS: a changed file is chunked again whole anyway."""
 
 from __future__ import annotations
 
@@ -13,43 +15,85 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
-GROUP_CHARS = 32_000
-
-# the latest members first, so the cut keeps the newest; reversed back into order below
-_MEMBERS = {
-    "session": "SELECT content FROM facts WHERE session_id = ? AND status = 'active' "
-    "ORDER BY id DESC",
-    "file": "SELECT content FROM chunks WHERE path = ? ORDER BY start_line DESC",
-}
+PAGE_CHARS = 4_000
+FILE_CHARS = 32_000
 
 
 def refresh(db: sqlite3.Connection) -> None:
-    """Rebuild the documents of the groups this transaction touched (inside it)."""
-    keys = [key for (key,) in db.execute("SELECT key FROM groups_dirty")]
-    if not keys:
+    """Bring the documents of the groups this transaction touched up to date (inside it)."""
+    owners = [owner for (owner,) in db.execute("SELECT key FROM groups_dirty")]
+    if not owners:
         return
-    for key in keys:
-        kind, _, name = key.partition(":")
-        parts: list[str] = []
-        size = 0
-        for (content,) in db.execute(_MEMBERS[kind], (name,)):
-            if size + len(content) > GROUP_CHARS and parts:
-                break
-            parts.append(content)
-            size += len(content) + 1
-        row = db.execute("SELECT id FROM search_groups WHERE key = ?", (key,)).fetchone()
-        if row is not None:
-            db.execute("DELETE FROM groups_fts WHERE rowid = ?", row)
-        if not parts:
-            if row is not None:
-                db.execute("DELETE FROM search_groups WHERE id = ?", row)
-            continue
-        if row is None:
-            row = db.execute(
-                "INSERT INTO search_groups (key) VALUES (?) RETURNING id", (key,)
-            ).fetchone()
-        db.execute(
-            "INSERT INTO groups_fts (rowid, content) VALUES (?, ?)",
-            (row[0], "\n".join(reversed(parts))),
-        )
+    for owner in owners:
+        kind, _, name = owner.partition(":")
+        if kind == "session":
+            sizes = db.execute(
+                "SELECT id, length(content) FROM facts WHERE session_id = ? "
+                "AND status = 'active' ORDER BY id",
+                (name,),
+            ).fetchall()
+            pages = _pages(sizes, PAGE_CHARS)
+        else:
+            sizes = db.execute(
+                "SELECT id, length(content) FROM chunks WHERE path = ? ORDER BY start_line",
+                (name,),
+            ).fetchall()
+            pages = _pages(sizes, FILE_CHARS)[:1]
+        _store(db, owner, kind, name, pages)
     db.execute("DELETE FROM groups_dirty")
+
+
+Page = tuple[int, int, int]  # first member id, last member id, how many members
+
+
+def _pages(sizes: list[tuple[int, int]], limit: int) -> list[Page]:
+    """Consecutive members, at most `limit` characters a page (a longer member alone)."""
+    pages: list[Page] = []
+    first = last = count = size = 0
+    for member, length in sizes:
+        if count and size + length > limit:
+            pages.append((first, last, count))
+            count = size = 0
+        if not count:
+            first = member
+        last, count, size = member, count + 1, size + length + 1
+    if count:
+        pages.append((first, last, count))
+    return pages
+
+
+def _store(db: sqlite3.Connection, owner: str, kind: str, name: str, pages: list[Page]) -> None:
+    """Replace the owner's documents that differ (by first, last and member count): only
+    those are read and indexed again."""
+    stored = {
+        (first, last, members): page_id
+        for page_id, first, last, members in db.execute(
+            "SELECT id, first, last, members FROM search_groups WHERE owner = ?", (owner,)
+        )
+    }
+    wanted = set(pages)
+    for sig, page_id in stored.items():
+        if sig not in wanted:
+            db.execute("DELETE FROM groups_fts WHERE rowid = ?", (page_id,))
+            db.execute("DELETE FROM search_groups WHERE id = ?", (page_id,))
+    for first, last, members in pages:
+        if (first, last, members) in stored:
+            continue
+        if kind == "session":
+            rows = db.execute(
+                "SELECT content FROM facts WHERE session_id = ? AND status = 'active' "
+                "AND id BETWEEN ? AND ? ORDER BY id",
+                (name, first, last),
+            )
+        else:
+            rows = db.execute(
+                "SELECT content FROM chunks WHERE path = ? ORDER BY start_line LIMIT ?",
+                (name, members),
+            )
+        text = "\n".join(content for (content,) in rows)
+        (page_id,) = db.execute(
+            "INSERT INTO search_groups (owner, first, last, members) VALUES (?, ?, ?, ?) "
+            "RETURNING id",
+            (owner, first, last, members),
+        ).fetchone()
+        db.execute("INSERT INTO groups_fts (rowid, content) VALUES (?, ?)", (page_id, text))

@@ -115,19 +115,34 @@ class IndexRows(Connection):
 
     # -- the context of a hit: its group and its neighbours (Q3) ---------------------------
 
-    def group_scores(self, query: Node) -> dict[str, float]:
-        """group key (session:<id>, file:<path>) -> the bm25 of its document, for every
-        group that matches (groups.py): sessions and files, a few per thousand items."""
+    def group_scores(self, query: Node) -> dict[int, float]:
+        """group document id -> its bm25 (higher is better), for every document that
+        matches (groups.py: pages of sessions, files): a few per thousand items."""
         db = self._conn()
         if db is None:
             return {}
         with self._translated("search"):
             rows = db.execute(
-                "SELECT g.key, bm25(groups_fts) FROM groups_fts "
-                "JOIN search_groups g ON g.id = groups_fts.rowid WHERE groups_fts MATCH ?",
+                "SELECT rowid, bm25(groups_fts) FROM groups_fts WHERE groups_fts MATCH ?",
                 (to_fts5(query),),
             ).fetchall()
-        return {key: -float(score) for key, score in rows}
+        return {page: -float(score) for page, score in rows}
+
+    def group_pages(self, owners: list[str]) -> dict[str, list[tuple[int, int, int]]]:
+        """owner (session:<id>, file:<path>) -> its documents as (first member, last
+        member, document id), in order."""
+        db = self._conn()
+        if db is None or not owners:
+            return {}
+        found: dict[str, list[tuple[int, int, int]]] = {}
+        with self._translated("read"):
+            for owner, first, last, page in db.execute(
+                "SELECT owner, first, last, id FROM search_groups WHERE owner IN "
+                f"({', '.join('?' * len(owners))}) ORDER BY owner, first",
+                owners,
+            ):
+                found.setdefault(owner, []).append((first, last, page))
+        return found
 
     def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
         """fact id -> (the active fact its session wrote just before it, just after); facts

@@ -350,17 +350,22 @@ def _exact_keys(db: sqlite3.Connection) -> None:
 
 
 def _search_groups(db: sqlite3.Connection) -> None:
-    """Q3: each session's facts and each indexed file's chunks as one FTS5 document
-    (groups.py), kept current by the write that changes them: triggers note the group,
-    the transaction rebuilds its document before it commits. Built here for what is
+    """Q3: pages of each session's facts and each indexed file's chunks as FTS5 documents
+    (groups.py), kept current by the write that changes them: triggers note the session or
+    file, the transaction rebuilds what changed before it commits. Built here for what is
     stored already."""
     run_script(
         db,
         """
+        -- one row per document: a page of a session's facts, or a file's chunks
         CREATE TABLE search_groups (
-            id  INTEGER PRIMARY KEY,
-            key TEXT NOT NULL UNIQUE  -- session:<id> or file:<path>
+            id      INTEGER PRIMARY KEY,
+            owner   TEXT NOT NULL,     -- session:<id> or file:<path>
+            first   INTEGER NOT NULL,  -- the first and last member (fact or chunk id)
+            last    INTEGER NOT NULL,
+            members INTEGER NOT NULL
         );
+        CREATE INDEX search_groups_owner ON search_groups(owner, first);
         CREATE VIRTUAL TABLE groups_fts USING fts5(
             content, tokenize='porter unicode61 remove_diacritics 2'
         );
@@ -404,7 +409,7 @@ MIGRATIONS: list[Migration] = [
     (8, "exact-duplicate keys up to case, Unicode form and spacing only", _exact_keys),
     (
         9,
-        "search groups: each session's facts and each file's chunks as one document",
+        "search groups: pages of each session's facts and each file's chunks as documents",
         _search_groups,
     ),
 ]
