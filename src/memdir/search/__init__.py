@@ -175,7 +175,7 @@ def search(
             ]
         )
         return [hit for _, hit in found]
-    in_context = any(context_weights) and not query.is_structured(text)
+    in_context = any(context_weights) and not query.is_structured(text) and store.has_groups()
     lexical: list[list[tuple[Key, Hit]]] = []
     if mode != "semantic" or pending:
         deeper = max(depth, CONTEXT_DEPTH) if in_context and mode == "lexical" else depth

@@ -58,33 +58,38 @@ def rank(
     own = {key: hit.score for key, hit in ranked}
     facts_of = [int(k[1]) for k in hits if k[0] == "fact"]
     chunks_of = [int(k[1]) for k in hits if k[0] == "chunk"]
+    runs = store.fact_neighbours(facts_of)  # fact id -> (session, before, after)
     near: dict[Key, list[Key]] = {}
     if near_weight:
-        for owner, found in (
-            ("fact", store.fact_neighbours(facts_of)),
-            ("chunk", store.chunk_neighbours(chunks_of)),
-        ):
-            for item, pair in found.items():
-                near[(owner, item)] = [(owner, n) for n in pair if n is not None]
+        for item, (_, before, after) in runs.items():
+            near[("fact", item)] = [("fact", n) for n in (before, after) if n is not None]
+        for item, beside in store.chunk_neighbours(chunks_of).items():
+            near[("chunk", item)] = [("chunk", n) for n in beside if n is not None]
     new = {n for ns in near.values() for n in ns if n not in hits} if bring_in else set()
-    facts = store.facts_by_id(facts_of + [int(k[1]) for k in new if k[0] == "fact"])
-    chunks = store.chunks_by_id([int(k[1]) for k in new if k[0] == "chunk"])
-    for key in new:
-        hit = fact_hit(facts[int(key[1])]) if key[0] == "fact" and int(key[1]) in facts else None
-        if key[0] == "chunk" and int(key[1]) in chunks:
-            hit = chunk_hit(chunks[int(key[1])])
-        if hit is not None:
-            hits[key] = hit
-            own[key] = own_of(key)
+    if new:
+        facts = store.facts_by_id([int(k[1]) for k in new if k[0] == "fact"])
+        chunks = store.chunks_by_id([int(k[1]) for k in new if k[0] == "chunk"])
+        for key in new:
+            hit = None
+            if key[0] == "fact" and int(key[1]) in facts:
+                fact = facts[int(key[1])]
+                hit = fact_hit(fact)
+                if fact.session_id is not None:
+                    runs.setdefault(fact.id, (fact.session_id, None, None))
+            elif key[0] == "chunk" and int(key[1]) in chunks:
+                hit = chunk_hit(chunks[int(key[1])])
+            if hit is not None:
+                hits[key] = hit
+                own[key] = own_of(key)
     groups = store.group_scores(node) if group_weight else {}
     best = max(groups.values(), default=0.0)
     owners: dict[Key, str] = {}
     if groups:
         for key, hit in hits.items():
-            fact = facts.get(int(key[1])) if key[0] == "fact" else None
-            if fact is not None and fact.session_id is not None:
-                owners[key] = f"session:{fact.session_id}"
-            elif key[0] != "fact" and hit.path:
+            if key[0] == "fact":
+                if int(key[1]) in runs:
+                    owners[key] = f"session:{runs[int(key[1])][0]}"
+            elif hit.path:
                 owners[key] = f"file:{hit.path}"
     pages = store.group_pages(sorted(set(owners.values())))
 
@@ -98,15 +103,11 @@ def rank(
             return 0.0
         return groups.get(found[at][2], 0.0) / best
 
-    scored = {}
+    scored: dict[Key, float] = {}
     for key in hits:
-        beside = max(
-            (own.get(n, 0.0) if n in own else own_of(n) for n in near.get(key, ())), default=0.0
-        )
-        scored[key] = (
-            own[key]
-            + near_weight * max(beside, 0.0)
-            + (group_weight * group_of(key) if best > 0 else 0.0)
-        )
+        lent = [own[n] if n in own else own_of(n) for n in near.get(key, [])]
+        beside = max(lent, default=0.0)
+        group = group_of(key) if best > 0 else 0.0
+        scored[key] = own[key] + near_weight * max(beside, 0.0) + group_weight * group
     order = sorted(hits, key=lambda key: -scored[key])
     return [(key, hits[key], scored[key]) for key in order]

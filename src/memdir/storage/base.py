@@ -176,6 +176,10 @@ class IndexStore(Protocol):
 
     def chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]: ...
 
+    def has_groups(self) -> bool:
+        """Q3: whether the store holds any group document (a session's facts, a file)."""
+        ...
+
     def group_scores(self, query: Node) -> dict[int, float]:
         """Q3: group document id -> its bm25 (higher is better), for the documents that
         match: pages of a session's facts in the order written, a file's chunks."""
@@ -186,8 +190,9 @@ class IndexStore(Protocol):
         member id, last member id, document id), in order."""
         ...
 
-    def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
-        """Q3: fact id -> the active facts its session wrote just before and after it."""
+    def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[str, int | None, int | None]]:
+        """Q3: fact id -> (its session, the active facts that session wrote just before and
+        after it); facts of no session are left out."""
         ...
 
     def chunk_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:

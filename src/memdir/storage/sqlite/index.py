@@ -115,6 +115,21 @@ class IndexRows(Connection):
 
     # -- the context of a hit: its group and its neighbours (Q3) ---------------------------
 
+    def has_groups(self) -> bool:
+        """Whether any group document exists (a store of session-less facts has none, and
+        its searches skip the context ranking); kept while the database is unchanged."""
+        db = self._conn()
+        if db is None:
+            return False
+        with self._translated("read"):
+            token = _change_token(db)
+            known = self._memo.get(("has_groups", ""))
+            if known is not None and known[0] == token and known[1] is not None:
+                return bool(known[1][0])
+            found = db.execute("SELECT 1 FROM search_groups LIMIT 1").fetchone() is not None
+        self._memo[("has_groups", "")] = (token, (int(found), 0))
+        return found
+
     def group_scores(self, query: Node) -> dict[int, float]:
         """group document id -> its bm25 (higher is better), for every document that
         matches (groups.py: pages of sessions, files): a few per thousand items."""
@@ -144,22 +159,23 @@ class IndexRows(Connection):
                 found.setdefault(owner, []).append((first, last, page))
         return found
 
-    def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
-        """fact id -> (the active fact its session wrote just before it, just after); facts
-        of no session have none and are left out."""
+    def fact_neighbours(self, ids: list[int]) -> dict[int, tuple[str, int | None, int | None]]:
+        """fact id -> (its session, the active fact that session wrote just before it,
+        just after); facts of no session have none and are left out."""
         db = self._conn()
         if db is None or not ids:
             return {}
         with self._translated("read"):
             rows = db.execute(
-                "SELECT f.id, (SELECT max(p.id) FROM facts p WHERE p.session_id = f.session_id "
-                "AND p.id < f.id AND p.status = 'active'), (SELECT min(n.id) FROM facts n "
-                "WHERE n.session_id = f.session_id AND n.id > f.id AND n.status = 'active') "
+                "SELECT f.id, f.session_id, (SELECT max(p.id) FROM facts p WHERE "
+                "p.session_id = f.session_id AND p.id < f.id AND p.status = 'active'), "
+                "(SELECT min(n.id) FROM facts n WHERE n.session_id = f.session_id "
+                "AND n.id > f.id AND n.status = 'active') "
                 f"FROM facts f WHERE f.id IN ({', '.join('?' * len(ids))}) "
                 "AND f.session_id IS NOT NULL",
                 ids,
             ).fetchall()
-        return {row[0]: (row[1], row[2]) for row in rows}
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}
 
     def chunk_neighbours(self, ids: list[int]) -> dict[int, tuple[int | None, int | None]]:
         """chunk id -> (the chunk of its file just above it, just below)."""
