@@ -63,8 +63,8 @@ def rank(
     if near_weight:
         for item, (_, before, after) in runs.items():
             near[("fact", item)] = [("fact", n) for n in (before, after) if n is not None]
-        for item, beside in store.chunk_neighbours(chunks_of).items():
-            near[("chunk", item)] = [("chunk", n) for n in beside if n is not None]
+        for item, pair in store.chunk_neighbours(chunks_of).items():
+            near[("chunk", item)] = [("chunk", n) for n in pair if n is not None]
     new = {n for ns in near.values() for n in ns if n not in hits} if bring_in else set()
     if new:
         facts = store.facts_by_id([int(k[1]) for k in new if k[0] == "fact"])
@@ -106,7 +106,7 @@ def rank(
     scored: dict[Key, float] = {}
     for key in hits:
         lent = [own[n] if n in own else own_of(n) for n in near.get(key, [])]
-        beside = max(lent, default=0.0)
+        beside = max(lent) if lent else 0.0
         group = group_of(key) if best > 0 else 0.0
         scored[key] = own[key] + near_weight * max(beside, 0.0) + group_weight * group
     order = sorted(hits, key=lambda key: -scored[key])
