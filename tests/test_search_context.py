@@ -164,3 +164,11 @@ def test_hybrid_brings_in_the_neighbour_that_answers(memory: Memory) -> None:  #
     memory.embed_pending()
     ids = [h.id for h in memory.search("deploy freeze", mode="hybrid", limit=5)]
     assert ids[0] == question and answer in ids
+
+
+@pytest.mark.parametrize("bad", [("a", "b"), 12, None, b"kiwi"])
+def test_a_query_that_is_not_text_is_a_clear_error(memory: Memory, bad: object) -> None:  # Q1 Z
+    from memdir.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="give the question as text"):
+        memory.search(bad)  # type: ignore[arg-type]

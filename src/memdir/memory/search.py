@@ -61,6 +61,7 @@ class SearchMemory(MemoryBase):
         (a date means its end): the facts that held then, superseded ones included; only
         facts keep a history, so only facts are searched, lexically. `record` False: the
         facts found are not noted as used (an evaluation asks, it does not use, Q5)."""
+        search.check_query(query)
         wanted_kinds, when = search.check_filters(category, kinds, min_score, as_of)
         settings = self.settings
         embedder = None

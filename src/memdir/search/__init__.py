@@ -70,6 +70,11 @@ def check_kinds(kinds: object) -> tuple[str, ...]:
     return tuple(k for k in KINDS if k in kinds)
 
 
+def check_query(text: object) -> None:
+    if not isinstance(text, str):
+        raise ValidationError(f"bad search query {text!r}: give the question as text")
+
+
 def check_filters(
     category: str | None, kinds: object, min_score: object, as_of: str | None
 ) -> tuple[tuple[str, ...], str | None]:
@@ -162,6 +167,7 @@ def search(
     at that time (F3), lexically: files keep no history, and superseded facts keep
     no vector. `context_weights`: (neighbour_weight, group_weight) of a plain-word
     question's ranking in lexical and hybrid mode (context.py)."""
+    check_query(text)
     node = query.parse_search(text)
     if node is None:
         return []  # nothing to look for: an empty list, not an error (Q2)
