@@ -172,3 +172,22 @@ def test_a_query_that_is_not_text_is_a_clear_error(memory: Memory, bad: object) 
 
     with pytest.raises(ValidationError, match="give the question as text"):
         memory.search(bad)  # type: ignore[arg-type]
+
+
+def test_a_question_naming_a_month_finds_the_run_written_then(state_dir: Path) -> None:  # Q3
+    """The days a run was written are searchable through its group, in words, while no
+    fact's own text gains a date."""
+    import calendar
+
+    from memdir.testing import FixedClock
+
+    clock = FixedClock(calendar.timegm((2023, 5, 8, 12, 0, 0)))
+    with Memory(clock=clock) as memory:
+        [may] = _session(memory, ["Booked the dentist appointment"])
+        clock.now = calendar.timegm((2023, 9, 20, 12, 0, 0))
+        [september] = _session(memory, ["Booked the dentist appointment again"])
+        hits = memory.search("dentist appointment in May 2023", mode="lexical")
+        assert [h.id for h in hits][:2] == [may, september]
+        assert memory.get_fact(may).content == "Booked the dentist appointment"
+        hits = memory.search("dentist appointment September", mode="lexical")
+        assert hits[0].id == september

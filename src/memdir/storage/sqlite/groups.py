@@ -7,13 +7,15 @@ transaction brings their documents up to date before it commits, once each howev
 rows it wrote. A session's facts, in the order written, are cut into pages of at most
 PAGE_CHARS; a write rebuilds only the pages whose members changed, so adding a fact to a
 long session costs one page, not the session. A file is one document, its first
-FILE_CHARS: a changed file is chunked again whole anyway."""
+FILE_CHARS: a changed file is chunked again whole anyway. Each document ends with the days
+its members were written, in words."""
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Iterable
 
 PAGE_CHARS = 4_000
 FILE_CHARS = 32_000
@@ -41,6 +43,24 @@ def refresh(db: sqlite3.Connection) -> None:
             pages = _pages(sizes, FILE_CHARS)[:1]
         _store(db, owner, kind, name, pages)
     db.execute("DELETE FROM groups_dirty")
+
+
+MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
+
+
+def _days(stamps: Iterable[str | None]) -> str:
+    """The days the members were written, in words ("8 May 2023"), after the text: a
+    question that names a month or a year finds the run written then, and no item's own
+    text carries a date it did not say."""
+    days = sorted({s[:10] for s in stamps if s and len(s) >= 10 and s[4] == "-" and s[7] == "-"})
+    words = []
+    for day in days:
+        year, month, date = day[:4], day[5:7], day[8:10]
+        if year.isdigit() and month.isdigit() and date.isdigit() and 1 <= int(month) <= 12:
+            words.append(f"{int(date)} {MONTHS[int(month) - 1]} {year}")
+    return "\n" + "; ".join(words) if words else ""
 
 
 Page = tuple[int, int, int]  # first member id, last member id, how many members
@@ -81,16 +101,16 @@ def _store(db: sqlite3.Connection, owner: str, kind: str, name: str, pages: list
             continue
         if kind == "session":
             rows = db.execute(
-                "SELECT content FROM facts WHERE session_id = ? AND status = 'active' "
+                "SELECT content, created FROM facts WHERE session_id = ? AND status = 'active' "
                 "AND id BETWEEN ? AND ? ORDER BY id",
                 (name, first, last),
-            )
+            ).fetchall()
         else:
             rows = db.execute(
-                "SELECT content FROM chunks WHERE path = ? ORDER BY start_line LIMIT ?",
+                "SELECT content, date FROM chunks WHERE path = ? ORDER BY start_line LIMIT ?",
                 (name, members),
-            )
-        text = "\n".join(content for (content,) in rows)
+            ).fetchall()
+        text = "\n".join(content for content, _ in rows) + _days(when for _, when in rows)
         (page_id,) = db.execute(
             "INSERT INTO search_groups (owner, first, last, members) VALUES (?, ?, ?, ?) "
             "RETURNING id",
