@@ -191,3 +191,16 @@ def test_a_question_naming_a_month_finds_the_run_written_then(state_dir: Path) -
         assert memory.get_fact(may).content == "Booked the dentist appointment"
         hits = memory.search("dentist appointment September", mode="lexical")
         assert hits[0].id == september
+
+
+@pytest.mark.embeddings
+@needs_model
+def test_the_calibration_is_measured_on_the_shipped_set() -> None:  # Q2
+    """The model's constants are what its cosines are on the memory-like calibration set
+    that ships with memdir, so anyone can measure them again (and for another model)."""
+    from memdir import search
+
+    model = embeddings.default_embedder()
+    mean, p99 = search.calibrate(model)
+    assert search.CALIBRATION[model.name] == pytest.approx((mean, p99), abs=0.002)
+    assert 0.0 < mean < p99 < 1.0
