@@ -10,8 +10,12 @@ many, only these are ranked:
 
 - the rows holding at least two of the words, one of them among the rarest words (as many
   rarest words as hold at most `Budget.postings` rows together): `(rare) AND (others)`,
-  and within the rare words, `rare_i AND (rarer words after it)`;
-- and, only when these are fewer than the limit, the rows holding a rare word alone;
+  and within the rare words, `rare_i AND (the rare words after it)`;
+- the rows holding one of the very rarest words (as many as hold `Budget.full` rows
+  together), alone or not: a word in a handful of rows weighs more than two common ones;
+- when these are fewer than the limit, the rows holding a rare word alone; and when all
+  the rows holding a rare word are still fewer, the rest of the limit from the other
+  words, the same way (the rows holding none of the rare words, scored over the others);
 - when even the rarest word is in more than `Budget.postings` rows, each of those
   statements looks at the newest `Budget.postings` rows holding it only.
 
@@ -21,7 +25,8 @@ statement of its rarest word, and a statement naming fewer of its words scores i
 so the best score a row gets is its exact one, and the top `limit` of the merged
 statements is the exact top of the candidates (each statement reads `limit` rows). What
 can be missed: a row holding a single word only, or only common words (none of the rare
-ones). Fewer candidates than the limit (a filter keeps few rows): the caller ranks in full.
+ones), while the rare words' rows fill the limit. A filter that keeps fewer of the newest
+rows than the limit: the caller ranks in full.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ if TYPE_CHECKING:
 
 class Budget(Record):
     """`full`: a question whose words hold at most this many rows in all (counting a row
-    once per word) is ranked in full, exactly. `postings`: how many rows the rare words
-    may hold, the most any statement ranks."""
+    once per word) is ranked in full, exactly. `postings` (above `full`): how many rows
+    the rare words may hold, the most any statement ranks."""
 
     full: int
     postings: int
@@ -62,14 +67,24 @@ def top(
     budget: Budget = BUDGET,
 ) -> list[tuple[int, float]] | None:
     """The best `limit` (rowid, bm25) of the OR of `phrases` (FTS5 strings, each a word of
-    the question) by the bounded ranking above; None: rank it in full (few rows in all,
-    or fewer candidates than the limit)."""
-    cap = budget.postings + 1
-    counts = [_count(db, table, phrase, cap) for phrase in phrases]
+    the question) by the bounded ranking above; None: rank it in full (few rows in all)."""
+    counts = [_count(db, table, phrase, budget.postings + 1) for phrase in phrases]
+    return _top(db, table, phrases, counts, rank, limit, budget)
+
+
+def _top(
+    db: sqlite3.Connection,
+    table: str,
+    phrases: list[str],
+    counts: list[int],
+    rank: Ranker,
+    limit: int,
+    budget: Budget,
+) -> list[tuple[int, float]] | None:
     if (len(phrases) < 2 and counts[0] <= budget.postings) or sum(counts) <= budget.full:
         return None
     if min(counts) > budget.postings:  # every word is common: which is the rarest?
-        counts = [_count(db, table, phrase, 4 * cap) for phrase in phrases]
+        counts = [_count(db, table, phrase, 4 * budget.postings + 1) for phrase in phrases]
     order = sorted(range(len(phrases)), key=lambda i: counts[i])
     rare, held = [order[0]], counts[order[0]]
     for i in order[1:]:
@@ -77,26 +92,42 @@ def top(
             break
         rare.append(i)
         held += counts[i]
-    others = [phrases[i] for i in order[len(rare) :]]
     words = [phrases[i] for i in rare]
+    others = [phrases[i] for i in order[len(rare) :]]
     start = None
     if held > budget.postings:  # the rarest word alone: its newest rows only
         start = _newest(db, table, words[0], budget.postings)
     found: dict[int, float] = {}
 
-    def merge(match: str) -> None:
-        for rowid, score in rank(match, start, limit):
+    def merge(rows: list[tuple[int, float]]) -> None:
+        for rowid, score in rows:
             if score < found.get(rowid, 0.0):
                 found[rowid] = score
 
     if others:
-        merge(f"({_any(words)}) AND ({_any(others)})")
+        merge(rank(f"({_any(words)}) AND ({_any(others)})", start, limit))
     for i in range(len(words) - 1):
-        merge(f"{words[i]} AND ({_any(words[i + 1 :])})")
+        merge(rank(f"{words[i]} AND ({_any(words[i + 1 :])})", start, limit))
+    # the rows holding one of the rarest words alone, which can outrank rows of two words
+    # when those are common: as many rarest words as hold `full` rows together
+    alone, few = 0, 0
+    while alone < len(words) and few + counts[rare[alone]] <= budget.full:
+        few += counts[rare[alone]]
+        alone += 1
+    if alone and (alone < len(words) or len(found) >= limit):
+        merge(rank(_any(words[:alone]), start, limit))
     if len(found) < limit:
-        merge(_any(words))
-    if len(found) < limit and (others or start is not None):
-        return None
+        merge(rank(_any(words), start, limit))
+    if len(found) < limit:
+        if start is not None:
+            return None  # a filter keeps few of the newest rows: rank in full
+        if others:
+            # every row holding a rare word is in `found`, exactly scored: the rest of the
+            # limit comes from rows holding only the other words, whose bm25 over those
+            # words alone is their own, found the same way
+            known = [counts[i] for i in order[len(rare) :]]
+            rest = _top(db, table, others, known, rank, limit, budget)
+            merge(rank(_any(others), None, limit) if rest is None else rest)
     return sorted(found.items(), key=lambda item: (item[1], item[0]))[:limit]
 
 

@@ -229,7 +229,7 @@ class FactRows(CurationRows):
                     db,
                     table,
                     [to_fts5(word) for word in words],
-                    bounded.ranker(db, table, "facts f ON f.id", where, params),
+                    bounded.ranker(db, table, f"facts f ON f.id = {table}.rowid", where, params),
                     limit,
                     self.search_budget,
                 )
