@@ -17,16 +17,17 @@ many, only these are ranked:
   the rows holding a rare word are still fewer, the rest of the limit from the other
   words, the same way (the rows holding none of the rare words, scored over the others);
 - when even the rarest word is in more than `Budget.postings` rows, each of those
-  statements looks at the newest `Budget.postings` rows holding it only.
+  statements looks at the newest `Budget.postings` rows holding it only, but for the rows
+  holding two of the words when these are at most `Budget.full`.
 
 Every statement is one FTS5 query whose MATCH names each of its words once, so bm25 gives
 a row of it its score over those words; a row is found in full (its exact score) by the
 statement of its rarest word, and a statement naming fewer of its words scores it lower,
 so the best score a row gets is its exact one, and the top `limit` of the merged
 statements is the exact top of the candidates (each statement reads `limit` rows). What
-can be missed: a row holding a single word only, or only common words (none of the rare
-ones), while the rare words' rows fill the limit. A filter that keeps fewer of the newest
-rows than the limit: the caller ranks in full.
+can be missed: a row holding one word alone that is not among the very rarest, or only
+common words (none of the rare ones), while the candidates fill the limit. A filter that
+keeps fewer of the newest rows than the limit: the caller ranks in full.
 """
 
 from __future__ import annotations
@@ -105,7 +106,11 @@ def _top(
                 found[rowid] = score
 
     if others:
-        merge(rank(f"({_any(words)}) AND ({_any(others)})", start, limit))
+        both = f"({_any(words)}) AND ({_any(others)})"
+        # every word common, but few rows hold two of them: those rows in full, not the
+        # newest only (counting them walks the lists, ~35 ns a row, ranking none)
+        few = start is not None and _count(db, table, both, budget.full + 1) <= budget.full
+        merge(rank(both, None if few else start, limit))
     for i in range(len(words) - 1):
         merge(rank(f"{words[i]} AND ({_any(words[i + 1 :])})", start, limit))
     # the rows holding one of the rarest words alone, which can outrank rows of two words
