@@ -142,8 +142,8 @@ def no_sync(memory: Any) -> Iterator[None]:
 
 def agreement(mine: list[Any], full: list[Any]) -> tuple[int, bool]:
     """(how many of my top 10 are in the full top 10, whether the lists are identical)."""
-    ids = [(h.kind, h.id, h.path) for h in mine[:LIMIT]]
-    theirs = [(h.kind, h.id, h.path) for h in full[:LIMIT]]
+    ids = [(h.kind, h.id, h.path, h.lines) for h in mine[:LIMIT]]
+    theirs = [(h.kind, h.id, h.path, h.lines) for h in full[:LIMIT]]
     same = ids == theirs and [h.score for h in mine] == [h.score for h in full]
     return len(set(ids) & set(theirs)), same
 
