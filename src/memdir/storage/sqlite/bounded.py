@@ -109,15 +109,15 @@ def _top(
         both = f"({_any(words)}) AND ({_any(others)})"
         # every word common, but few rows hold two of them: those rows in full, not the
         # newest only (counting them walks the lists, ~35 ns a row, ranking none)
-        few = start is not None and _count(db, table, both, budget.full + 1) <= budget.full
-        merge(rank(both, None if few else start, limit))
+        narrow = start is not None and _count(db, table, both, budget.full + 1) <= budget.full
+        merge(rank(both, None if narrow else start, limit))
     for i in range(len(words) - 1):
         merge(rank(f"{words[i]} AND ({_any(words[i + 1 :])})", start, limit))
     # the rows holding one of the rarest words alone, which can outrank rows of two words
     # when those are common: as many rarest words as hold `full` rows together
-    alone, few = 0, 0
-    while alone < len(words) and few + counts[rare[alone]] <= budget.full:
-        few += counts[rare[alone]]
+    alone, held_alone = 0, 0
+    while alone < len(words) and held_alone + counts[rare[alone]] <= budget.full:
+        held_alone += counts[rare[alone]]
         alone += 1
     if alone and (alone < len(words) or len(found) >= limit):
         merge(rank(_any(words[:alone]), start, limit))
