@@ -26,6 +26,7 @@ import common
 SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "search_cli": ([], ["--facts", "2000", "--runs", "3"]),
     "search_inprocess": ([], ["--sizes", "1000,2000", "--runs", "20"]),
+    "search_bounded": ([], ["--sizes", "2000", "--questions", "20", "--runs", "2"]),
     "insert": ([], ["--facts", "2000", "--rounds", "1", "--single", "50", "--single-base", "1000"]),
     "recall": (
         [],
@@ -138,6 +139,25 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "target": f"≤ {summary['target_ratio_p95']}",
                 "ok": summary["ok"],
             }
+        ]
+    if name == "search_bounded":
+        return [
+            {
+                "bench": name,
+                "figure": f"bounded lexical p95 ms, plain questions, {summary['facts']:,} facts"
+                f" (full ranking {summary['full_p95_ms']:.0f} ms)",
+                "value": summary["bounded_p95_ms"],
+                "target": f"≤ {summary['target_p95_ms']:g}",
+                "ok": summary["ok"],
+            },
+            {
+                "bench": name,
+                "figure": "top-10 overlap with full ranking (share identical "
+                f"{summary['identical_share']:.3f})",
+                "value": summary["mean_overlap"],
+                "target": "",
+                "ok": None,
+            },
         ]
     if name == "insert":
         single = summary["single"]

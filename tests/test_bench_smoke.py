@@ -21,6 +21,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 TINY = {
     "search_cli": ["--facts", "500", "--runs", "2"],
     "search_inprocess": ["--sizes", "300,500", "--runs", "2"],
+    "search_bounded": ["--sizes", "500", "--questions", "5", "--runs", "1"],
     "insert": ["--facts", "500", "--rounds", "2", "--single", "5", "--single-base", "100"],
     "recall": [
         "--entries",
@@ -105,6 +106,7 @@ TINY = {
 SUMMARY_KEYS = {
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
     "search_inprocess": {"target_ratio_p95", "worst_ratio_p95", "by_size", "ok"},
+    "search_bounded": {"target_p95_ms", "bounded_p95_ms", "mean_overlap", "identical_share", "ok"},
     "insert": {"target_ratio", "memdir_per_s", "raw_per_s", "ratio", "single", "ok"},
     "recall": {
         "target_p95_ms",
@@ -236,6 +238,7 @@ ROW_KEYS = {
     "hooks": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "ratio_p95"},
     "uprompt": {"prompt", "words", "hits", "hook_p50_ms", "bare_p50_ms", "run_p50_ms"},
     "search_scale": {"table"},
+    "search_bounded": {"facts"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
     "first_search": set(),  # two tables: imports and searches

@@ -190,19 +190,22 @@ def search(
         return []  # nothing to look for: an empty list, not an error (Q2)
     mode = effective_mode(mode, text)
     depth = max(3 * limit, 30)
+    question = not query.is_structured(text)  # F4: a structured query is ranked in full
     if as_of is not None:
         found = _relative(
             [
                 (("fact", f.id), _fact_hit(f, score))
-                for f, score in store.search_facts(node, category, since, limit, as_of)
+                for f, score in store.search_facts(
+                    node, category, since, limit, as_of, question=question
+                )
             ]
         )
         return [hit for _, hit in found]
-    in_context = any(context_weights) and not query.is_structured(text) and store.has_groups()
+    in_context = any(context_weights) and question and store.has_groups()
     lexical: list[list[tuple[Key, Hit]]] = []
     if mode != "semantic" or pending:
         deeper = max(depth, CONTEXT_DEPTH) if in_context and mode == "lexical" else depth
-        lexical = _lexical_lists(store, layout, node, category, since, kinds, deeper)
+        lexical = _lexical_lists(store, layout, node, question, category, since, kinds, deeper)
     admit = _Admit(kinds, category, since)
     if mode == "lexical":
         fused = _fuse(lexical, rrf_k)
@@ -314,6 +317,7 @@ def _lexical_lists(
     store: Store,
     layout: Layout,
     node: query.Node,
+    question: bool,
     category: str | None,
     since: str | None,
     kinds: tuple[str, ...],
@@ -324,7 +328,7 @@ def _lexical_lists(
         lists.append(
             [
                 (("fact", f.id), _fact_hit(f, score))
-                for f, score in store.search_facts(node, category, since, depth)
+                for f, score in store.search_facts(node, category, since, depth, question=question)
             ]
         )
     chunk_kinds = tuple(k for k in kinds if k != "fact")
@@ -332,7 +336,9 @@ def _lexical_lists(
         lists.append(
             [
                 (("chunk", row[0]), _chunk_hit(row, score))
-                for row, score in store.search_chunks(node, chunk_kinds, since, depth)
+                for row, score in store.search_chunks(
+                    node, chunk_kinds, since, depth, question=question
+                )
             ]
         )
     if "procedure" in kinds and category is None:  # P3: plain substrings always work

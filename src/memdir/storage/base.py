@@ -94,9 +94,14 @@ class FactStore(Protocol):
         since: str | None,
         limit: int,
         as_of: str | None = None,
+        *,
+        question: bool = False,
     ) -> list[ScoredFact]:
         """Active facts matching the query, best first, with a score (higher = better);
-        with `as_of`, the facts that held at that time, superseded ones included."""
+        with `as_of`, the facts that held at that time, superseded ones included.
+        `question`: the query is the OR of a plain question's words (query.parse_search),
+        which a backend may rank over a bounded candidate set (F4); any other query is
+        ranked in full."""
         ...
 
     def count_facts(self) -> dict[str, int]:
@@ -171,8 +176,16 @@ class IndexStore(Protocol):
         ...
 
     def search_chunks(
-        self, query: Node, kinds: tuple[str, ...], since: str | None, limit: int
-    ) -> list[ScoredChunk]: ...
+        self,
+        query: Node,
+        kinds: tuple[str, ...],
+        since: str | None,
+        limit: int,
+        *,
+        question: bool = False,
+    ) -> list[ScoredChunk]:
+        """Chunks of these kinds matching, best first; `question` as in search_facts."""
+        ...
 
     def chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]: ...
 

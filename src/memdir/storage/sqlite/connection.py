@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ...errors import QueryError, StorageError
 from ...lazy import lazy
 from . import groups
+from .bounded import BUDGET
 from .migrations import migrate
 
 TYPE_CHECKING = False
@@ -27,6 +28,8 @@ else:
 
 class Connection:
     """One memory.db, opened on first use; the base of every part of SQLiteStore."""
+
+    search_budget = BUDGET  # how much a question's bounded ranking reads (bounded.py)
 
     def __init__(
         self,

@@ -10,8 +10,9 @@ from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
 from ..rows import CachedEntry, ScoredFact
+from . import bounded
 from .curation import F_COLUMNS, CurationRows
-from .index import FACT_COLUMNS, to_fts5
+from .index import FACT_COLUMNS, or_words, to_fts5
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -182,16 +183,19 @@ class FactRows(CurationRows):
         since: str | None,
         limit: int,
         as_of: str | None = None,
+        *,
+        question: bool = False,
     ) -> list[ScoredFact]:
         """Active facts matching, best first; with `as_of`, the facts that held then: the
-        active ones that had begun, and the superseded ones whose window covers it."""
+        active ones that had begun, and the superseded ones whose window covers it.
+        `question`: the OR of a question's words, ranked bounded (bounded.py)."""
         db = self._conn()
         if db is None:
             return []
-        match = to_fts5(query)
-        found = self._match(db, "facts_fts", match, category, since, limit, as_of)
+        args = (query, question, category, since, limit, as_of)
+        found = self._match(db, "facts_fts", *args)
         if as_of is not None:
-            found += self._match(db, "facts_past_fts", match, category, since, limit, as_of)
+            found += self._match(db, "facts_past_fts", *args)
             found.sort(key=lambda pair: -pair[1])
         return found[:limit]
 
@@ -199,13 +203,15 @@ class FactRows(CurationRows):
         self,
         db: sqlite3.Connection,
         table: str,
-        match: str,
+        query: Node,
+        question: bool,
         category: str | None,
         since: str | None,
         limit: int,
         as_of: str | None,
     ) -> list[ScoredFact]:
-        where, params = [f"{table} MATCH ?"], [match]
+        where: list[str] = []
+        params: list[str] = []
         if category is not None:
             where.append("f.category = ?")
             params.append(category)
@@ -216,13 +222,27 @@ class FactRows(CurationRows):
             where.append("coalesce(f.valid_from, f.created) <= ?")
             where.append("(f.valid_to IS NULL OR f.valid_to > ?)")
             params += [as_of, as_of]
-        sql = (
-            f"SELECT {F_COLUMNS}, bm25({table}) "
-            f"FROM {table} JOIN facts f ON f.id = {table}.rowid "
-            f"WHERE {' AND '.join(where)} ORDER BY bm25({table}) LIMIT ?"
-        )
+        words = or_words(query) if question else None
         with self._translated("search"):
-            rows = db.execute(sql, (*params, limit)).fetchall()
+            if words is not None:
+                ranked = bounded.top(
+                    db,
+                    table,
+                    [to_fts5(word) for word in words],
+                    bounded.ranker(db, table, f"facts f ON f.id = {table}.rowid", where, params),
+                    limit,
+                    self.search_budget,
+                )
+                if ranked is not None:
+                    facts = self._facts_in(db, [rowid for rowid, _ in ranked])
+                    return [ScoredFact(facts[rowid], -score) for rowid, score in ranked]
+            sql = (
+                f"SELECT {F_COLUMNS}, bm25({table}) "
+                f"FROM {table} JOIN facts f ON f.id = {table}.rowid "
+                f"WHERE {' AND '.join([f'{table} MATCH ?', *where])} "
+                f"ORDER BY bm25({table}) LIMIT ?"
+            )
+            rows = db.execute(sql, (to_fts5(query), *params, limit)).fetchall()
         return [ScoredFact(Fact(*row[:-1]), -float(row[-1])) for row in rows]
 
     def facts_by_id(self, ids: list[int]) -> dict[int, Fact]:

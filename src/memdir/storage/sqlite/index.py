@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..rows import FACT_FIELDS, Chunk, FileState, Node, ScoredChunk, Word
+from . import bounded
 from .connection import Connection
 
 TYPE_CHECKING = False
@@ -29,6 +30,17 @@ def to_fts5(node: Node) -> str:
         quoted = '"' + node.text.replace('"', '""') + '"'
         return quoted + "*" if node.prefix else quoted
     return f"({to_fts5(node.left)} {node.op} {to_fts5(node.right)})"
+
+
+def or_words(node: Node) -> list[Word] | None:
+    """The words of an OR of plain words (what query.parse_search makes of a question);
+    None for any other tree."""
+    if isinstance(node, Word):
+        return None if node.prefix or node.phrase else [node]
+    if node.op != "OR":
+        return None
+    left, right = or_words(node.left), or_words(node.right)
+    return None if left is None or right is None else left + right
 
 
 class IndexRows(Connection):
@@ -81,25 +93,47 @@ class IndexRows(Connection):
                 )
 
     def search_chunks(
-        self, query: Node, kinds: tuple[str, ...], since: str | None, limit: int
+        self,
+        query: Node,
+        kinds: tuple[str, ...],
+        since: str | None,
+        limit: int,
+        *,
+        question: bool = False,
     ) -> list[ScoredChunk]:
+        """`question`: the OR of a question's words, ranked bounded (bounded.py)."""
         db = self._conn()
         if db is None:
             return []
-        where, params = ["chunks_fts MATCH ?"], [to_fts5(query)]
-        where.append(f"c.kind IN ({', '.join('?' * len(kinds))})")
-        params.extend(kinds)
+        where = [f"c.kind IN ({', '.join('?' * len(kinds))})"]
+        params = list(kinds)
         if since is not None:
             where.append("c.date >= ?")
             params.append(since)
-        columns = ", ".join("c." + c for c in CHUNK_COLUMNS.split(", "))
-        sql = (
-            f"SELECT {columns}, bm25(chunks_fts) FROM chunks_fts "
-            f"JOIN chunks c ON c.id = chunks_fts.rowid WHERE {' AND '.join(where)} "
-            "ORDER BY bm25(chunks_fts) LIMIT ?"
-        )
+        words = or_words(query) if question else None
         with self._translated("search"):
-            rows = db.execute(sql, (*params, limit)).fetchall()
+            if words is not None:
+                ranked = bounded.top(
+                    db,
+                    "chunks_fts",
+                    [to_fts5(word) for word in words],
+                    bounded.ranker(
+                        db, "chunks_fts", "chunks c ON c.id = chunks_fts.rowid", where, params
+                    ),
+                    limit,
+                    self.search_budget,
+                )
+                if ranked is not None:
+                    chunks = self._chunks_in(db, [rowid for rowid, _ in ranked])
+                    return [ScoredChunk(chunks[rowid], -score) for rowid, score in ranked]
+            columns = ", ".join("c." + c for c in CHUNK_COLUMNS.split(", "))
+            sql = (
+                f"SELECT {columns}, bm25(chunks_fts) FROM chunks_fts "
+                f"JOIN chunks c ON c.id = chunks_fts.rowid "
+                f"WHERE {' AND '.join(['chunks_fts MATCH ?', *where])} "
+                "ORDER BY bm25(chunks_fts) LIMIT ?"
+            )
+            rows = db.execute(sql, (to_fts5(query), *params, limit)).fetchall()
         return [ScoredChunk(Chunk(*row[:-1]), -float(row[-1])) for row in rows]
 
     def chunks_by_id(self, ids: list[int]) -> dict[int, Chunk]:
@@ -107,11 +141,18 @@ class IndexRows(Connection):
         if db is None or not ids:
             return {}
         with self._translated("read"):
+            return self._chunks_in(db, ids)
+
+    def _chunks_in(self, db: sqlite3.Connection, ids: list[int]) -> dict[int, Chunk]:
+        found: dict[int, Chunk] = {}
+        for start in range(0, len(ids), 500):  # SQLite's bound on parameters
+            part = ids[start : start + 500]
             rows = db.execute(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({', '.join('?' * len(ids))})",
-                ids,
-            ).fetchall()
-        return {row[0]: Chunk(*row) for row in rows}
+                f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({', '.join('?' * len(part))})",
+                part,
+            )
+            found.update((row[0], Chunk(*row)) for row in rows)
+        return found
 
     # -- the context of a hit: its group and its neighbours (Q3) ---------------------------
 
