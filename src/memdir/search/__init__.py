@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..storage.embeddings import Vectors
     from ..storage.rows import Chunk
     from ..types import Embedder
+    from .worker import Remote
 
 KINDS = ("fact", *CHUNK_KINDS)
 MODES = ("lexical", "semantic", "hybrid")
@@ -94,26 +95,77 @@ def check_mode(mode: object) -> str:
 
 class VectorCache:
     """Every vector of one model as a matrix, kept while the store's vectors are unchanged:
-    a warm process answers a semantic query without reading 100k blobs again."""
+    a warm process answers a semantic query without reading 100k blobs again. When rows
+    were only added (a write embedded its items), only those are read and appended: a
+    full reload takes ~0.5 s at 110k vectors and came after every write."""
 
     def __init__(self) -> None:
         self.generation: tuple[int, int] | None = None
         self.keys: list[Key] = []
         self.rows: dict[Key, int] = {}  # key -> its row of the matrix
-        self.matrix: Vectors | None = None
+        self.matrix: Vectors | None = None  # a view of the first len(keys) rows of _buffer
+        self._buffer: Vectors | None = None  # room to append without copying each time
+        self._last: bytes = b""  # the blob of the newest vector (the highest id)
 
     def load(self, store: Store, embedder: Embedder) -> tuple[list[Key], Vectors]:
         generation = store.vector_generation(embedder.name)
         if generation != self.generation or self.matrix is None:
-            keys: list[Key] = []
-            blobs: list[bytes] = []
-            for owner, owner_id, blob in store.iter_vectors(embedder.name):
-                keys.append((owner, owner_id))
-                blobs.append(blob)
-            self.keys, self.matrix = keys, embeddings.from_blobs(blobs, embedder.dim)
-            self.rows = {key: row for row, key in enumerate(keys)}
+            if not (self.generation is not None and self._append(store, embedder, generation)):
+                self._reload(store, embedder)
             self.generation = generation
+        assert self.matrix is not None
         return self.keys, self.matrix
+
+    def _reload(self, store: Store, embedder: Embedder) -> None:
+        keys: list[Key] = []
+        blobs: list[bytes] = []
+        for owner, owner_id, blob in store.iter_vectors(embedder.name):
+            keys.append((owner, owner_id))
+            blobs.append(blob)
+        import numpy as np
+
+        found = embeddings.from_blobs(blobs, embedder.dim)
+        del blobs
+        # room for the writes to come: an append then copies nothing
+        self._buffer = np.empty((len(keys) + len(keys) // 8 + 64, embedder.dim), np.float32)
+        self._buffer[: len(keys)] = found
+        self.keys, self.matrix = keys, self._buffer[: len(keys)]
+        self.rows = {key: row for row, key in enumerate(keys)}
+        self._last = bytes(found[-1].astype("<f4").tobytes()) if len(keys) else b""
+
+    def _append(self, store: Store, embedder: Embedder, generation: tuple[int, int]) -> bool:
+        """Append the vectors stored since the last load; False when anything else changed
+        (a vector removed or replaced): then only a full reload is right."""
+        import numpy as np
+
+        assert self.generation is not None and self._buffer is not None
+        count, top = self.generation
+        if count == 0 or generation[0] <= count or generation[1] <= top:
+            return False
+        new = list(store.iter_vectors(embedder.name, after=top - 1))
+        # the newest row read again first: still there, the same, so none before it went
+        if not new or (new[0].owner, new[0].owner_id) != self.keys[-1] or new[0].vec != self._last:
+            return False
+        new = new[1:]
+        if count + len(new) != generation[0] or any(
+            (v.owner, v.owner_id) in self.rows for v in new
+        ):
+            return False
+        n = len(self.keys)
+        if n + len(new) > len(self._buffer):
+            grown = np.empty((max(2 * n, n + len(new)), embedder.dim), dtype=np.float32)
+            grown[:n] = self._buffer[:n]
+            self._buffer = grown
+        if new:
+            self._buffer[n : n + len(new)] = embeddings.from_blobs(
+                [v.vec for v in new], embedder.dim
+            )
+        for row, v in enumerate(new, n):
+            self.rows[(v.owner, v.owner_id)] = row
+            self.keys.append((v.owner, v.owner_id))
+        self.matrix = self._buffer[: len(self.keys)]
+        self._last = new[-1].vec if new else self._last
+        return True
 
 
 def effective_mode(mode: str, text: str) -> str:
@@ -139,12 +191,14 @@ def search(
     rrf_k: int,
     pending: int = 0,
     as_of: str | None = None,
+    remote: Remote | None = None,
 ) -> list[Hit]:
     """`embedder` None in semantic or hybrid mode: the store holds no vector of the model,
-    so there is nothing to compare the question with. `pending`: how many items have no
-    vector yet; semantic mode then adds their lexical hits. `as_of`: the facts that held
-    at that time (F3), lexically: files keep no history, and superseded facts keep
-    no vector."""
+    so there is nothing to compare the question with; `remote`: the store's warm worker
+    ranks by meaning instead (search/worker.py), with the same results. `pending`: how
+    many items have no vector yet; semantic mode then adds their lexical hits. `as_of`:
+    the facts that held at that time (F3), lexically: files keep no history, and
+    superseded facts keep no vector."""
     node = query.parse_search(text)
     if node is None:
         return []  # nothing to look for: an empty list, not an error (Q2)
@@ -165,9 +219,10 @@ def search(
         return _finish(_fuse(lexical, rrf_k), limit)
     semantic: list[tuple[Key, Hit]] = []
     similarity: Callable[[Key], float | None] = lambda key: None  # noqa: E731
-    if embedder is not None:
+    if embedder is not None or remote is not None:
+        known = [key for ranked in lexical for key, _ in ranked if key[0] != "path"]
         semantic, similarity = _semantic(
-            store, embedder, cache, text, category, since, kinds, depth, min_score
+            store, embedder, cache, text, category, since, kinds, depth, min_score, remote, known
         )
     if mode == "semantic":
         # what has no vector yet, found by its words (the substring list of procedures
@@ -244,7 +299,7 @@ def _relative(ranked: list[tuple[Key, Hit]]) -> list[tuple[Key, Hit]]:
 
 def _semantic(
     store: Store,
-    embedder: Embedder,
+    embedder: Embedder | None,
     cache: VectorCache,
     text: str,
     category: str | None,
@@ -252,31 +307,30 @@ def _semantic(
     kinds: tuple[str, ...],
     depth: int,
     min_score: float,
+    remote: Remote | None = None,
+    known: list[Key] | None = None,
 ) -> tuple[list[tuple[Key, Hit]], Callable[[Key], float | None]]:
     """The hits at or above min_score, best first, and the cosine of any key (None: it
-    has no vector yet), for hybrid ranking."""
-    import numpy as np
-
-    keys, matrix = cache.load(store, embedder)
-    if not keys:
-        return [], lambda key: None
-    scores = matrix @ embedder.embed([text])[0]
-    rows = cache.rows
-
-    def similarity(key: Key) -> float | None:
-        row = rows.get(key)
-        return None if row is None else float(scores[row])
-
-    wanted = min(len(keys), depth * 4)
-    candidates = np.argpartition(-scores, wanted - 1)[:wanted]
-    candidates = candidates[np.argsort(-scores[candidates])]
-    top = [int(i) for i in candidates if scores[i] >= min_score]
-    facts = store.facts_by_id([int(keys[i][1]) for i in top if keys[i][0] == "fact"])
-    chunks = store.chunks_by_id([int(keys[i][1]) for i in top if keys[i][0] == "chunk"])
+    has no vector yet), for hybrid ranking. With `remote`, the worker ranks and gives the
+    cosines of the `known` keys (the lexical candidates)."""
+    similarity: Callable[[Key], float | None]
+    if remote is not None:
+        answer = remote.rank(text, depth * 4, known or [])
+        if answer is None:
+            return [], lambda key: None
+        nearest, cosines = answer
+        similarity = cosines.get
+        for key, score in nearest:
+            cosines.setdefault(key, score)
+    else:
+        assert embedder is not None
+        nearest, similarity = nearest_vectors(cache, store, embedder, text, depth * 4)
+    top = [(key, score) for key, score in nearest if score >= min_score]
+    facts = store.facts_by_id([int(key[1]) for key, _ in top if key[0] == "fact"])
+    chunks = store.chunks_by_id([int(key[1]) for key, _ in top if key[0] == "chunk"])
     out: list[tuple[Key, Hit]] = []
-    for i in top:
-        owner, owner_id = keys[i]
-        score = round(float(scores[i]), 6)
+    for (owner, owner_id), cosine in top:
+        score = round(cosine, 6)
         if owner == "fact" and owner_id in facts:
             f = facts[owner_id]
             if (
@@ -293,6 +347,29 @@ def _semantic(
         if len(out) >= depth:
             break
     return out, similarity
+
+
+def nearest_vectors(
+    cache: VectorCache, store: Store, embedder: Embedder, text: str, want: int
+) -> tuple[list[tuple[Key, float]], Callable[[Key], float | None]]:
+    """The `want` vectors nearest the question's, best first, with their cosines, and the
+    cosine of any key (None: no vector): what the worker answers a query with, too."""
+    import numpy as np
+
+    keys, matrix = cache.load(store, embedder)
+    if not keys:
+        return [], lambda key: None
+    scores = matrix @ embedder.embed([text])[0]
+    rows = cache.rows
+
+    def similarity(key: Key) -> float | None:
+        row = rows.get(key)
+        return None if row is None else float(scores[row])
+
+    wanted = min(len(keys), want)
+    candidates = np.argpartition(-scores, wanted - 1)[:wanted]
+    candidates = candidates[np.argsort(-scores[candidates])]
+    return [(keys[int(i)], float(scores[i])) for i in candidates], similarity
 
 
 def _fact_hit(fact: Fact, score: float) -> Hit:
