@@ -167,6 +167,22 @@ def test_a_search_starts_the_worker_the_next_ones_reuse_it_and_rank_as_in_proces
     assert "giraffes sleep standing up" in [hit["content"] for hit in default.json()]
     assert (status(store) or {}).get("pid") == up["pid"] == worker_pid(str(store))
     assert workers_of(store) == [up["pid"]]
+    # C: a search through the worker imports no numpy, onnxruntime or tokenizers
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from memdir import Memory\n"
+            "m = Memory(); m.use_worker = True\n"
+            f"assert m.search({question!r}) and m.search_notice() is None\n"
+            "print(sorted({'numpy', 'onnxruntime', 'tokenizers'} & set(sys.modules)))",
+        ],
+        env=cli_env(str(store)),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert (probe.returncode, probe.stdout.strip()) == (0, "[]"), probe.stderr
 
 
 @pytest.mark.embeddings
