@@ -407,6 +407,7 @@ def config_template() -> str:
         "# semantic_weight = 1.0\n"
         "# rrf_k = 60                # orders equal lexical scores by reciprocal rank\n"
         '# embed_on_write = "always" # loaded: a CLI write leaves embedding to reindex/server\n'
+        "# worker_idle = 600         # s the warm embedding worker stays up idle; 0: none\n"
         "\n[duplicates]\n"
         "# a write this similar to an active fact, entry or procedure is reported\n"
         "# lexical = 0.7             # Jaccard of content words\n"
