@@ -303,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         and update_rows[0]["ratio_p50"] <= UPDATE_TARGET
         and model_rows[0]["chunks_per_s"] >= CHUNKS_TARGET,
     }
+    for table, rows in (("search", search_rows), ("update", update_rows), ("model", model_rows)):
+        for row in rows:
+            row["table"] = table
     common.write_result(
         NAME,
         args.out_dir,
