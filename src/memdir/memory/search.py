@@ -88,15 +88,21 @@ class SearchMemory(MemoryBase):
             model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
             stored = 0
             with contextlib.suppress(StorageError):
-                self.unembedded = self.store.count_unembedded(model)
                 stored = self.store.vector_generation(model)[0]
+            status: dict[str, object] = {}
             if stored or self.embed_later is not None:
                 explicit = mode is not None or settings.search_mode != "auto"
-                remote = self._remote(explicit) if stored else None
+                remote, status = self._remote(explicit) if stored else (None, {})
                 if self.worker_starting:  # by words this time, and the answer says so
-                    run_mode, self.unembedded = "lexical", 0
+                    run_mode = "lexical"
                 elif remote is None:
                     embedder = self.embedder()
+            waiting = status.get("waiting")
+            if isinstance(waiting, int):
+                self.unembedded = waiting  # the worker keeps the count: ~0.2 s at 100k here
+            elif not self.worker_starting:
+                with contextlib.suppress(StorageError):
+                    self.unembedded = self.store.count_unembedded(model)
             if self.unembedded and self.embed_later is not None:
                 self.embed_later()  # another process wrote them, or a hand edit
         hits = search.search(
@@ -138,28 +144,32 @@ class SearchMemory(MemoryBase):
         companions' and other processes')."""
         self._fold_hits()
 
-    def _remote(self, explicit: bool) -> worker.Remote | None:
+    def _remote(self, explicit: bool) -> tuple[worker.Remote | None, dict[str, object]]:
         """How this search ranks by meaning (Q2): through the store's warm worker (a
         Remote), in this process (None: a server, a library caller, a given model, or
         [search] worker_idle = 0), or not this time (None and `worker_starting`: the
         worker was not up, so it is started and this search, in the default mode, ranks
-        by words rather than wait ~1 s for it). A mode asked for by name waits for it."""
+        by words rather than wait ~1 s for it). A mode asked for by name waits for it.
+        With the worker, its status too (how many items wait for a vector)."""
         if self._embedder is not None or not self.use_worker or self._owner is not None:
-            return None
+            return None, {}
         if self.embed_later is not None or self.settings.search_worker_idle <= 0:
-            return None
+            return None, {}
         places = worker.Places(self.state.path)
         remote = worker.Remote(places, QUERY_BUDGET)
-        if os.path.exists(places.socket) and worker.call(places, {"op": "status"}, 1.0):
-            return remote
+        if os.path.exists(places.socket):
+            status = worker.call(places, {"op": "status"}, QUERY_BUDGET)
+            if status is not None:
+                return remote, status
         try:
             worker.start(places)
         except (OSError, MemdirError):
-            return None  # cannot start one here: the model is loaded in this process
+            return None, {}  # cannot start one here: the model is loaded in this process
         if not explicit:
             self.worker_starting = True
-            return None
-        return remote if worker.wait_up(places, time.monotonic() + START_BUDGET) else None
+            return None, {}
+        status = worker.wait_up(places, time.monotonic() + START_BUDGET)
+        return (remote, status) if status is not None else (None, {})
 
     def search_mode(self, mode: SearchMode | None = None) -> str:
         """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
