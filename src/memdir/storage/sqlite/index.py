@@ -255,8 +255,10 @@ class IndexRows(Connection):
         with self._translated("read"):
             from ..rows_cold import StoredVector
 
+            # +model: by the rowid range, not the model's index (which reads every row of
+            # the model, then sorts them: 30 ms at 100k for the two rows a write added)
             rows = db.execute(
-                "SELECT owner, owner_id, vec FROM vectors WHERE model = ? AND id > ? ORDER BY id",
+                "SELECT owner, owner_id, vec FROM vectors WHERE +model = ? AND id > ? ORDER BY id",
                 (model, after),
             )
             yield from (StoredVector(*row) for row in rows)
