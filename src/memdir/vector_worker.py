@@ -70,6 +70,7 @@ class Worker:
         op = request.get("op")
         store = self.memory.store
         if op == "status":
+            self.cache.load(store, self.embedder)  # current: callers take its count
             return {
                 "pid": os.getpid(),
                 "model": self.embedder.name,
