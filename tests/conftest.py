@@ -13,18 +13,19 @@ from typing import Any
 import pytest
 
 from memdir import Memory
-from memdir.testing import cli_command, cli_env
+from memdir.testing import cli_command, cli_env, stop_worker
 
 
 @pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for var in ("MEMDIR_STATE_DIR", "MEMDIR_MEMORY_DIR", "MEMDIR_SESSION_ID"):
         monkeypatch.delenv(var, raising=False)
     state = tmp_path / "state"
     state.mkdir()
     monkeypatch.setenv("MEMDIR_STATE_DIR", str(state))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    return state
+    yield state
+    stop_worker(str(state))  # a CLI search may have started the store's warm worker
 
 
 @pytest.fixture

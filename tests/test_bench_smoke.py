@@ -54,6 +54,18 @@ TINY = {
     "boot": ["--days", "3", "--entries", "20", "--runs", "2", "--profile", "--profile-runs", "1"],
     "hooks": ["--days", "3", "--entries", "20", "--runs", "2"],
     "uprompt": ["--facts", "500", "--runs", "2", "--inprocess-runs", "3"],
+    "worker": [
+        "--facts",
+        "300",
+        "--runs",
+        "2",
+        "--cold-runs",
+        "1",
+        "--chunks",
+        "16",
+        "--model-runs",
+        "1",
+    ],
     "search_scale": [
         "--facts",
         "300",
@@ -104,6 +116,7 @@ TINY = {
     ],
 }
 SUMMARY_KEYS = {
+    "worker": {"search_ratio", "update_ratio", "chunks_per_s", "worker_rss_mib", "ok"},
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
     "search_inprocess": {"target_ratio_p95", "worst_ratio_p95", "by_size", "ok"},
     "search_bounded": {"target_p95_ms", "bounded_p95_ms", "mean_overlap", "identical_share", "ok"},
@@ -203,6 +216,7 @@ SUMMARY_KEYS = {
     },
 }
 ROW_KEYS = {
+    "worker": {"table"},
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
     "search_inprocess": {
         "facts",
@@ -286,8 +300,8 @@ def finite_numbers(value: Any) -> bool:
 
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_script_writes_its_json(script: str, tmp_path: Path, cache_dir: Path) -> None:
-    if script == "search_scale" and not embeddings_available():
-        pytest.skip("search_scale needs the embeddings extra")
+    if script in ("search_scale", "worker") and not embeddings_available():
+        pytest.skip(f"{script} needs the embeddings extra")
     data = run_bench(script, TINY[script], tmp_path, cache_dir)
     assert {"name", "params", "env", "rows", "summary"} <= set(data)
     assert data["name"] == script

@@ -13,6 +13,7 @@ import pty
 import sqlite3
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from memdir import Memory
 from memdir.embed_worker import EmbedWorker
+from memdir.search import worker
 from memdir.search.vectors import STEP, embed_pending
 from memdir.storage import embeddings
 from memdir.testing import HashEmbedder, cli_command, cli_env
@@ -318,6 +320,10 @@ def test_import_embeds_what_it_brought_with_progress_on_a_terminal(
     assert frames[0].startswith("embedding") and frames[0].endswith(" 0/40"), frames
     assert frames[-1].endswith(" 40/40") and "#" * 30 in frames[-1]
     assert "imported 40 facts" in proc.stdout and "embedded 40 items" in proc.stdout
+    # the first search of a store starts its warm worker and says it ranked by words
+    result = run("search", "kiwi orchard", "--json")
+    assert result.code == 0 and "the embedding worker is starting" in result.err
+    assert worker.wait_up(worker.Places(str(state_dir)), time.monotonic() + 120)
     result = run("search", "kiwi orchard", "--json")
     assert result.code == 0 and result.err == ""  # every item has its vector: no note
     assert all("lexical_only" not in hit for hit in result.json())

@@ -184,7 +184,11 @@ def _nearest(
     if not keys:
         return []
     scores = matrix @ vector
-    return [(keys[i], float(scores[i])) for i in np.argsort(-scores)[:top] if scores[i] >= minimum]
+    # the top few by partition, then sorted: a full sort of 100k scores took ~8 ms a write
+    want = min(top, len(keys))
+    best = np.argpartition(-scores, want - 1)[:want]
+    best = best[np.argsort(-scores[best])]
+    return [(keys[i], float(scores[i])) for i in best if scores[i] >= minimum]
 
 
 def merged(first: tuple[Similar, ...], more: tuple[Similar, ...]) -> tuple[Similar, ...]:

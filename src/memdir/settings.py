@@ -68,6 +68,9 @@ class Settings(Record):
     search_group_weight: float = 0.5
     search_rrf_k: int = 60
     search_embed_on_write: str = "always"
+    # seconds the warm worker (vector_worker.py) stays up with no request; 0: no worker,
+    # each process that searches by meaning loads the model itself
+    search_worker_idle: float = 600.0
     # [duplicates] (N1): a write that resembles an active item this much is reported:
     # Jaccard of content words, and cosine when the embedding model is loaded.
     duplicate_lexical: float = 0.7
@@ -149,6 +152,7 @@ SEARCH_KEYS = {
     "group_weight": "a number from 0 to 1000",
     "rrf_k": "a whole number from 1 to 1,000,000",
     "embed_on_write": "loaded or always",
+    "worker_idle": "seconds from 0 (no worker) to 86400",
 }
 CHECK_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
@@ -248,6 +252,7 @@ def _search_values(search: dict[str, Any], text: str, path: str) -> dict[str, An
             "group_weight": number and 0 <= value <= 1000,
             "rrf_k": _positive_int(value) and value <= 1_000_000,
             "embed_on_write": value in ("loaded", "always"),
+            "worker_idle": number and 0 <= value <= 86_400,
         }.get(key)
         if not ok:
             expected = SEARCH_KEYS.get(key, f"one of the keys {', '.join(SEARCH_KEYS)}")
@@ -412,6 +417,7 @@ def config_template() -> str:
         "# group_weight = 0.5        # + weight x its session's or file's share as one text\n"
         "# rrf_k = 60                # orders equal lexical scores by reciprocal rank\n"
         '# embed_on_write = "always" # loaded: a CLI write leaves embedding to reindex/server\n'
+        "# worker_idle = 600         # s the warm embedding worker stays up idle; 0: none\n"
         "\n[duplicates]\n"
         "# a write this similar to an active fact, entry or procedure is reported\n"
         "# lexical = 0.7             # Jaccard of content words\n"

@@ -136,3 +136,42 @@ class HashEmbedder:
             if norm:
                 out[row] /= norm
         return out
+
+
+def worker_pid(state_dir: str) -> int | None:
+    """The pid of the store's warm worker while it holds its lock (vector_worker.py), else
+    None: a lock that can be taken has no holder."""
+    import fcntl
+
+    from .search.worker import Places
+
+    try:
+        fd = os.open(Places(state_dir).lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode().strip()
+            return int(text) if text.isdigit() else -1  # held, its pid not written yet
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def stop_worker(state_dir: str, timeout: float = 30.0) -> None:
+    """End the store's warm worker, if one runs, and wait until it has let go of its lock:
+    a test leaves no process behind it."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (pid := worker_pid(state_dir)) is not None and time.monotonic() < deadline:
+        if pid > 0:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)

@@ -101,12 +101,14 @@ class Builder:
 
 
 def memory_for(args: argparse.Namespace, surface: str = "cli") -> Memory:
-    return Memory(
+    memory = Memory(
         getattr(args, "state_dir", None),
         session=getattr(args, "session", None),
         agent=getattr(args, "agent", None),
         surface=surface,
     )
+    memory.use_worker = True  # Q2: a short-lived process asks the store's warm worker
+    return memory
 
 
 class Raw(str):

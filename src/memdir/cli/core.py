@@ -334,6 +334,7 @@ def _serve(args: argparse.Namespace) -> Any:
             "HOST:PORT; over stdio the client that starts memdir is the only one"
         )
     memory = memory_for(args, surface="mcp")
+    memory.use_worker = False  # a server lives long: it holds its own model (Q2)
     if access is not None:
         _banner(memory, access)
     code = mcp_server.serve(memory, access, stop)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from .. import daily, duplicates, entries, search, tasks
-    from ..search import index, vectors
+    from ..search import index, vectors, worker
     from ..secret_scan import Found
     from ..storage.base import Store
     from ..types import Embedder, Surface
@@ -47,8 +47,10 @@ else:
     tasks = lazy("memdir.tasks")
     index = lazy("memdir.search.index")
     vectors = lazy("memdir.search.vectors")
+    worker = lazy("memdir.search.worker")
 
 SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
+WRITE_BUDGET = 10.0  # seconds a write waits for the warm worker to embed what it wrote
 HITS_EVERY = 60.0  # seconds between two foldings of the hits journal by one Memory's writes
 
 
@@ -95,6 +97,10 @@ class MemoryBase:
         # Set by a front end that embeds in the background (the MCP server's EmbedWorker):
         # called when items need vectors, instead of embedding them in the caller's thread.
         self.embed_later: Callable[[], object] | None = None
+        # Set by the CLI: ask the store's warm worker (vector_worker.py) for vectors rather
+        # than load the model in this short-lived process, starting it when need be.
+        self.use_worker = False
+        self.worker_starting = False  # the last search ranked by words: the worker was not up
         self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
         self._owner: MemoryBase | None = None  # set on a companion(): the model is its
         self._companions: list[MemoryBase] = []
@@ -301,7 +307,8 @@ class MemoryBase:
             self.embed_later()
             return
         load = self.settings.search_embed_on_write == "always"
-        if self._embedder is None and not load:
+        places = self._worker_up() if self._embedder is None else None
+        if self._embedder is None and not load and places is None:
             return  # the CLI's path: not even a look for the extra
         if len(fact_ids) + len(files) > SMALL_WRITE or not self._wants_vectors():
             return
@@ -316,11 +323,25 @@ class MemoryBase:
                 # would keep the writer busy for minutes; reindex or the server embed it,
                 # and until then search ranks it by its words and says so
                 return
+            if places is not None:  # the warm worker embeds them (~5 ms), no model here
+                request = {"op": "embed", "facts": list(fact_ids), "paths": paths}
+                if "embedded" in (worker.call(places, request, WRITE_BUDGET) or {}):
+                    return
             embedder = self._embedder or embeddings.default_embedder()
             self._embedder = embedder
             vectors.embed_rows(self.store, embedder, rows)
         except MemdirError:
             pass  # locked, no extra, or a file gone meanwhile: it waits, as a CLI write does
+
+    def _worker_up(self) -> worker.Places | None:
+        """The store's warm worker's places when this process uses it and its socket is
+        there (a stat: whether it answers is known when asked)."""
+        if not self.use_worker or self._owner is not None or self.embed_later is not None:
+            return None
+        if self.settings.search_worker_idle <= 0 or self.settings.search_mode == "lexical":
+            return None
+        places = worker.Places(self.state.path)
+        return places if os.path.exists(places.socket) else None
 
     # -- what more than one part writes through (a part never calls another part) ----------
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ..storage.embeddings import Vectors
     from ..storage.rows import Chunk
     from ..types import Embedder
+    from .worker import Remote
 
 KINDS = ("fact", *CHUNK_KINDS)
 MODES = ("lexical", "semantic", "hybrid")
@@ -100,26 +101,77 @@ def check_mode(mode: object) -> str:
 
 class VectorCache:
     """Every vector of one model as a matrix, kept while the store's vectors are unchanged:
-    a warm process answers a semantic query without reading 100k blobs again."""
+    a warm process answers a semantic query without reading 100k blobs again. When rows
+    were only added (a write embedded its items), only those are read and appended: a
+    full reload takes ~0.5 s at 110k vectors and came after every write."""
 
     def __init__(self) -> None:
         self.generation: tuple[int, int] | None = None
         self.keys: list[Key] = []
         self.rows: dict[Key, int] = {}  # key -> its row of the matrix
-        self.matrix: Vectors | None = None
+        self.matrix: Vectors | None = None  # a view of the first len(keys) rows of _buffer
+        self._buffer: Vectors | None = None  # room to append without copying each time
+        self._last: bytes = b""  # the blob of the newest vector (the highest id)
 
     def load(self, store: Store, embedder: Embedder) -> tuple[list[Key], Vectors]:
         generation = store.vector_generation(embedder.name)
         if generation != self.generation or self.matrix is None:
-            keys: list[Key] = []
-            blobs: list[bytes] = []
-            for owner, owner_id, blob in store.iter_vectors(embedder.name):
-                keys.append((owner, owner_id))
-                blobs.append(blob)
-            self.keys, self.matrix = keys, embeddings.from_blobs(blobs, embedder.dim)
-            self.rows = {key: row for row, key in enumerate(keys)}
+            if not (self.generation is not None and self._append(store, embedder, generation)):
+                self._reload(store, embedder)
             self.generation = generation
+        assert self.matrix is not None
         return self.keys, self.matrix
+
+    def _reload(self, store: Store, embedder: Embedder) -> None:
+        keys: list[Key] = []
+        blobs: list[bytes] = []
+        for owner, owner_id, blob in store.iter_vectors(embedder.name):
+            keys.append((owner, owner_id))
+            blobs.append(blob)
+        import numpy as np
+
+        found = embeddings.from_blobs(blobs, embedder.dim)
+        del blobs
+        # room for the writes to come: an append then copies nothing
+        self._buffer = np.empty((len(keys) + len(keys) // 8 + 64, embedder.dim), np.float32)
+        self._buffer[: len(keys)] = found
+        self.keys, self.matrix = keys, self._buffer[: len(keys)]
+        self.rows = {key: row for row, key in enumerate(keys)}
+        self._last = bytes(found[-1].astype("<f4").tobytes()) if len(keys) else b""
+
+    def _append(self, store: Store, embedder: Embedder, generation: tuple[int, int]) -> bool:
+        """Append the vectors stored since the last load; False when anything else changed
+        (a vector removed or replaced): then only a full reload is right."""
+        import numpy as np
+
+        assert self.generation is not None and self._buffer is not None
+        count, top = self.generation
+        if count == 0 or generation[0] <= count or generation[1] <= top:
+            return False
+        new = list(store.iter_vectors(embedder.name, after=top - 1))
+        # the newest row read again first: still there, the same, so none before it went
+        if not new or (new[0].owner, new[0].owner_id) != self.keys[-1] or new[0].vec != self._last:
+            return False
+        new = new[1:]
+        if count + len(new) != generation[0] or any(
+            (v.owner, v.owner_id) in self.rows for v in new
+        ):
+            return False
+        n = len(self.keys)
+        if n + len(new) > len(self._buffer):
+            grown = np.empty((max(2 * n, n + len(new)), embedder.dim), dtype=np.float32)
+            grown[:n] = self._buffer[:n]
+            self._buffer = grown
+        if new:
+            self._buffer[n : n + len(new)] = embeddings.from_blobs(
+                [v.vec for v in new], embedder.dim
+            )
+        for row, v in enumerate(new, n):
+            self.rows[(v.owner, v.owner_id)] = row
+            self.keys.append((v.owner, v.owner_id))
+        self.matrix = self._buffer[: len(self.keys)]
+        self._last = new[-1].vec if new else self._last
+        return True
 
 
 # Per model: the mean and the 99th percentile of the cosines between unrelated texts like
@@ -132,10 +184,10 @@ class VectorCache:
 CALIBRATION = {embeddings.DEFAULT_MODEL: (0.083, 0.361)}
 
 
-def calibration(embedder: Embedder) -> tuple[float, float]:
+def calibration(model: str) -> tuple[float, float]:
     """(mean, p99) of the model's cosines between unrelated memories; a model without
     measured constants keeps the plain cosine (0, 1)."""
-    return CALIBRATION.get(embedder.name, (0.0, 1.0))
+    return CALIBRATION.get(model, (0.0, 1.0))
 
 
 def calibrate(embedder: Embedder) -> tuple[float, float]:
@@ -177,13 +229,15 @@ def search(
     pending: int = 0,
     as_of: str | None = None,
     context_weights: tuple[float, float] = (0.0, 0.0),
+    remote: Remote | None = None,
 ) -> list[Hit]:
     """`embedder` None in semantic or hybrid mode: the store holds no vector of the model,
-    so there is nothing to compare the question with. `pending`: how many items have no
-    vector yet; semantic mode then adds their lexical hits. `as_of`: the facts that held
-    at that time (F3), lexically: files keep no history, and superseded facts keep
-    no vector. `context_weights`: (neighbour_weight, group_weight) of a plain-word
-    question's ranking in lexical and hybrid mode (context.py)."""
+    so there is nothing to compare the question with; `remote`: the store's warm worker
+    ranks by meaning instead (search/worker.py), with the same results. `pending`: how
+    many items have no vector yet; semantic mode then adds their lexical hits. `as_of`:
+    the facts that held at that time (F3), lexically: files keep no history, and
+    superseded facts keep no vector. `context_weights`: (neighbour_weight, group_weight)
+    of a plain-word question's ranking in lexical and hybrid mode (context.py)."""
     check_query(text)
     node = query.parse_search(text)
     if node is None:
@@ -216,9 +270,10 @@ def search(
         return _finish(fused, limit)
     semantic: list[tuple[Key, Hit]] = []
     similarity: Callable[[Key], float | None] = lambda key: None  # noqa: E731
-    if embedder is not None:
+    if embedder is not None or remote is not None:
+        known = [key for ranked in lexical for key, _ in ranked if key[0] != "path"]
         semantic, similarity = _semantic(
-            store, embedder, cache, text, category, since, kinds, depth, min_score
+            store, embedder, cache, text, category, since, kinds, depth, min_score, remote, known
         )
     if mode == "semantic":
         # what has no vector yet, found by its words (the substring list of procedures
@@ -378,7 +433,7 @@ def _relative(ranked: list[tuple[Key, Hit]]) -> list[tuple[Key, Hit]]:
 
 def _semantic(
     store: Store,
-    embedder: Embedder,
+    embedder: Embedder | None,
     cache: VectorCache,
     text: str,
     category: str | None,
@@ -386,32 +441,38 @@ def _semantic(
     kinds: tuple[str, ...],
     depth: int,
     min_score: float,
+    remote: Remote | None = None,
+    known: list[Key] | None = None,
 ) -> tuple[list[tuple[Key, Hit]], Callable[[Key], float | None]]:
-    """The hits whose semantic score (the calibrated cosine) is at or above min_score,
-    best first, and the score of any key (None: it has no vector yet), for hybrid."""
-    import numpy as np
-
-    keys, matrix = cache.load(store, embedder)
-    if not keys:
-        return [], lambda key: None
-    mean, p99 = calibration(embedder)
-    scores = (matrix @ embedder.embed([text])[0] - mean) / (p99 - mean)
-    rows = cache.rows
+    """The hits whose semantic score (the cosine, calibrated) is at or above min_score,
+    best first, and the score of any key (None: it has no vector yet), for hybrid. With
+    `remote`, the worker ranks and gives the cosines of the `known` keys (the lexical
+    candidates)."""
+    cosine_of: Callable[[Key], float | None]
+    if remote is not None:
+        answer = remote.rank(text, depth * 4, known or [])
+        if answer is None:
+            return [], lambda key: None
+        nearest, cosines = answer
+        cosine_of = cosines.get
+        for key, score in nearest:
+            cosines.setdefault(key, score)
+    else:
+        assert embedder is not None
+        nearest, cosine_of = nearest_vectors(cache, store, embedder, text, depth * 4)
+    mean, p99 = calibration(embedder.name if embedder else embeddings.DEFAULT_MODEL)
 
     def similarity(key: Key) -> float | None:
-        row = rows.get(key)
-        return None if row is None else float(scores[row])
+        found = cosine_of(key)
+        return None if found is None else (found - mean) / (p99 - mean)
 
-    wanted = min(len(keys), depth * 4)
-    candidates = np.argpartition(-scores, wanted - 1)[:wanted]
-    candidates = candidates[np.argsort(-scores[candidates])]
-    top = [int(i) for i in candidates if scores[i] >= min_score]
-    facts = store.facts_by_id([int(keys[i][1]) for i in top if keys[i][0] == "fact"])
-    chunks = store.chunks_by_id([int(keys[i][1]) for i in top if keys[i][0] == "chunk"])
+    nearest = [(key, (cosine - mean) / (p99 - mean)) for key, cosine in nearest]
+    top = [(key, score) for key, score in nearest if score >= min_score]
+    facts = store.facts_by_id([int(key[1]) for key, _ in top if key[0] == "fact"])
+    chunks = store.chunks_by_id([int(key[1]) for key, _ in top if key[0] == "chunk"])
     out: list[tuple[Key, Hit]] = []
-    for i in top:
-        owner, owner_id = keys[i]
-        score = round(float(scores[i]), 4)
+    for (owner, owner_id), calibrated in top:
+        score = round(calibrated, 4)
         if owner == "fact" and owner_id in facts:
             f = facts[owner_id]
             if (
@@ -428,6 +489,29 @@ def _semantic(
         if len(out) >= depth:
             break
     return out, similarity
+
+
+def nearest_vectors(
+    cache: VectorCache, store: Store, embedder: Embedder, text: str, want: int
+) -> tuple[list[tuple[Key, float]], Callable[[Key], float | None]]:
+    """The `want` vectors nearest the question's, best first, with their cosines, and the
+    cosine of any key (None: no vector): what the worker answers a query with, too."""
+    import numpy as np
+
+    keys, matrix = cache.load(store, embedder)
+    if not keys:
+        return [], lambda key: None
+    scores = matrix @ embedder.embed([text])[0]
+    rows = cache.rows
+
+    def similarity(key: Key) -> float | None:
+        row = rows.get(key)
+        return None if row is None else float(scores[row])
+
+    wanted = min(len(keys), want)
+    candidates = np.argpartition(-scores, wanted - 1)[:wanted]
+    candidates = candidates[np.argsort(-scores[candidates])]
+    return [(keys[int(i)], float(scores[i])) for i in candidates], similarity
 
 
 def _fact_hit(fact: Fact, score: float) -> Hit:

@@ -12,6 +12,8 @@ embedded up to 256 waiting items inline: after an import of 2,000 facts the next
 - in the MCP server's background (embed_worker.EmbedWorker): after start, after each
   write, and after a search that met items without a vector (another process wrote them,
   or a hand edit).
+- by the store's warm worker (vector_worker.py), for a CLI write when it is up, and in its
+  background whatever waits.
 
 Unchanged text reuses the vector it had (by text hash), whoever embeds it.
 """

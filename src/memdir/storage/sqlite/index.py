@@ -366,14 +366,22 @@ class IndexRows(Connection):
         self._memo[("generation", model)] = (token, (int(count), int(top)))
         return VectorGeneration(int(count), int(top))
 
-    def iter_vectors(self, model: str) -> Iterator[StoredVector]:
+    def iter_vectors(self, model: str, after: int = 0) -> Iterator[StoredVector]:
+        """The model's vectors in the order they were stored, or only those stored after
+        row id `after`: what a cached matrix lacks when rows were only added (its last
+        row read again first, to tell that nothing before it changed)."""
         db = self._conn()
         if db is None:
             return
         with self._translated("read"):
             from ..rows_cold import StoredVector
 
-            rows = db.execute("SELECT owner, owner_id, vec FROM vectors WHERE model = ?", (model,))
+            # +model: by the rowid range, not the model's index (which reads every row of
+            # the model, then sorts them: 30 ms at 100k for the two rows a write added)
+            rows = db.execute(
+                "SELECT owner, owner_id, vec FROM vectors WHERE +model = ? AND id > ? ORDER BY id",
+                (model, after),
+            )
             yield from (StoredVector(*row) for row in rows)
 
 

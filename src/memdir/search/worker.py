@@ -1,0 +1,174 @@
+"""Reaching the warm worker of a store (Q2): where its socket is, how to ask it, how to
+start it. The worker (memdir/vector_worker.py) is one process per store that holds the
+embedding model and the vector matrix, so a CLI call or a hook that searches by meaning
+costs a question over a local socket instead of loading the model (~0.35 s) and reading
+every vector (~0.5 s at 110k) again.
+
+Cheap on purpose: socket, json and struct only (no numpy: a CLI search that goes through
+the worker imports nothing heavy). A request is one connection: a 4-byte big-endian
+length, then that many bytes of JSON; the answer comes back the same way.
+
+Where: <state>/worker/ (mode 0700) holds the lock, the log and the socket. A Unix socket
+path has at most 107 bytes, so a deep state dir puts its socket under $XDG_RUNTIME_DIR/
+memdir/ or /tmp/memdir-<uid>/ (0700, checked to be the user's own) instead, named by a
+hash of the state dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import time
+
+from ..errors import StorageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    Key = tuple[str, int | str]
+
+SUN_PATH_MAX = 107  # bytes of a socket's path, its NUL aside (Linux: sun_path[108])
+MAX_FRAME = 64 * 2**20
+MODULE = "memdir.vector_worker"
+
+
+class Places:
+    """The files of one store's worker."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = os.path.realpath(state_dir)
+        self.dir = os.path.join(self.state_dir, "worker")
+        self.lock = os.path.join(self.dir, "lock")
+        self.log = os.path.join(self.dir, "log")
+        here = os.path.join(self.dir, "sock")
+        if len(os.fsencode(here)) <= SUN_PATH_MAX:
+            self.socket_dir, self.socket = self.dir, here
+        else:
+            import hashlib
+
+            digest = hashlib.sha256(os.fsencode(self.state_dir)).hexdigest()[:20]
+            runtime = os.environ.get("XDG_RUNTIME_DIR")
+            bases = [os.path.join(runtime, "memdir")] if runtime else []
+            bases.append(f"/tmp/memdir-{os.getuid()}")  # when the runtime dir is deep too
+            for base in bases:
+                path = os.path.join(base, digest + ".sock")
+                if len(os.fsencode(path)) <= SUN_PATH_MAX:
+                    break
+            self.socket_dir, self.socket = base, path
+
+    def make_dirs(self) -> None:
+        """The worker's directories, owner-only; a shared one that is not the user's own
+        alone is refused (another user could reach or replace the socket)."""
+        for path in dict.fromkeys((self.dir, self.socket_dir)):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            info = os.lstat(path)
+            if info.st_uid != os.getuid() or info.st_mode & 0o077:
+                if path == self.dir and info.st_uid == os.getuid():
+                    os.chmod(path, 0o700)
+                    continue
+                raise StorageError(f"{path} is not private to this user: no worker socket there")
+
+
+def call(places: Places, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    """The worker's answer, or None when no worker listens (not started, exited, or one
+    that did not answer within `timeout` seconds)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(places.socket)
+        send(sock, request)
+        answer = receive(sock)
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+    return answer
+
+
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode()
+    sock.sendall(struct.pack(">I", len(data)) + data)
+
+
+def receive(sock: socket.socket) -> dict[str, Any]:
+    """One framed message; ValueError on a short, oversized or malformed one."""
+    (size,) = struct.unpack(">I", _exactly(sock, 4))
+    if size > MAX_FRAME:
+        raise ValueError(f"a message of {size} bytes")
+    message = json.loads(_exactly(sock, size))
+    if not isinstance(message, dict):
+        raise ValueError("a message that is not an object")
+    return message
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        part = sock.recv(min(left, 2**20))
+        if not part:
+            raise ValueError("the connection closed mid-message")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def start(places: Places) -> None:
+    """Start the store's worker, detached: its own session (a signal to this process's
+    group does not reach it), no terminal, output to its log. Two started at once are
+    fine: the second finds the lock taken and exits at once."""
+    import subprocess
+    import sys
+
+    places.make_dirs()
+    with open(places.log, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", MODULE, places.state_dir],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def wait_up(places: Places, deadline: float) -> dict[str, Any] | None:
+    """The worker's status once it answers, or None at the deadline (a time.monotonic)."""
+    while True:
+        status = call(places, {"op": "status"}, timeout=max(0.1, deadline - time.monotonic()))
+        if status is not None or time.monotonic() >= deadline:
+            return status
+        time.sleep(0.05)
+
+
+class Remote:
+    """Semantic ranking through the worker, as search/__init__.py asks for it."""
+
+    def __init__(self, places: Places, timeout: float) -> None:
+        self.places, self.timeout = places, timeout
+
+    def rank(
+        self, text: str, want: int, keys: list[Key]
+    ) -> tuple[list[tuple[Key, float]], dict[Key, float]] | None:
+        """The `want` stored vectors nearest the question's, best first, with their
+        cosines, and the cosines of `keys` that have a vector; None when the worker did
+        not answer (the caller ranks by words)."""
+        answer = call(
+            self.places,
+            {"op": "query", "text": text, "want": want, "keys": [list(k) for k in keys]},
+            self.timeout,
+        )
+        if answer is None:
+            return None
+        try:
+            top = [((str(o), i), float(score)) for o, i, score in answer["top"]]
+            cosines = {
+                (str(o), i): float(score)
+                for (o, i), score in zip(keys, answer["cosines"], strict=True)
+                if score is not None
+            }
+        except (KeyError, TypeError, ValueError):
+            return None  # an error answer, or one of another version: by words, then
+        return top, cosines
