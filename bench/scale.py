@@ -4,16 +4,16 @@ store grows from 10k to 1M facts and from 1k to 100k markdown chunks.
 The grid: facts {10k, 100k, 1M} with ~10k chunks, and chunks {1k, 10k, 100k} with 100k facts
 (--facts / --chunks / --grid full change it). Each store is built once into the cache dir,
 through memdir's public API, and its build time is reported:
-- the markdown of ~N chunks (search_scale.write_markdown: global entries, daily logs, task
+- the markdown of ~n chunks (search_scale.write_markdown: global entries, daily logs, task
   notes, procedures) written inside `Memory.bulk()`, then `Memory.sync_index()` chunks it;
   one such store per chunk count, copied for every fact count;
-- make_facts(N) added with `Memory.add_facts` in batches of 10k (common.add_all, the import
+- make_facts(n) added with `Memory.add_facts` in batches of 10k (common.add_all, the import
   path), inside `Memory.bulk()`;
 - a vector for every fact and chunk, stored through the Store protocol (`Store.unembedded`
   pages, `Store.put_vectors`) under the default model's name. Embedding 1.1M texts with the
   real model takes hours here (~100 items/s), and search latency depends on how many vectors
   there are and their dimension, not on what they say; so POOL distinct corpus texts are
-  embedded with the real model (all-MiniLM-L6-v2 int8, cached) and every item's vector is
+  embedded with the real model (the default MiniLM, int8; cached) and every item's vector is
   normalise(pool[a] + 0.5 * pool[b]), a and b taken from a hash of its text's hash: real
   MiniLM geometry, a distinct vector per text, deterministic. The query is embedded with the
   real model on every search.
@@ -24,8 +24,8 @@ Measured on each store, the queries alternating and the modes rotating every rou
   lexical, F4);
 - a real `memdir serve` process, through the MCP SDK's stdio client: `memory_search` in each
   mode in turn (its first call timed apart: it loads what the mode needs), then VmRSS and
-  VmHWM from /proc, of the server and of any process started for it (one carrying this
-  store's MEMDIR_STATE_DIR in its environment, e.g. an embedding worker);
+  VmHWM from /proc, of the server and of any other process serving the store (one that
+  carries its MEMDIR_STATE_DIR or holds one of its files open, e.g. an embedding worker);
 - memory.db + memory.db-wal on disk, and the markdown's bytes.
 
     python bench/scale.py [--facts 10k,100k,1m] [--chunks 1k,10k,100k] [--grid cross|full]
@@ -293,9 +293,12 @@ def proc_status(pid: int) -> dict[str, int]:
 
 
 def server_pids(state: str) -> tuple[int | None, list[int]]:
-    """The `memdir serve` child of this process, and the other processes carrying this
-    store's MEMDIR_STATE_DIR in their environment (what the server started for itself)."""
+    """The `memdir serve` child of this process, and the other processes that serve this
+    store beside it: any that carries its MEMDIR_STATE_DIR in its environment (started by
+    the server) or holds one of its files open (e.g. an embedding worker, whoever started
+    it)."""
     marker = f"MEMDIR_STATE_DIR={state}".encode()
+    inside = os.path.join(state, "")
     server, helpers = None, []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
@@ -312,9 +315,17 @@ def server_pids(state: str) -> tuple[int | None, list[int]]:
             continue
         if ppid == os.getpid() and b"serve" in argv:
             server = pid
-        elif marker in environ:
+        elif marker in environ or holds_open(pid, inside):
             helpers.append(pid)
     return server, helpers
+
+
+def holds_open(pid: int, prefix: str) -> bool:
+    try:
+        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return False
+    return any(link.startswith(prefix) for link in links)
 
 
 def memory_now(state: str) -> dict[str, Any]:
@@ -559,11 +570,11 @@ def print_tables(
             ("vectors_s", "vectors s", ",.0f"),
             *[(f"mcp_first_{mode}_ms", f"MCP first {mode}", ",.0f") for mode in MODES],
             *[(f"mcp_{mode}_p50_ms", f"MCP {mode} p50", ",.1f") for mode in MODES],
-            ("rss_started", "RSS started", ""),
-            *[(f"rss_after_{mode}", f"RSS after {mode}", "") for mode in MODES],
-            ("hwm", "peak", ""),
+            ("rss_started", "RSS started", ",d"),
+            *[(f"rss_after_{mode}", f"RSS after {mode}", ",d") for mode in MODES],
+            ("hwm", "peak", ",d"),
             ("helpers", "helper procs", "d"),
-            ("helpers_rss", "helpers RSS", ""),
+            ("helpers_rss", "helpers RSS", ",d"),
         ],
         [
             {
