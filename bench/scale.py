@@ -54,7 +54,7 @@ POOL = 2048  # distinct texts embedded with the real model; every vector is made
 VECTOR_PAGE = 20_000  # items read and stored per round while filling the vectors
 FACT_SIZES = [10_000, 100_000, 1_000_000]
 # 100k chunks is left to --chunks 1k,10k,100k: writing their markdown through the API takes
-# about an hour here (each write_entry re-reads every global entry), once per cache dir
+# about an hour here (each write_entry looks at every global entry), once per cache dir
 CHUNK_SIZES = [1_000, 10_000]
 FIXED_FACTS = 100_000  # the fact count of the chunk axis
 FIXED_CHUNKS = 10_000  # the chunk count of the fact axis
