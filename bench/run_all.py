@@ -69,6 +69,21 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
             "3",
         ],
     ),
+    "scale": (
+        [],
+        [
+            "--facts",
+            "1000,2000",
+            "--chunks",
+            "300",
+            "--runs",
+            "3",
+            "--mcp-runs",
+            "1",
+            "--pool",
+            "256",
+        ],
+    ),
     "stress": ([], ["--procs", "3", "--seconds", "3", "--readers", "1"]),
     "faults": ([], ["--kills", "10"]),
     "secrets_fp": ([], ["--code-lines", "2000", "--package-lines", "2000", "--samples", "2"]),
@@ -485,6 +500,21 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "target": f"≤ {targets['cli_hybrid_p50_ms']:g}",
                 "ok": met["cli_hybrid"],
             },
+        ]
+    if name == "scale":  # a curve: figures without targets
+        return [
+            {
+                "bench": name,
+                "figure": f"{what}, {row['facts']:,} facts + {row['chunks']:,} chunks",
+                "value": row[key],
+                "target": "",
+                "ok": None,
+            }
+            for row in summary["curve"]
+            for what, key in (
+                ("hybrid p95 ms (questions)", "hybrid_p95_ms"),
+                ("server RSS MiB after searches", "rss_mib"),
+            )
         ]
     return []
 

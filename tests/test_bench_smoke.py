@@ -18,6 +18,7 @@ from memdir.storage.embeddings import available as embeddings_available
 pytestmark = pytest.mark.slow  # bench scripts run end to end
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
+MODES = ("lexical", "semantic", "hybrid")
 TINY = {
     "search_cli": ["--facts", "500", "--runs", "2"],
     "search_inprocess": ["--sizes", "300,500", "--runs", "2"],
@@ -81,6 +82,18 @@ TINY = {
         "1",
         "--profile",
         "always",
+    ],
+    "scale": [
+        "--facts",
+        "200,400",
+        "--chunks",
+        "30",
+        "--runs",
+        "1",
+        "--mcp-runs",
+        "1",
+        "--pool",
+        "16",
     ],
     "doctor": [
         "--facts",
@@ -194,6 +207,7 @@ SUMMARY_KEYS = {
         "cli_lexical_p50_ms",
         "ok",
     },
+    "scale": {"stores", "curve", "vectors", "ok"},
     "doctor": {"facts", "cli_p50_ms", "inprocess_fresh_p50_ms", "findings", "ok"},
     "duplicates": {"facts", "precision", "recall", "add_fact_ms", "raw_insert_ms", "ok"},
     "first_search": {
@@ -253,6 +267,7 @@ ROW_KEYS = {
     "uprompt": {"prompt", "words", "hits", "hook_p50_ms", "bare_p50_ms", "run_p50_ms"},
     "search_scale": {"table"},
     "search_bounded": {"facts"},
+    "scale": {"table", "facts"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
     "first_search": set(),  # two tables: imports and searches
@@ -300,7 +315,7 @@ def finite_numbers(value: Any) -> bool:
 
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_script_writes_its_json(script: str, tmp_path: Path, cache_dir: Path) -> None:
-    if script in ("search_scale", "worker") and not embeddings_available():
+    if script in ("search_scale", "worker", "scale") and not embeddings_available():
         pytest.skip(f"{script} needs the embeddings extra")
     data = run_bench(script, TINY[script], tmp_path, cache_dir)
     assert {"name", "params", "env", "rows", "summary"} <= set(data)
@@ -375,6 +390,28 @@ def test_uprompt_checked_every_reply_against_the_raw_query(tmp_path: Path, cache
     budget = data["summary"]["prompt_budget_chars"]
     assert all(r["injected_chars"] <= budget for r in data["rows"])
     assert data["summary"]["calls"] == 5 * data["params"]["runs"]
+
+
+@pytest.mark.skipif(not embeddings_available(), reason="scale needs the embeddings extra")
+def test_scale_reports_each_store_with_a_server_measured(tmp_path: Path, cache_dir: Path) -> None:
+    """Q2, A2: the cross grid (each fact count at the middle chunk count, each chunk count at
+    the middle fact count), every item given a vector through the store, all three modes
+    timed for both kinds of query, and a real `memdir serve` process found and measured."""
+    data = run_bench("scale", TINY["scale"], tmp_path, cache_dir)
+    details = [r for r in data["rows"] if r["table"] == "detail"]
+    assert [(d["facts"], d["chunks_planned"]) for d in details] == [(200, 30), (400, 30)]
+    for detail in details:
+        assert detail["vectors"] == detail["facts"] + detail["chunks"] > detail["facts"]
+        assert detail["unembedded"] == 0 and detail["db_bytes"] > 0
+        assert 0 < detail["rss_started"] <= detail["hwm"]
+        assert all(0 < detail[f"rss_after_{mode}"] <= detail["hwm"] for mode in MODES)
+    curve = [r for r in data["rows"] if r["table"] == "curve"]
+    assert [(r["facts"], r["queries"]) for r in curve] == [
+        (f, kind) for f in (200, 400) for kind in ("questions", "keywords")
+    ]
+    for row in curve:
+        assert all(0 < row[f"{mode}_p50_ms"] <= row[f"{mode}_p95_ms"] for mode in MODES)
+    assert data["summary"]["ok"] is True
 
 
 def test_run_all_quick_writes_a_summary(tmp_path: Path, cache_dir: Path) -> None:
