@@ -256,3 +256,12 @@ def test_version(run) -> None:  # C: `memdir --version`, the installed version
     assert run("--version", "--json").json() == {"version": expected}
     assert "--version" in run("--help").out
     assert run("fact", "--version").code == 1  # only before a command
+
+
+def test_the_cli_offers_the_kinds_and_modes_search_knows() -> None:  # C Q1
+    """The parser's choices are kept beside the CLI (building it imports no search code);
+    they are the search package's own."""
+    from memdir import search
+    from memdir.cli.common import SEARCH_KINDS, SEARCH_MODES
+
+    assert (SEARCH_KINDS, SEARCH_MODES) == (search.KINDS, search.MODES)

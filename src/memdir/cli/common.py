@@ -100,6 +100,12 @@ class Builder:
         return subs
 
 
+# what `--kind` and `--mode` of a search accept (Q1-Q3), here so the CLI need not import
+# the search package to build its parser
+SEARCH_KINDS = ("fact", "procedure", "global", "task", "daily")
+SEARCH_MODES = ("lexical", "semantic", "hybrid")
+
+
 def memory_for(args: argparse.Namespace, surface: str = "cli") -> Memory:
     memory = Memory(
         getattr(args, "state_dir", None),

@@ -10,7 +10,17 @@ from ..errors import ValidationError
 from ..memory import Memory, init_project
 from ..models import CATEGORIES, Procedure
 from ..numbers import parse_whole
-from .common import Builder, Raw, as_json, memory_for, read_file, text_arg, warn
+from .common import (
+    SEARCH_KINDS,
+    SEARCH_MODES,
+    Builder,
+    Raw,
+    as_json,
+    memory_for,
+    read_file,
+    text_arg,
+    warn,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,13 +91,13 @@ def add_search(b: Builder) -> None:
     search.add_argument("--since", metavar="DATE", help="only what was written from DATE on")
     search.add_argument(
         "--kind",
-        choices=("fact", "procedure", "global", "task", "daily"),
+        choices=SEARCH_KINDS,
         action="append",
         help="only this kind of hit (repeatable)",
     )
     search.add_argument(
         "--mode",
-        choices=("lexical", "semantic", "hybrid"),
+        choices=SEARCH_MODES,
         help="default: hybrid with the embeddings extra installed, else lexical",
     )
     search.add_argument(

@@ -6,7 +6,15 @@ import argparse
 import sys
 
 from ..numbers import parse_whole
-from .common import Builder, as_json, memory_for, read_file, text_arg
+from .common import (
+    SEARCH_KINDS,
+    SEARCH_MODES,
+    Builder,
+    as_json,
+    memory_for,
+    read_file,
+    text_arg,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -126,13 +134,13 @@ def add_eval(b: Builder) -> None:
     evaluate.add_argument("file", help="labelled questions, JSON lines, or - for stdin")
     evaluate.add_argument(
         "--mode",
-        choices=("lexical", "semantic", "hybrid"),
+        choices=SEARCH_MODES,
         action="append",
         help="only this mode (repeatable; default: every mode installed)",
     )
     evaluate.add_argument(
         "--kind",
-        choices=("fact", "procedure", "global", "task", "daily"),
+        choices=SEARCH_KINDS,
         action="append",
         help="search only this kind (repeatable)",
     )
