@@ -118,18 +118,20 @@ def test_worker_idle_is_checked(state_dir: Path, run: Callable[..., Any]) -> Non
 
 
 def test_a_deep_state_dir_puts_its_socket_in_a_private_short_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:  # Q2
+    import shutil
+    import tempfile
+
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
+    # a short runtime dir of the test's own (a test's tmp_path can itself be too deep for
+    # a socket path): the test changes its mode below, never a shared /tmp/memdir-<uid>
+    runtime = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    request.addfinalizer(lambda: shutil.rmtree(runtime, ignore_errors=True))
     places = worker.Places(str(deep))
-    if len(os.fsencode(str(runtime / "memdir" / ("x" * 25)))) <= worker.SUN_PATH_MAX:
-        assert places.socket.startswith(str(runtime / "memdir") + "/")
-    else:  # the runtime dir is too deep itself (a test's tmp dir): /tmp/memdir-<uid>
-        assert places.socket.startswith(f"/tmp/memdir-{os.getuid()}/")
+    assert places.socket.startswith(str(runtime / "memdir") + "/")
     assert len(os.fsencode(places.socket)) <= worker.SUN_PATH_MAX
     places.make_dirs()
     assert stat.S_IMODE(os.stat(places.socket_dir).st_mode) == 0o700
@@ -137,6 +139,8 @@ def test_a_deep_state_dir_puts_its_socket_in_a_private_short_place(
     os.chmod(places.socket_dir, 0o755)  # shared with others: refused
     with pytest.raises(Exception, match="not private"):
         places.make_dirs()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("r" * 100)))  # too deep itself
+    assert worker.Places(str(deep)).socket.startswith(f"/tmp/memdir-{os.getuid()}/")
 
 
 # -- with the model: real workers ---------------------------------------------------------
