@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memdir import Memory
-from memdir.testing import cli_command, cli_env, stop_worker
+from memdir.testing import cli_command, cli_env, stop_workers_under
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +25,14 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("MEMDIR_STATE_DIR", str(state))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     yield state
-    stop_worker(str(state))  # a CLI search may have started the store's warm worker
+    stop_workers_under(str(tmp_path))  # a CLI search may have started a store's warm worker
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_warm_worker_outlives_the_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Stores shared by a session's tests (the bench caches) are under its base temp dir."""
+    yield
+    stop_workers_under(str(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture

@@ -175,3 +175,23 @@ def stop_worker(state_dir: str, timeout: float = 30.0) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
+
+
+def stop_workers_under(root: str) -> None:
+    """End every warm worker serving a store under `root` (a test's tmp dir): a test that
+    ran the CLI on a store of its own, not its state dir, leaves no process behind."""
+    prefix = os.path.join(os.path.realpath(root), "")
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                args = handle.read().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if b"memdir.vector_worker" in args and len(args) >= 2:
+            state = os.fsdecode(args[-2] if args[-1] == b"" else args[-1])
+            if os.path.join(os.path.realpath(state), "").startswith(prefix):
+                stop_worker(state)
