@@ -33,7 +33,7 @@ from ..errors import ValidationError
 from ..models import Fact, Hit
 from ..paths import Layout
 from ..storage import embeddings
-from .context import CONTEXT_DEPTH
+from . import context
 from .index import CHUNK_KINDS
 
 TYPE_CHECKING = False
@@ -238,7 +238,6 @@ def search(
     the facts that held at that time (F3), lexically: files keep no history, and
     superseded facts keep no vector. `context_weights`: (neighbour_weight, group_weight)
     of a plain-word question's ranking in lexical and hybrid mode (context.py)."""
-    check_query(text)
     node = query.parse_search(text)
     if node is None:
         return []  # nothing to look for: an empty list, not an error (Q2)
@@ -258,7 +257,7 @@ def search(
     in_context = any(context_weights) and question and store.has_groups()
     lexical: list[list[tuple[Key, Hit]]] = []
     if mode != "semantic" or pending:
-        deeper = max(depth, CONTEXT_DEPTH) if in_context and mode == "lexical" else depth
+        deeper = max(depth, context.CONTEXT_DEPTH) if in_context and mode == "lexical" else depth
         lexical = _lexical_lists(store, layout, node, question, category, since, kinds, deeper)
     admit = _Admit(kinds, category, since)
     if mode == "lexical":
@@ -345,8 +344,6 @@ def _in_context(
 ) -> list[tuple[Key, Hit]]:
     """`ranked` re-ranked by each hit's context (context.py); `relative`: scores as a share
     of the best, as lexical scores are (Q1), else the sum itself (hybrid)."""
-    from . import context
-
     if not ranked:
         return ranked
     found = context.rank(
