@@ -5,7 +5,10 @@ is an error (L1), tested in test_settings_paths.py."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 
 from memdir import Memory
-from memdir.testing import cli_command, cli_env, stop_workers_under
+from memdir.testing import cli_command, cli_env, stop_forkserver, stop_workers_under
 
 
 @pytest.fixture(autouse=True)
@@ -29,10 +32,23 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _no_warm_worker_outlives_the_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Stores shared by a session's tests (the bench caches) are under its base temp dir."""
+def _no_warm_process_outlives_the_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Stores shared by a session's tests (the bench caches) are under its base temp dir.
+    The CLI's fork server (C1) of this session lives in a runtime dir of its own (short:
+    a socket's path has at most 107 bytes), and a child given an environment of its own,
+    without that dir, reaches the user's: both are stopped at the end."""
+    runtime = tempfile.mkdtemp(prefix="memdir-rt-", dir="/tmp")
+    previous = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = runtime
     yield
     stop_workers_under(str(tmp_path_factory.getbasetemp()))
+    stop_forkserver()
+    if previous is None:
+        del os.environ["XDG_RUNTIME_DIR"]
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = previous
+    stop_forkserver()
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture

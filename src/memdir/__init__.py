@@ -1,53 +1,53 @@
 """memdir: memory that outlasts the session for AI agents.
 
 Every record a public Memory method returns is exported here, with the exception tree,
-the Literal aliases and the Embedder protocol (memdir.types). The records of tiers the CLI
-imports lazily (daily, identity, heartbeat, distill, stats) and memdir.types are loaded
-when first named (PEP 562 __getattr__), so `import memdir` costs no more than before.
+the Literal aliases and the Embedder protocol (memdir.types). Each is loaded when first
+named (PEP 562 __getattr__): `import memdir` costs nothing, so the `memdir` command's
+launcher (cli/__init__.py), which lives inside this package, starts without importing the
+library it may hand the call to a warm process for.
 """
-
-from .errors import (
-    ConfigError,
-    ConflictError,
-    DisabledError,
-    MemdirError,
-    MissingExtraError,
-    NotFoundError,
-    QueryError,
-    ReadOnlyError,
-    SecretError,
-    StorageError,
-    UsageError,
-    ValidationError,
-)
-from .memory import InitResult, Lines, Memory, Reindexed, init_project, open_memory
-from .models import (
-    CATEGORIES,
-    Applied,
-    Entry,
-    Fact,
-    Hit,
-    HotWrite,
-    ImportItem,
-    ImportReport,
-    Ingested,
-    Note,
-    Procedure,
-    Provenance,
-    Pruned,
-    Recalled,
-    Session,
-    Similar,
-    Task,
-)
-from .settings import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .daily import DailyWrite
     from .distill import Distillation
+    from .errors import (
+        ConfigError,
+        ConflictError,
+        DisabledError,
+        MemdirError,
+        MissingExtraError,
+        NotFoundError,
+        QueryError,
+        ReadOnlyError,
+        SecretError,
+        StorageError,
+        UsageError,
+        ValidationError,
+    )
     from .heartbeat import Check as HeartbeatCheck
     from .identity import Boot
+    from .memory import InitResult, Lines, Memory, Reindexed, init_project, open_memory
+    from .models import (
+        CATEGORIES,
+        Applied,
+        Entry,
+        Fact,
+        Hit,
+        HotWrite,
+        ImportItem,
+        ImportReport,
+        Ingested,
+        Note,
+        Procedure,
+        Provenance,
+        Pruned,
+        Recalled,
+        Session,
+        Similar,
+        Task,
+    )
+    from .settings import Settings
     from .stats import Stats
     from .types import Category, Embedder, FactStatus, Kind, SearchMode, Surface, TaskState
 
@@ -55,26 +55,27 @@ if TYPE_CHECKING:
 # [tool.hatch.version]); `memdir --version` prints it.
 __version__ = "0.1.0"
 
-# name -> (module, attribute): imported on first use
-_LAZY = {
-    "Boot": ("memdir.identity", "Boot"),
-    "DailyWrite": ("memdir.daily", "DailyWrite"),
-    "Distillation": ("memdir.distill", "Distillation"),
-    "HeartbeatCheck": ("memdir.heartbeat", "Check"),
-    "Stats": ("memdir.stats", "Stats"),
-    **{
-        name: ("memdir.types", name)
-        for name in (
-            "Category",
-            "Embedder",
-            "FactStatus",
-            "Kind",
-            "SearchMode",
-            "Surface",
-            "TaskState",
-        )
-    },
+# module -> the names it exports here, imported on first use
+_EXPORTS = {
+    "memdir.errors": (
+        "ConfigError ConflictError DisabledError MemdirError MissingExtraError NotFoundError "
+        "QueryError ReadOnlyError SecretError StorageError UsageError ValidationError"
+    ),
+    "memdir.memory": "InitResult Lines Memory Reindexed init_project open_memory",
+    "memdir.models": (
+        "CATEGORIES Applied Entry Fact Hit HotWrite ImportItem ImportReport Ingested Note "
+        "Procedure Provenance Pruned Recalled Session Similar Task"
+    ),
+    "memdir.settings": "Settings",
+    "memdir.daily": "DailyWrite",
+    "memdir.distill": "Distillation",
+    "memdir.identity": "Boot",
+    "memdir.stats": "Stats",
+    "memdir.types": "Category Embedder FactStatus Kind SearchMode Surface TaskState",
 }
+# name -> (module, attribute)
+_LAZY = {name: (module, name) for module, names in _EXPORTS.items() for name in names.split()}
+_LAZY["HeartbeatCheck"] = ("memdir.heartbeat", "Check")
 
 
 def __getattr__(name: str) -> object:

@@ -10,7 +10,7 @@ import os
 import re
 import time
 
-from . import advice
+from . import advice, process
 from .errors import ConflictError, ReadOnlyError, ValidationError
 from .models import Session
 from .names import full_match
@@ -57,7 +57,7 @@ def host_process(env: Mapping[str, str]) -> str:
     """K3: the host process a hook or MCP server runs under (CLAUDE_PID where the host
     sets it, else the parent), named so that a hook and the server find the same one."""
     pid = env.get(HOST_PID_ENV, "")
-    return process_name(int(pid) if pid.isdigit() else os.getppid())
+    return process_name(int(pid) if pid.isdigit() else process.parent_pid())
 
 
 def process_name(pid: int) -> str:

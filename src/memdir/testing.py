@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -138,15 +138,13 @@ class HashEmbedder:
         return out
 
 
-def worker_pid(state_dir: str) -> int | None:
-    """The pid of the store's warm worker while it holds its lock (vector_worker.py), else
-    None: a lock that can be taken has no holder."""
+def lock_holder(lock: str) -> int | None:
+    """The pid written in `lock` while a process holds it (a worker's, the fork server's),
+    else None: a lock that can be taken has no holder; -1: held, its pid not written yet."""
     import fcntl
 
-    from .search.worker import Places
-
     try:
-        fd = os.open(Places(state_dir).lock, os.O_RDONLY)
+        fd = os.open(lock, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
@@ -154,27 +152,51 @@ def worker_pid(state_dir: str) -> int | None:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             text = os.pread(fd, 32, 0).decode().strip()
-            return int(text) if text.isdigit() else -1  # held, its pid not written yet
+            return int(text) if text.isdigit() else -1
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
 
 
-def stop_worker(state_dir: str, timeout: float = 30.0) -> None:
-    """End the store's warm worker, if one runs, and wait until it has let go of its lock:
-    a test leaves no process behind it."""
+def worker_pid(state_dir: str) -> int | None:
+    """The pid of the store's warm worker while it holds its lock (vector_worker.py)."""
+    from .search.worker import Places
+
+    return lock_holder(Places(state_dir).lock)
+
+
+def forkserver_pid() -> int | None:
+    """The pid of this installation's fork server for this environment (cli/forkserver.py)."""
+    from .cli.forkserver import places
+
+    return lock_holder(places()[2])
+
+
+def _stop(holder: Callable[[], int | None], timeout: float) -> None:
     import signal
     import time
 
     deadline = time.monotonic() + timeout
-    while (pid := worker_pid(state_dir)) is not None and time.monotonic() < deadline:
+    while (pid := holder()) is not None and time.monotonic() < deadline:
         if pid > 0:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
+
+
+def stop_worker(state_dir: str, timeout: float = 30.0) -> None:
+    """End the store's warm worker, if one runs, and wait until it has let go of its lock:
+    a test leaves no process behind it."""
+    _stop(lambda: worker_pid(state_dir), timeout)
+
+
+def stop_forkserver(timeout: float = 30.0) -> None:
+    """End the fork server this environment's calls reach, if one runs, and wait until it
+    has let go of its lock."""
+    _stop(forkserver_pid, timeout)
 
 
 def stop_workers_under(root: str) -> None:

@@ -1,28 +1,25 @@
-"""The `memdir` command (C): parse -> Memory -> render. No memory logic lives here.
+"""The `memdir` command's entry point (C): where a call runs.
 
-argparse rather than click or typer: the CLI runs many times per agent turn, and click adds
-~30 ms to every start (typer more), against a ~20 ms floor for the whole search call. For
-the same reason a call builds, and imports, only the command it runs: the commands live in
-modules (core, workflow, workspace, curation, portable) named in MODULES.
-Errors become one line on stderr and exit 1 (a bug: exit 2); never a traceback.
+Agents and hooks run memdir many times a turn, and a call that starts a fresh Python
+spends most of its time importing memdir (~30 ms, against ~15 ms for the interpreter).
+So a command run from a shell or a hook is handed to the user's warm fork server
+(cli/forkserver.py), which forks a process that has everything imported and runs the call
+there, with this caller's argv, environment, working folder and stdin/stdout/stderr. When
+no server answers, the call runs in this process as it always did (cli/run.py) and a
+server is started for the next one. MEMDIR_FORKSERVER=0 turns the server off.
+
+This module is imported by every call, so it holds only what deciding needs: the
+commands' names, without argparse or the library.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import sys
-
-from .. import __version__, advice
-from ..errors import MemdirError
-from .common import Builder, Parser, Raw, as_json, common_options
-from .common import suspect as _suspect
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import Any
 
 # command -> the module that defines it, in the order `memdir --help` lists them
 MODULES = {
@@ -56,38 +53,14 @@ MODULES = {
     "import": "portable",
     "setup": "hosts",
 }
-
+# what a forked process does not run: a server lives on, with its own signal handling
+# (stopping.py), so it is started as a process of its own
+LONG_RUNNING = frozenset({"serve"})
 
 VALUE_OPTIONS = ("--state-dir", "--session", "--agent")  # global options that take a value
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for `argv`: only its command when that is known, else all of them (for
-    `memdir --help` and for a helpful error)."""
-    common = common_options()
-    parser = Parser(
-        prog="memdir",
-        parents=[common],
-        description="Memory that outlasts the session, for AI agents.",
-    )
-    parser.add_argument(
-        "--version", action="version", version=f"memdir {__version__}", help="print the version"
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    commands.required = True
-    builder = Builder(common, commands)
-    name = _command_name(argv) if argv is not None else None
-    names = [name] if name in MODULES else list(MODULES)
-    added = set()
-    for command in names:
-        add = importlib.import_module(f".{MODULES[command]}", __name__).COMMANDS[command]
-        if add not in added:  # list, show, rm and reindex share one builder
-            added.add(add)
-            add(builder)
-    return parser
-
-
-def _command_name(argv: Sequence[str]) -> str | None:
+def command_name(argv: Sequence[str]) -> str | None:
     args = iter(argv)
     for arg in args:
         if arg in VALUE_OPTIONS:
@@ -97,97 +70,35 @@ def _command_name(argv: Sequence[str]) -> str | None:
     return None
 
 
-# -- handlers: each calls the library once and returns what to print --------------------
-
-
-def _emit(result: Any, json_output: bool) -> None:
-    """Every result a command prints passes here, made inert (R4): no stored text shown by
-    any command can hold a live memorize marker (markers.py says why and how)."""
-    if result is None:
-        return
-    if json_output:
-        import json
-
-        text = json.dumps(result, ensure_ascii=False, indent=2)
-        if _suspect(text):
-            text = json.dumps(_inert(result), ensure_ascii=False, indent=2)
-        print(text)
-    elif isinstance(result, Raw):
-        text = _inert(result) if _suspect(result) else result
-        add_newline = not result.exact and text and not text.endswith("\n")
-        sys.stdout.write(text + "\n" if add_newline else text)
-    else:
-        text = str(result)
-        print(_inert(text) if _suspect(text) else text)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    json_output = _wants_json(argv)  # before parsing: a usage error is rendered as asked
-    token = None
-    try:
-        if _command_name(argv) is None and "--version" in argv:
-            _emit({"version": __version__} if json_output else f"memdir {__version__}", json_output)
-            return 0
-        args = build_parser(argv).parse_args(argv)
-        json_output = as_json(args)
-        # hints name commands (advice.py), with the store the user named: they run as written
-        state_dir = getattr(args, "state_dir", None)
-        token = advice.use("cli", ["memdir", *(["--state-dir", state_dir] if state_dir else [])])
-        _emit(args.handler(args), json_output)
-    except MemdirError as exc:
-        _error(f"error: {exc}", type(exc).__name__, json_output, exc)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except Exception as exc:  # a bug: still one line, and a way to see more
-        if os.environ.get("MEMDIR_DEBUG"):
-            raise
-        _error(
-            f"internal error: {type(exc).__name__}: {exc} "
-            "(run with MEMDIR_DEBUG=1 for the traceback, and please report it)",
-            "InternalError",
-            json_output,
-        )
-        return 2
-    finally:
-        if token is not None:
-            advice.reset(token)
-    return 0
+    """Run `memdir ARGV`. Called with argv (a test, a library caller), it runs here; as
+    the command (argv from sys.argv), in a warm process when one answers."""
+    if argv is not None:
+        from .run import main as run
+
+        return run(argv)
+    argv = sys.argv[1:]
+    from . import forkserver
+
+    name = command_name(argv)
+    handed = name in MODULES and name not in LONG_RUNNING and forkserver.enabled()
+    if handed:
+        code = forkserver.call(argv)
+        if code is not None:
+            return code
+    from .run import main as run
+
+    code = run(argv)
+    if handed:
+        forkserver.start()
+    return code
 
 
-def _inert(result: Any) -> Any:
-    from ..markers import inert
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv` (cli/run.py)."""
+    from .run import build_parser as build
 
-    return inert(result)
-
-
-def _wants_json(argv: Sequence[str]) -> bool:
-    """--json anywhere among the options (after `--` it is an argument, not the flag)."""
-    options = argv[: list(argv).index("--")] if "--" in argv else argv
-    return "--json" in options
+    return build(argv)
 
 
-def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
-    """C, Z: one line. With --json, a JSON object on stdout where the answer would have been
-    (`error`, `kind`, and the error's context such as `path`, `line`, `key`, `hint`);
-    else `memdir: <line>` on stderr."""
-    if not json_output:
-        print(f"memdir: {_inert(line) if _suspect(line) else line}", file=sys.stderr)
-        return
-    import json
-
-    message = line.removeprefix("error: ")
-    data: dict[str, Any] = {"error": message, "kind": kind}
-    for field in ("path", "line", "key", "hint"):
-        value = getattr(exc, field, None)
-        if value is not None:
-            data[field] = value
-    text = json.dumps(data, ensure_ascii=False)
-    print(json.dumps(_inert(data), ensure_ascii=False) if _suspect(text) else text)
-
-
-__all__ = ["build_parser", "main"]
+__all__ = ["MODULES", "build_parser", "main"]

@@ -23,6 +23,7 @@ import struct
 import time
 
 from ..errors import StorageError
+from ..process import SUN_PATH_MAX, private_dir, runtime_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
     Key = tuple[str, int | str]
 
-SUN_PATH_MAX = 107  # bytes of a socket's path, its NUL aside (Linux: sun_path[108])
 MAX_FRAME = 64 * 2**20
 MODULE = "memdir.vector_worker"
 
@@ -50,22 +50,14 @@ class Places:
             import hashlib
 
             digest = hashlib.sha256(os.fsencode(self.state_dir)).hexdigest()[:20]
-            runtime = os.environ.get("XDG_RUNTIME_DIR")
-            bases = [os.path.join(runtime, "memdir")] if runtime else []
-            bases.append(f"/tmp/memdir-{os.getuid()}")  # when the runtime dir is deep too
-            for base in bases:
-                path = os.path.join(base, digest + ".sock")
-                if len(os.fsencode(path)) <= SUN_PATH_MAX:
-                    break
-            self.socket_dir, self.socket = base, path
+            self.socket_dir, self.socket = runtime_path(digest + ".sock")
 
     def make_dirs(self) -> None:
         """The worker's directories, owner-only; a shared one that is not the user's own
         alone is refused (another user could reach or replace the socket)."""
         for path in dict.fromkeys((self.dir, self.socket_dir)):
-            os.makedirs(path, mode=0o700, exist_ok=True)
-            info = os.lstat(path)
-            if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            if not private_dir(path):
+                info = os.lstat(path)
                 if path == self.dir and info.st_uid == os.getuid():
                     os.chmod(path, 0o700)
                     continue
