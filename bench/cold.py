@@ -15,14 +15,20 @@ sides taking turns going first:
   session is recorded, U1) on the same kind of store with HOT.md full (hooks.py's), against
   the same bare read. Target ≤ 2×.
 
+Each memdir command runs as a user's call does, handed to the fork server (C1), which the
+bench starts in a runtime dir of its own before timing; and once more in its own process
+("(own process)": MEMDIR_FORKSERVER=0), as a call that finds no server runs, beside the
+same floor. The targets judge the first.
+
 Before timing, every memdir side is checked against its floor: the same fact ids; the
 recall text is what Memory.recall gives in-process and holds HOT.md and the deepest task's
-notes; boot's parts are the files' text (boot.check); the hook's context holds HOT.md.
-`python -c pass` and `python -c "import memdir.cli"` run beside them, to split a call
-into interpreter start, memdir's imports and the work itself. Every side runs from this
-venv's bin/ with bytecode cached (common.child_env). The figure of each command is the
-ratio of median wall times (p95 beside it); --profile adds `python -X importtime` of each
-memdir command (median of --profile-runs calls).
+notes; boot's parts are the files' text (boot.check); the hook's context holds HOT.md; a
+call in its own process prints what the server's child printed.
+`python -c pass` and `python -c "import memdir.cli.run"` (what a call in its own process
+imports) run beside them, to split a call into interpreter start, memdir's imports and the
+work itself. Every side runs from this venv's bin/ with bytecode cached (common.child_env).
+The figure of each command is the ratio of median wall times (p95 beside it); --profile
+adds `python -X importtime` of each memdir command (median of --profile-runs calls).
 
     python bench/cold.py [--facts 100k] [--entries 1000] [--notes 500] [--boot-entries 300]
                          [--days 60] [--queries and-2,question] [--runs 20] [--profile]
@@ -31,10 +37,14 @@ memdir command (median of --profile-runs calls).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import glob
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import time
 import uuid
 from typing import Any
 
@@ -48,6 +58,7 @@ NAME = "cold"
 WARMUP = 2
 DEPTH = 5
 TARGETS = {"search": 1.5, "recall": 2.0, "boot": 2.0, "SessionStart": 2.0}
+ALONE = "(own process)"  # a call that found no fork server (C1), beside its floor too
 
 
 def fill_args(args: Any, hot_kb: float) -> argparse.Namespace:
@@ -143,6 +154,13 @@ def main(argv: list[str] | None = None) -> int:
             **{name: common.child_env(state, args.cache_dir) for name, state in states.items()},
         }
         envs["hook"]["CLAUDE_PROJECT_DIR"] = scratch
+        # the calls as a user's are made: through the fork server (C1), in a runtime dir
+        # of the bench's own; and each once more in its own process, as a call that finds
+        # no server runs (MEMDIR_FORKSERVER=0)
+        runtime = tempfile.mkdtemp(prefix="mdcold-", dir="/tmp")
+        for name in list(envs):
+            envs[name]["XDG_RUNTIME_DIR"] = runtime
+            envs[f"{name} alone"] = {**envs[name], "MEMDIR_FORKSERVER": "0"}
         db = common.db_path(facts_state)
         bare_search = search_cli.BARE.format(sql=common.search_sql())
 
@@ -183,14 +201,29 @@ def main(argv: list[str] | None = None) -> int:
             lambda: hooks.payload("SessionStart-startup", scratch, session_id=str(uuid.uuid4())),
         )
         sides["bare read, hook"] = (None, [python, "-c", boot.BARE, *hook_paths], "hook", None)
+        for side, (floor, cmd, env, stdin) in list(sides.items()):
+            if floor is not None:
+                sides[f"{side} {ALONE}"] = (floor, cmd, f"{env} alone", stdin)
         sides["python -c pass"] = (None, [python, "-c", "pass"], "search", None)
-        sides["import memdir.cli"] = (None, [python, "-c", "import memdir.cli"], "search", None)
+        sides["import memdir.cli.run"] = (
+            None,
+            [python, "-c", "import memdir.cli.run"],
+            "search",
+            None,
+        )
 
         def call(side: str) -> tuple[float, str, str]:
             _, cmd, env, stdin = sides[side]
             return boot.run(cmd, envs[env], stdin() if stdin else None)
 
+        call("python -c pass")
+        boot.run([memdir, "path"], envs["search"])  # starts the server
+        if not wait_for_server(runtime):
+            raise SystemExit(f"{NAME}: the fork server did not start (see {runtime})")
         outputs = {side: call(side) for side in sides}
+        for side, (_, _, env, _) in sides.items():
+            if env.endswith(" alone") and outputs[side][1] != outputs[side[: -len(ALONE) - 1]][1]:
+                raise SystemExit(f"{NAME}: {side}: another answer than through the server")
         for name in args.queries.split(","):
             ours, theirs = outputs[f"search {name}"][1], outputs[f"bare FTS5 {name}"][1]
             if search_cli.fact_ids(ours) != search_cli.fact_ids(theirs) or not ours:
@@ -213,10 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         for run_no in range(WARMUP + args.runs):
             for side in common.rotate(run_no, list(sides)):
                 took, out, err = call(side)
-                if side == "hook SessionStart":
+                if side.startswith("hook SessionStart"):
                     hooks.check("SessionStart", out, err, hot)
                 if run_no >= WARMUP:
                     times[side].append(took)
+        stop_server(runtime)
         imports = {}
         if args.profile:
             for side, (floor, cmd, env, stdin) in sides.items():
@@ -229,14 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for side, (floor, *_rest) in sides.items():
         row = common.side_row(side, stats, floor)
-        command = "search" if side.startswith("search") else side.split()[-1] if floor else None
-        if side == "recall --task":
-            command = "recall"
-        row["target"] = TARGETS.get(command or "") if floor else None
-        row["ok"] = row["ratio_p50"] <= row["target"] if floor else None
+        command = side.removesuffix(f" {ALONE}").split()[-1] if floor else None
+        command = {"recall --task": "recall"}.get(side.removesuffix(f" {ALONE}"), command)
+        if side.startswith("search"):
+            command = "search"
+        judged_here = floor is not None and not side.endswith(ALONE)
+        row["target"] = TARGETS.get(command or "") if judged_here else None
+        row["ok"] = row["ratio_p50"] <= row["target"] if judged_here else None
         row["imports_ms"] = imports.get(side)
         rows.append(row)
-    judged = [r for r in rows if r["floor"]]
+    judged = [r for r in rows if r["target"] is not None]
     by = {r["side"]: r for r in rows}
     start = stats["python -c pass"]["p50"]
     summary: dict[str, Any] = {
@@ -247,10 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         "recall_ratio_p50": by["recall --task"]["ratio_p50"],
         "boot_ratio_p50": by["boot"]["ratio_p50"],
         "session_start_ratio_p50": by["hook SessionStart"]["ratio_p50"],
+        "alone_ratio_p50": {r["side"]: r["ratio_p50"] for r in rows if r["side"].endswith(ALONE)},
         "p50_ms": {side: stats[side]["p50"] for side in sides},
         "split_p50_ms": {
             "interpreter": start,
-            "import memdir.cli": stats["import memdir.cli"]["p50"] - start,
+            "import memdir.cli.run": stats["import memdir.cli.run"]["p50"] - start,
         },
         "facts": args.facts[0],
         "entries": args.entries,
@@ -277,6 +314,26 @@ def main(argv: list[str] | None = None) -> int:
     params.update(warmup=WARMUP, memdir=memdir, facts=args.facts[0])
     common.write_result(NAME, args.out_dir, params, rows, summary)
     return 0
+
+
+def wait_for_server(runtime: str, timeout: float = 60.0) -> bool:
+    """Whether the fork server in `runtime` listens within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if glob.glob(os.path.join(runtime, "memdir", "cli-*.sock")):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def stop_server(runtime: str) -> None:
+    for lock in glob.glob(os.path.join(runtime, "memdir", "cli-*.lock")):
+        with open(lock) as handle:
+            pid = handle.read().strip()
+        if pid.isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def call_json(memdir: str, env: dict[str, str]) -> str:

@@ -33,10 +33,11 @@ from .. import process
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from _socket import socket as RawSocket
     from collections.abc import Iterator
-    from _socket import socket as Socket
+    from socket import socket as Socket
     from types import FrameType
-    from typing import TextIO
+    from typing import Any, TextIO
 
 SWITCH_ENV = "MEMDIR_FORKSERVER"  # "0": every call runs in a process of its own
 IDLE_ENV = "MEMDIR_FORKSERVER_IDLE"  # seconds without a call before the server exits
@@ -45,6 +46,7 @@ MODULE = "memdir.cli.forkserver"
 PROTOCOL = b"memdir-fork/1"
 MAX_REQUEST = 16 * 2**20
 FORWARDED = (2, 15, 1)  # SIGINT, SIGTERM, SIGHUP: what stops the caller stops the call
+NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")
 # modules no call should find imported in its child: they bring their own threads (the
 # embedding stack), the MCP SDK, or are this server's relatives
 NO_PRELOAD = (
@@ -58,7 +60,8 @@ NO_PRELOAD = (
 
 
 def enabled() -> bool:
-    return os.environ.get(SWITCH_ENV, "1") != "0"
+    """Whether calls go to the server: on Linux (fork, SO_PEERCRED), unless turned off."""
+    return sys.platform == "linux" and os.environ.get(SWITCH_ENV, "1") != "0"
 
 
 def key() -> str:
@@ -114,6 +117,8 @@ def _request(argv: list[str]) -> bytes:
     fields = [
         PROTOCOL,
         key().encode(),
+        context(),
+        _limits(),
         os.fsencode(os.getcwd()),
         str(umask).encode(),
         str(os.getppid()).encode(),
@@ -125,8 +130,51 @@ def _request(argv: list[str]) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
-def _wait(sock: Socket) -> int | None:
-    """Read what the child says until it exits; forward stop signals to it meanwhile."""
+def context() -> bytes:
+    """What a child cannot take over from its caller, so must share with it already: the
+    namespaces (a call made in `ip netns exec` or a container reaches other hosts and
+    files), the sandbox (no_new_privs and a seccomp filter: an agent host's sandbox, such
+    as Codex's, which a call must not escape) and the groups."""
+    parts = []
+    for name in NAMESPACES:
+        try:
+            parts.append(os.readlink(f"/proc/self/ns/{name}"))
+        except OSError:
+            parts.append("")
+    try:
+        with open("/proc/self/status", "rb") as status:
+            parts += [
+                line.decode().split(None, 1)[-1].strip()
+                for line in status
+                if line.startswith((b"NoNewPrivs:", b"Seccomp:"))
+            ]
+    except OSError:
+        pass
+    parts.append(f"{os.getgid()}:{os.getegid()}:{sorted(os.getgroups())}")
+    return "\0".join(parts).encode()
+
+
+def _limits() -> bytes:
+    """The caller's resource limits and niceness, which its child takes on."""
+    import resource
+
+    limits = [
+        f"{number}={soft},{hard}"
+        for number in _rlimit_numbers(resource)
+        for soft, hard in [resource.getrlimit(number)]
+    ]
+    limits.append(f"nice={os.getpriority(os.PRIO_PROCESS, 0)}")
+    return " ".join(limits).encode()
+
+
+def _rlimit_numbers(resource: Any) -> list[int]:
+    return [getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")]
+
+
+def _wait(sock: RawSocket) -> int | None:
+    """Read what the server says until the child is gone; forward stop signals to the
+    child meanwhile. A child killed by a signal kills us with it, so that our parent sees
+    what it would have seen of a call run here."""
     import _signal  # type: ignore[import-not-found]  # no stub; signal.py imports enum
 
     child = 0
@@ -140,36 +188,40 @@ def _wait(sock: Socket) -> int | None:
 
     previous = {s: _signal.signal(s, forward) for s in FORWARDED}
     buffer = b""
+    ended: tuple[bytes, int] | None = None
     try:
-        while True:
+        while ended is None:
             try:
                 data = sock.recv(4096)
             except OSError:
                 data = b""
             buffer += data
-            while b"\n" in buffer:
+            while b"\n" in buffer and ended is None:
                 line, buffer = buffer.split(b"\n", 1)
-                if line == b"fallback" and not child:
-                    return 128 + forwarded if forwarded else None  # asked to stop: stopped
                 word, _, value = line.partition(b" ")
                 if word == b"pid" and not child:
                     child = int(value)
                     if forwarded:
                         os.kill(child, forwarded)
-                elif word == b"exit" and child:
-                    return int(value)
+                elif word in (b"exit", b"signal", b"fallback"):
+                    ended = word, int(value or 0)
             if not data:
                 break
     finally:
         sock.close()
         for signum, handler in previous.items():
             _signal.signal(signum, handler)
-    if not child:
-        return None  # the server went away before it forked: nothing ran
-    if forwarded:
-        return 128 + forwarded
-    sys.stderr.write("memdir: the command's process ended without an exit status\n")
-    return 1
+    if not child:  # nothing ran: the call is ours to run, unless we were asked to stop
+        return 128 + forwarded if forwarded else None
+    if ended is None:
+        sys.stderr.write("memdir: the server running the command went away\n")
+        return 1
+    how, number = ended
+    if how == b"signal":
+        _signal.signal(number, _signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+        return 128 + number  # a signal that does not end a process: as a shell reports it
+    return number
 
 
 def start() -> None:
@@ -201,9 +253,11 @@ def start() -> None:
 
 
 def serve() -> int:
+    """Bind, preload, then fork a child per call and report each child's end to its
+    caller. Exits when idle with no child left, when stopped (once its children are done;
+    a second signal: at once), or when memdir's code on disk changed."""
     import contextlib
     import fcntl
-    import select
     import signal
     import socket
 
@@ -219,17 +273,18 @@ def serve() -> int:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+    os.chdir("/")  # never keep the starter's folder busy: each child goes to its caller's
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    idle = _idle()
-    listener = None
+    server = Server(path, lock)
     try:
         preload()
-        watched = dict(_signature())
         import threading
 
         if threading.active_count() != 1:
             print("a preloaded module started a thread: not forking", file=sys.stderr)
             return 1
+        server.watched = dict(_signature())
+        server.own = context()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # a dead server's: ours now, by the lock
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -239,31 +294,123 @@ def serve() -> int:
         finally:
             os.umask(old)
         listener.listen(64)
+        server.listener = listener
         os.ftruncate(lock, 0)
         os.write(lock, f"{os.getpid()}\n".encode())
         print(f"pid {os.getpid()} serving {path}", file=sys.stderr, flush=True)
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-        while select.select([listener], [], [], idle)[0]:
-            conn, _ = listener.accept()
-            if dict(_signature()) != watched:
-                print("memdir's code changed on disk: exiting", file=sys.stderr, flush=True)
-                listener.close()
-                listener = None
-                os.unlink(path)  # before the lock goes: the next call starts a new server
-                with contextlib.suppress(OSError):
-                    conn.sendall(b"fallback\n")
-                conn.close()
-                break
-            _take(conn, listener, lock)
+        try:
+            server.run(_idle())
+        except KeyboardInterrupt:
+            server.retire("stopped")
+            server.run(0.0)  # the calls under way still get their exit status
     except KeyboardInterrupt:
         pass
     finally:
-        if listener is not None:
-            listener.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        os.close(lock)
+        server.retire("exiting")
     return 0
+
+
+class Server:
+    def __init__(self, path: str, lock: int) -> None:
+        self.path, self.lock = path, lock
+        self.listener: Socket | None = None
+        self.children: dict[int, tuple[int, Socket]] = {}  # pidfd -> (pid, its caller)
+        self.watched: dict[str, tuple[int, int]] = {}
+        self.own = b""
+        self.pid = os.getpid()
+
+    def run(self, idle: float) -> None:
+        """Serve until idle for `idle` seconds with no child running (0: once the
+        children are gone, taking no new call)."""
+        import select
+        import time
+
+        last = time.monotonic()
+        while self.children or (self.listener is not None and idle > 0):
+            wait = None if self.children else max(0.0, idle - (time.monotonic() - last))
+            watched: list[Any] = [*self.children, *([self.listener] if self.listener else [])]
+            ready = select.select(watched, [], [], wait)[0]
+            if not ready and not self.children:
+                return  # idle
+            for item in ready:
+                if item is self.listener:
+                    self.accept()
+                elif isinstance(item, int):
+                    self.reap(item)
+            last = time.monotonic()
+
+    def accept(self) -> None:
+        import contextlib
+
+        assert self.listener is not None
+        conn, _ = self.listener.accept()
+        if dict(_signature()) != self.watched:
+            print("memdir's code changed on disk: retiring", file=sys.stderr, flush=True)
+            self.retire("code changed")  # before the call goes back: its caller starts anew
+            with contextlib.suppress(OSError):
+                conn.sendall(b"fallback\n")
+            conn.close()
+            return
+        forked = _take(conn, self)
+        if forked is None:
+            conn.close()
+            return
+        self.children[os.pidfd_open(forked)] = (forked, conn)
+
+    def reap(self, pidfd: int) -> None:
+        import contextlib
+
+        pid, conn = self.children.pop(pidfd)
+        os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(OSError):
+            conn.sendall(f"signal {-code}\n".encode() if code < 0 else f"exit {code}\n".encode())
+        conn.close()
+
+    def retire(self, why: str) -> None:
+        """Take no more calls: the socket goes, then the lock, so a new server may start."""
+        import contextlib
+
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        if self.lock >= 0:
+            os.close(self.lock)
+            self.lock = -1
+            print(f"{why}: no more calls", file=sys.stderr, flush=True)
+
+    def forget(self) -> None:
+        """In a child: close the server's files and the other calls', and own none of
+        them, so that nothing the child does on its way out touches the server's."""
+        import contextlib
+
+        fds = [*self.children, *(conn.fileno() for _, conn in self.children.values())]
+        if self.listener is not None:
+            fds.append(self.listener.fileno())
+        if self.lock >= 0:
+            fds.append(self.lock)
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for _, conn in self.children.values():
+            conn.detach()
+        if self.listener is not None:
+            self.listener.detach()
+        self.children, self.listener, self.lock = {}, None, -1
+
+
+class Forked(BaseException):
+    """Raised in a newly forked child, so that it leaves the server's frames (none of
+    which catch it) and runs its call at the top of the process, which then exits as a
+    process that ran memdir exits: exit handlers, threads joined, objects finalized (the
+    last SQLite connection's close folds its WAL away), output flushed."""
+
+    def __init__(self, conn: Socket, fds: list[int], fields: list[bytes]) -> None:
+        super().__init__()
+        self.conn, self.fds, self.fields = conn, fds, fields
 
 
 def _idle() -> float:
@@ -304,9 +451,9 @@ def _signature() -> Iterator[tuple[str, tuple[int, int]]]:
                 yield path, (info.st_mtime_ns, info.st_size)
 
 
-def _take(conn: Socket, listener: Socket, lock: int) -> None:
-    """Read one call and fork its child; whatever goes wrong, the caller hears
-    `fallback` unless the child was born (then the child answers)."""
+def _take(conn: Socket, server: Server) -> int | None:
+    """Read one call and fork its child: the child's pid, or None when the call went back
+    to its caller (`fallback`) or the caller was not our user."""
     import contextlib
     import socket
 
@@ -315,26 +462,27 @@ def _take(conn: Socket, listener: Socket, lock: int) -> None:
         conn.settimeout(5)
         cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         if int.from_bytes(cred[4:8], sys.byteorder) != os.getuid():
-            return  # not our user: closed without a word
+            return None  # not our user: closed without a word
         data, fds = _receive(conn)
         fields = _fields(data)
-        if fields[0] != PROTOCOL or fields[1] != key().encode():
+        if fields[0] != PROTOCOL or fields[1] != key().encode() or fields[2] != server.own:
             conn.sendall(b"fallback\n")
-            return
+            return None
+        conn.settimeout(None)
         pid = os.fork()
         if pid == 0:
-            listener.close()
-            os.close(lock)
-            _child(conn, fds, fields)  # never returns
-        conn.close()
+            server.forget()
+            raise Forked(conn, fds, fields)  # up to the top, where the child runs the call
+        return pid
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
             conn.sendall(b"fallback\n")
+        return None
     finally:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        conn.close()
+        if os.getpid() == server.pid:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def _receive(conn: Socket) -> tuple[bytes, list[int]]:
@@ -371,55 +519,71 @@ def _fields(body: bytes) -> list[bytes]:
         size = int.from_bytes(body[at : at + 4], "big")
         fields.append(body[at + 4 : at + 4 + size])
         at += 4 + size
-    if len(fields) != 10:
+    if len(fields) != 12:
         raise ValueError("a call of another shape")
     return fields
 
 
-def _child(conn: Socket, fds: list[int], fields: list[bytes]) -> None:
-    """Take the caller's place, run its call, say how it ended, and exit."""
-    import contextlib
+def run_call(job: Forked) -> int:
+    """In the child: take the caller's place, say `pid N`, and run its call; its exit
+    code (the server reports how the child ended). What cannot be taken over sends the
+    call back."""
     import signal
 
-    code = 1
+    conn, fds = job.conn, job.fds
+    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _, _, _, limits, cwd, umask, ppid, stdin, stdout, stderr, argv, env = job.fields
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        _, _, cwd, umask, ppid, stdin, stdout, stderr, argv, env = fields
-        try:
-            os.chdir(cwd)
-        except OSError:
-            conn.sendall(b"fallback\n")
-            os._exit(0)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            if fd > 2:
-                os.close(fd)
-        fds.clear()
-        os.environ.clear()
-        for item in env.split(b"\0") if env else ():
-            name, _, value = item.partition(b"=")
-            if name:
-                os.environb[name] = value
-        import time
+        os.chdir(cwd)
+        _take_limits(limits)
+    except (OSError, ValueError):
+        conn.sendall(b"fallback\n")
+        os._exit(0)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        if fd > 2:
+            os.close(fd)
+    os.environ.clear()
+    for item in env.split(b"\0") if env else ():
+        name, _, value = item.partition(b"=")
+        if name:
+            os.environb[name] = value
+    import time
 
-        time.tzset()
-        os.umask(int(umask))
-        process.act_for(int(ppid))
-        sys.stdin, sys.stdout, sys.stderr = (
-            _stream(0, stdin, "r"),
-            _stream(1, stdout, "w"),
-            _stream(2, stderr, "w"),
-        )
-        args = [os.fsdecode(a) for a in argv.split(b"\0")] if argv else []
-        sys.argv = ["memdir", *args]
-        conn.sendall(f"pid {os.getpid()}\n".encode())
-        code = _run(args)
-    finally:
-        with contextlib.suppress(OSError):
-            conn.sendall(f"exit {code}\n".encode())
-        os._exit(code)
+    time.tzset()
+    os.umask(int(umask))
+    process.act_for(int(ppid))
+    sys.stdin, sys.stdout, sys.stderr = (
+        _stream(0, stdin, "r"),
+        _stream(1, stdout, "w"),
+        _stream(2, stderr, "w"),
+    )
+    args = [os.fsdecode(a) for a in argv.split(b"\0")] if argv else []
+    sys.argv = ["memdir", *args]
+    conn.sendall(f"pid {os.getpid()}\n".encode())
+    conn.close()
+    from .run import main
+
+    return main(args)
+
+
+def _take_limits(limits: bytes) -> None:
+    """The caller's resource limits and niceness (ValueError, OSError: one this process
+    may not take, such as a hard limit above its own)."""
+    import resource
+
+    for item in limits.decode().split():
+        name, _, value = item.partition("=")
+        if name == "nice":
+            if int(value) != os.getpriority(os.PRIO_PROCESS, 0):
+                os.setpriority(os.PRIO_PROCESS, 0, int(value))
+            continue
+        soft, _, hard = value.partition(",")
+        wanted = (int(soft), int(hard))
+        if resource.getrlimit(int(name)) != wanted:
+            resource.setrlimit(int(name), wanted)
 
 
 def _stream(fd: int, spec: bytes, mode: str) -> TextIO:
@@ -440,42 +604,12 @@ def _stream(fd: int, spec: bytes, mode: str) -> TextIO:
     )
 
 
-def _run(argv: list[str]) -> int:
-    """The call, and what the interpreter would do at its exit: its exit code, the
-    traceback of what escaped, the exit handlers, the non-daemon threads joined."""
-    import atexit
-
-    from .run import main
-
+def main() -> int:
     try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = _exit_code(exc.code)
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        code = 1
-    import threading
-
-    threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does at exit
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            code = code or 120  # as Python: output that could not be written fails the call
-    return code
-
-
-def _exit_code(value: object) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value & 0xFF
-    print(value, file=sys.stderr)
-    return 1
+        return serve()
+    except Forked as job:  # the child of a call, out of the server's frames
+        return run_call(job)
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    sys.exit(main())

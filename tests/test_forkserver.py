@@ -1,0 +1,378 @@
+"""C1: the CLI's warm fork server. A call handed to it answers exactly as the caller's own
+process would (argv, environment, working folder, streams, exit code, the caller's parent),
+the server starts on demand, is reused, is never two, exits when idle or when memdir's
+code changes under it, outlives a crash of its starter only until its idle exit, and a
+socket held by another user is never given a call. Every process is real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memdir
+from memdir import Memory, sessions
+from memdir.cli import forkserver
+from memdir.testing import cli_command, cli_env, forkserver_pid, stop_forkserver
+
+WAIT_S = 60.0  # how long a test waits for a process to come up or go (not a threshold)
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private runtime dir of this test's own (short: a socket path has at most 107
+    bytes), so the test's server is no other test's; stopped at the end."""
+    path = tempfile.mkdtemp(prefix="mdfs-", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", path)
+    yield path
+    stop_forkserver()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def env_for(state: Path, runtime: str, **extra: str) -> dict[str, str]:
+    return cli_env(str(state), {"XDG_RUNTIME_DIR": runtime, **extra})
+
+
+def run(
+    env: dict[str, str], *args: str, input: str | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli_command(*args),
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+def wait_for(check: object, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {WAIT_S} s")
+        time.sleep(0.05)
+
+
+def server_up() -> int:
+    """Wait for this test's server to hold its lock and listen; its pid."""
+    wait_for(
+        lambda: (forkserver_pid() or 0) > 0 and os.path.exists(forkserver.places()[1]),
+        "a server up",
+    )
+    pid = forkserver_pid()
+    assert pid is not None and pid > 0
+    return pid
+
+
+def served(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The call, run with -X importtime: the caller imports only the launcher when the
+    server runs the call, and the library when it runs the call itself."""
+    command = [sys.executable, "-X", "importtime", "-m", "memdir", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def imported(stderr: str) -> set[str]:
+    return {
+        line.split("|")[-1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:")
+    }
+
+
+def family(pid: int) -> list[int]:
+    """The server `pid` and the children it forked that still run."""
+    found = [pid]
+    for other in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{other}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != b"Z":
+            found.append(int(other))
+    return found
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture
+def store(state_dir: Path) -> Path:
+    with Memory(str(state_dir)) as memory:
+        memory.hot_append("Run the linter before every commit.")
+        memory.add_fact("the kiwi harvest is in March", "learning")
+    return state_dir
+
+
+def test_first_call_starts_the_server_and_later_calls_are_forked_from_it(  # C1
+    runtime: str, store: Path
+) -> None:
+    env = env_for(store, runtime)
+    first = served(env, "search", "--mode", "lexical", "kiwi")
+    assert first.returncode == 0 and "kiwi harvest" in first.stdout
+    assert "memdir.memory" in imported(first.stderr)  # no server yet: it ran here
+    pid = server_up()
+    second = served(env, "search", "--mode", "lexical", "kiwi")
+    assert second.returncode == 0 and second.stdout == first.stdout
+    assert "memdir.memory" not in imported(second.stderr)  # the server's child ran it
+    assert {"memdir.cli", "memdir.cli.forkserver"} <= imported(second.stderr)
+    third = served(env, "recall")
+    assert third.returncode == 0 and "Run the linter" in third.stdout
+    assert forkserver_pid() == pid  # one server, reused
+
+
+def test_a_forked_call_answers_as_its_own_process_would(  # C1, C
+    runtime: str, store: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    warm = env_for(store, runtime)
+    cold = env_for(store, runtime, MEMDIR_FORKSERVER="0")
+    run(warm, "path")
+    server_up()
+    calls: list[tuple[tuple[str, ...], str | None]] = [
+        (("path", "--json"), None),
+        (("recall", "--json"), None),
+        (("search", "kiwi", "--mode", "lexical", "--json"), None),
+        (("boot",), None),
+        (("hot", "show"), None),
+        (("bogus",), None),  # a usage error: one line, exit 1 (C)
+        (("fact", "show", "999999", "--json"), None),  # an error as JSON on stdout
+        (("--version",), None),
+        (("search", "--help"), None),
+        (("hook", "SessionStart"), "not json"),  # stdin reaches the call
+    ]
+    for args, stdin in calls:
+        ran = run(warm, *args, input=stdin)
+        alone = run(cold, *args, input=stdin)
+        assert (ran.returncode, ran.stdout, ran.stderr) == (
+            alone.returncode,
+            alone.stdout,
+            alone.stderr,
+        ), args
+    # the caller's environment and working folder: a project's .memdir/ found from the
+    # folder the caller is in, a session named in the caller's environment
+    env = {k: v for k, v in warm.items() if k != "MEMDIR_STATE_DIR"}
+    assert run(env, "init", cwd=str(project)).returncode == 0
+    where = json.loads(run(env, "path", "--json", cwd=str(project)).stdout)
+    assert where["state_dir"] == str(project / ".memdir")
+    session = {**env, "MEMDIR_SESSION_ID": "s-forked"}
+    added = run(session, "fact", "add", "-c", "learning", "pears ripen late", cwd=str(project))
+    assert added.returncode == 0, added.stderr
+    with Memory(str(project / ".memdir")) as memory:
+        (hit,) = memory.search("pears", mode="lexical")
+        assert memory.get_fact(int(hit.id)).session_id == "s-forked"
+
+
+def test_files_a_forked_call_writes_have_the_callers_umask(  # C1, X
+    runtime: str, store: Path
+) -> None:
+    env = env_for(store, runtime)
+    run(env, "path")
+    server_up()
+    script = "import os, sys; os.umask(0o077); from memdir.cli import main; sys.exit(main())"
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "daily", "append", "a private note"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    logs = list((store / "memory").rglob("*.md"))
+    daily = [p for p in logs if "private note" in p.read_text()]
+    assert daily and all(p.stat().st_mode & 0o077 == 0 for p in daily)
+
+
+def test_a_hook_names_the_callers_parent_as_its_host(runtime: str, store: Path) -> None:  # C1, K3
+    env = env_for(store, runtime)
+    env.pop("CLAUDE_PID", None)
+    run(env, "path")
+    server_up()
+    payload = json.dumps(
+        {"session_id": "s-host", "hook_event_name": "SessionStart", "source": "startup"}
+    )
+    ran = run(env, "hook", "SessionStart", input=payload)
+    assert ran.returncode == 0, ran.stderr
+    with Memory(str(store)) as memory:
+        host = sessions.host_key(sessions.process_name(os.getpid()))  # this test launched it
+        assert memory.store.get_value(host) == "s-host"
+
+
+def test_a_stop_signal_to_the_caller_stops_its_forked_call(runtime: str, store: Path) -> None:  # C1
+    env = env_for(store, runtime)
+    run(env, "path")
+    pid = server_up()
+    caller = subprocess.Popen(
+        cli_command("hook", "SessionStart"),  # waits for the host's JSON on stdin
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: len(family(pid)) == 2, "the call's child forked")
+    caller.send_signal(signal.SIGTERM)
+    caller.communicate(timeout=60)
+    assert caller.returncode == -signal.SIGTERM  # as if the call had run in it
+    wait_for(lambda: family(pid) == [pid], "the child gone, the server left")
+
+
+def test_the_server_is_never_two_and_exits_when_idle_even_if_its_starter_crashed(  # C1
+    runtime: str, store: Path
+) -> None:
+    env = env_for(store, runtime, MEMDIR_FORKSERVER_IDLE="1")
+    # a starter killed right after it started the server
+    starter = (
+        "import os; from memdir.cli import forkserver; forkserver.start(); os.kill(os.getpid(), 9)"
+    )
+    crashed = subprocess.run([sys.executable, "-c", starter], env=env, timeout=60)
+    assert crashed.returncode == -signal.SIGKILL
+    # and four more started at the same moment
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", forkserver.MODULE], env=env, stderr=subprocess.DEVNULL
+        )
+        for _ in range(4)
+    ]
+    pid = server_up()
+    assert [p.wait(timeout=60) for p in procs if p.pid != pid] == [0] * (
+        4 - (pid in {p.pid for p in procs})
+    )
+    wait_for(lambda: forkserver_pid() is None, "the server's idle exit")
+    for p in procs:
+        p.wait(timeout=60)
+    wait_for(lambda: gone(pid), "the server gone")
+    assert not os.path.exists(forkserver.places()[1])  # its socket went with it
+
+
+def test_a_change_of_memdirs_code_retires_the_server(
+    runtime: str, tmp_path: Path, store: Path
+) -> None:  # C1
+    """A copy of the package (an installation of its own, so a server of its own) whose
+    files change while its server runs: the next call runs in its own process, with the
+    code on disk, and a new server starts."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(memdir.__file__).parent, site / "memdir", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = env_for(store, runtime, PYTHONPATH=str(site))
+    probe = [
+        sys.executable,
+        "-c",
+        "from memdir.testing import forkserver_pid; print(forkserver_pid())",
+    ]
+
+    def pid() -> int:
+        out = subprocess.run(
+            probe, env=env, capture_output=True, text=True, timeout=60
+        ).stdout.strip()
+        return int(out) if out.lstrip("-").isdigit() else 0
+
+    assert run(env, "path").returncode == 0
+    wait_for(lambda: pid() > 0, "the copy's server up")
+    first = pid()
+    assert first not in (forkserver_pid(), None)  # not this checkout's server
+    changed = site / "memdir" / "numbers.py"
+    changed.write_text(changed.read_text() + "\n# changed\n")
+    ran = run(env, "search", "kiwi", "--mode", "lexical")
+    assert ran.returncode == 0 and "kiwi harvest" in ran.stdout
+    wait_for(lambda: pid() not in (0, first), "a new server for the new code")
+    os.kill(pid(), signal.SIGTERM)
+
+
+def test_a_socket_held_by_another_user_is_never_given_a_call(  # C1, X
+    runtime: str, store: Path, tmp_path: Path
+) -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root, to listen as another user")
+    folder, path, _ = forkserver.places()
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    impostor = (
+        "import os, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.setuid(65534); s.listen(1)\n"
+        "print('up', flush=True)\n"
+        "c, _ = s.accept(); c.settimeout(5)\n"
+        "try:\n    data = c.recv(65536)\nexcept OSError:\n    data = b''\n"
+        "print(len(data), flush=True)\n"
+    )
+    listener = subprocess.Popen(
+        [sys.executable, "-c", impostor, path], stdout=subprocess.PIPE, text=True
+    )
+    assert listener.stdout is not None and listener.stdout.readline() == "up\n"
+    env = env_for(store, runtime, MEMDIR_FORKSERVER_IDLE="0.5")
+    ran = served(env, "search", "--mode", "lexical", "kiwi")
+    assert ran.returncode == 0 and "kiwi harvest" in ran.stdout
+    assert "memdir.memory" in imported(ran.stderr)  # it ran in the caller's own process
+    out, _ = listener.communicate(timeout=60)
+    assert out == "0\n"  # not a byte of the call reached the other user
+
+
+def test_the_launcher_imports_neither_the_library_nor_argparse() -> None:  # C1, C
+    """What every call imports before it knows whether the server runs it: the package,
+    the launcher and the client, nothing of the library."""
+    code = (
+        "import sys, memdir, memdir.cli, memdir.cli.forkserver\n"
+        "print(sorted(m for m in sys.modules if m.startswith('memdir')), 'argparse' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split("]")[0] + "]" == str(
+        sorted(["memdir", "memdir.cli", "memdir.cli.forkserver", "memdir.process"])
+    )
+    assert out.stdout.strip().endswith("False")
+
+
+def no_new_privs() -> None:  # runs in the child before exec, as a sandbox sets it up
+    import ctypes
+
+    assert ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+
+
+def test_a_call_from_a_sandbox_or_another_namespace_runs_in_its_own_process(  # C1, X
+    runtime: str, store: Path
+) -> None:
+    """A sandboxed caller (no_new_privs, as an agent host's sandbox sets) or one in another
+    network namespace is not given to the server, whose child would be neither."""
+    env = env_for(store, runtime)
+    run(env, "path")
+    server_up()
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "memdir",
+        "search",
+        "--mode",
+        "lexical",
+        "kiwi",
+    ]
+    sandboxed = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=60, preexec_fn=no_new_privs
+    )
+    assert sandboxed.returncode == 0 and "kiwi harvest" in sandboxed.stdout
+    assert "memdir.memory" in imported(sandboxed.stderr)
+    unshare = shutil.which("unshare")
+    if os.getuid() == 0 and unshare:
+        elsewhere = subprocess.run(
+            [unshare, "--net", *command], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert elsewhere.returncode == 0 and "kiwi harvest" in elsewhere.stdout
+        assert "memdir.memory" in imported(elsewhere.stderr)
+    warm = served(env, "search", "--mode", "lexical", "kiwi")
+    assert "memdir.memory" not in imported(warm.stderr)  # and the server still serves the rest
