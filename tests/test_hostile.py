@@ -27,7 +27,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from memdir import Memory, daily, hot, tasks
 from memdir.search import chunks  # noqa: F401
-from memdir.testing import cli_command, cli_env
+from memdir.testing import cli_command, cli_env, stop_worker
 from memdir.tools import call_tool
 
 pytestmark = pytest.mark.timeout(120)
@@ -404,7 +404,10 @@ def test_z_reads_work_on_a_read_only_store(state_dir: Path) -> None:
         assert write.returncode == 1 and write.stderr.count("\n") == 1
         assert re.search("read-only", write.stderr)
     finally:
-        subprocess.run(["umount", str(memory_dir)], check=False)
+        # the store's warm worker (a search by meaning started it) holds memory.db open,
+        # which would keep the mount busy: it goes first
+        stop_worker(str(state_dir))
+        subprocess.run(["umount", str(memory_dir)], check=True)
 
 
 # -- no lock is held across work that does not need it ----------------------------------

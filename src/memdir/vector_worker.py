@@ -162,6 +162,7 @@ def main(argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0  # the store has its worker already
+    os.chdir("/")  # never keep its starter's folder busy (a mount, a folder to delete)
     # SIGTERM ends it as SIGINT does: through the finally below, which removes the socket
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     listener = None
