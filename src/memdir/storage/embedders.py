@@ -106,7 +106,7 @@ def install_hint(choice: Choice) -> str:
     )
 
 
-_loaded: dict[str, Embedder] = {}
+_loaded: dict[Choice, Embedder] = {}  # by the whole choice: a new url is a new endpoint
 _loading = _thread.allocate_lock()
 
 
@@ -116,17 +116,16 @@ def load(choice: Choice) -> Embedder:
     loaded (a model name the library does not know, an endpoint that does not answer)."""
     if choice.provider == "bundled":
         return embeddings.default_embedder()
-    name = model_id(choice)
-    found = _loaded.get(name)
+    found = _loaded.get(choice)
     if found is not None:
         return found
     if not available(choice):
         raise MissingExtraError(install_hint(choice), extra=EXTRAS[choice.provider])
     with _loading:
-        found = _loaded.get(name)
+        found = _loaded.get(choice)
         if found is None:
-            found = _make(choice, name)
-            _loaded[name] = found
+            found = _make(choice, model_id(choice))
+            _loaded[choice] = found
     return found
 
 
