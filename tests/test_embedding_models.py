@@ -64,6 +64,8 @@ def test_embeddings_table_picks_a_model(state_dir: Path) -> None:
     assert load_settings(str(path)).embedding_choice() == embedders.BUNDLED
     assert embedders.model_id(embedders.BUNDLED) == embeddings.DEFAULT_MODEL  # stores keep theirs
     assert EMBEDDINGS_PROVIDERS == embedders.PROVIDERS
+    path.write_text('[embeddings]\nprovider = "fastembed"\npath = "models/bge"\n')
+    assert load_settings(str(path)).embeddings_path == str(state_dir / "models" / "bge")
     path.write_text(
         '[embeddings]\nprovider = "openai"\nmodel = "nomic-embed-text"\n'
         'url = "http://127.0.0.1:11434/v1"\napi_key_env = "MY_KEY"\ndimensions = 256\n'
@@ -355,10 +357,11 @@ def poll(what: Callable[[], Any], deadline: float = 120.0) -> Any:
 def test_the_worker_serves_the_configured_model_and_goes_when_it_changes(
     state_dir: Path, endpoint: StandIn
 ) -> None:
-    """Q2: a CLI search starts a worker that serves the configured model; after a change
-    of model the next search retires it and a worker of the new model answers, ranking
-    with vectors of the new model only."""
+    """Q2: a CLI search starts a worker that serves the configured model; a request for
+    another model is refused; asked to exit it frees its lock; after a change of model in
+    config.toml it goes and a worker of the new model answers."""
     import subprocess
+    import time
 
     def config(model: str) -> None:
         configure(state_dir, endpoint, model=model)
@@ -390,6 +393,13 @@ def test_the_worker_serves_the_configured_model_and_goes_when_it_changes(
     assert first["model"] == "openai:one"
     asked = worker.call(places, {"op": "query", "model": "openai:two", "text": "x", "want": 1}, 5)
     assert asked is not None and "serves openai:one, not openai:two" in asked["error"]
+    # asked to go (what a search of another model does), it lets go of its lock and socket
+    worker.retire(places, time.monotonic() + 60)
+    assert worker.call(places, {"op": "status"}, 5) is None
+    poll(lambda: not os.path.exists(places.socket))
+    assert "kiwi vines" in search()
+    first = poll(lambda: worker.call(places, {"op": "status"}, 5))
+    # a change of config.toml's model: the worker sees it and goes; the next one serves it
     config("two")
     with Memory() as mem:
         mem.reindex()

@@ -83,6 +83,7 @@ class Settings(Record):
     embeddings_api_key_env: str = ""
     embeddings_dimensions: int = 0
     embeddings_timeout: float = 30.0
+    embeddings_path: str = ""
     # [duplicates] (N1): a write that resembles an active item this much is reported:
     # Jaccard of content words, and cosine when the embedding model is loaded.
     duplicate_lexical: float = 0.7
@@ -115,6 +116,7 @@ class Settings(Record):
             self.embeddings_api_key_env,
             self.embeddings_dimensions,
             self.embeddings_timeout,
+            self.embeddings_path,
         )
 
 
@@ -305,6 +307,7 @@ EMBEDDINGS_KEYS = {
     "api_key_env": 'the name of an environment variable, e.g. "OPENAI_API_KEY"',
     "dimensions": "a whole number from 1 to 65,536 (the endpoint is asked for that size)",
     "timeout": "seconds from 1 to 600",
+    "path": "a folder holding a fastembed model's files, in quotes",
 }
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 URL_RE = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
@@ -323,6 +326,7 @@ def _embeddings_values(table: dict[str, Any], text: str, path: str) -> dict[str,
             "api_key_env": isinstance(value, str) and full_match(ENV_NAME_RE, value),
             "dimensions": _positive_int(value) and value <= 65_536,
             "timeout": number and 1 <= value <= 600,
+            "path": isinstance(value, str) and 0 < len(value) <= 4096,
         }.get(key)
         if not ok:
             expected = EMBEDDINGS_KEYS.get(key)
@@ -338,6 +342,8 @@ def _embeddings_values(table: dict[str, Any], text: str, path: str) -> dict[str,
                 text,
                 path,
             )
+        if key == "path":  # relative to the state dir, as memory.path is
+            value = os.path.normpath(os.path.join(os.path.dirname(path), os.path.expanduser(value)))
         values["embeddings_" + key] = float(value) if key == "timeout" else value
     provider = values.get("embeddings_provider", "bundled")
     model = values.get("embeddings_model")
@@ -527,6 +533,7 @@ def config_template() -> str:
         '# api_key_env = ""          # openai: the environment variable holding its key\n'
         "# dimensions = 0            # openai: ask for vectors of this size (0: the model's)\n"
         "# timeout = 30              # openai: seconds one request may take\n"
+        '# path = ""                 # fastembed: a folder with the model\'s files (offline)\n'
         "\n[duplicates]\n"
         "# a write this similar to an active fact, entry or procedure is reported\n"
         "# lexical = 0.7             # Jaccard of content words\n"

@@ -16,6 +16,7 @@ a question only with vectors of its own model, and `memdir reindex` re-embeds af
 from __future__ import annotations
 
 import _thread
+import contextlib
 import os
 
 from ..errors import EmbeddingError, MissingExtraError
@@ -62,6 +63,7 @@ class Choice(Record):
     api_key_env: str = ""  # the environment variable holding the endpoint's key
     dimensions: int = 0  # 0: the model's own size (an endpoint may be asked for fewer)
     timeout: float = 30.0  # seconds one request to an endpoint may take
+    path: str = ""  # fastembed: a folder holding the model's files (no fetch from the hub)
 
     @property
     def model_name(self) -> str:
@@ -133,7 +135,7 @@ def _make(choice: Choice, name: str) -> Embedder:
     if choice.provider == "openai":
         return Endpoint(choice, name)
     if choice.provider == "fastembed":
-        return FastEmbed(choice.model_name, name)
+        return FastEmbed(choice.model_name, name, choice.path)
     return SentenceTransformerModel(choice.model_name, name)
 
 
@@ -170,6 +172,10 @@ class SentenceTransformerModel:
     def __init__(self, model: str, name: str) -> None:
         from sentence_transformers import SentenceTransformer
 
+        with contextlib.suppress(ImportError, AttributeError):  # its bar would hit stderr
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()
         try:
             self._model = SentenceTransformer(model, device="cpu")
         except Exception as exc:  # the library raises OSError, ValueError, HTTP errors...
@@ -177,7 +183,10 @@ class SentenceTransformerModel:
                 f"cannot load the sentence-transformers model {model!r}: {_why(exc)}"
             ) from exc
         self.name = name
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        size = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension  # before sentence-transformers 6
+        )
+        self.dim = int(size() or 0)
 
     def embed(self, texts: list[str]) -> Vectors:
         import numpy as np
@@ -192,13 +201,17 @@ class SentenceTransformerModel:
 
 class FastEmbed:
     """A fastembed model (ONNX, no torch) by name; fastembed fetches it on first use
-    unless it is in its cache ($FASTEMBED_CACHE_PATH)."""
+    unless it is in its cache ($FASTEMBED_CACHE_PATH) or `path` names a folder holding its
+    files (model.onnx, tokenizer.json and the configs beside them)."""
 
-    def __init__(self, model: str, name: str) -> None:
+    def __init__(self, model: str, name: str, path: str = "") -> None:
         from fastembed import TextEmbedding
 
+        local = {"specific_model_path": path} if path else {}
         try:
-            self._model = TextEmbedding(model_name=model, threads=min(2, os.cpu_count() or 1))
+            self._model = TextEmbedding(
+                model_name=model, threads=min(2, os.cpu_count() or 1), **local
+            )
         except Exception as exc:  # an unknown model is a ValueError, a failed fetch anything
             raise EmbeddingError(f"cannot load the fastembed model {model!r}: {_why(exc)}") from exc
         self.name = name
