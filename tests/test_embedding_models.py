@@ -407,3 +407,32 @@ def test_the_worker_serves_the_configured_model_and_goes_when_it_changes(
     second = poll(lambda: worker.call(places, {"op": "status"}, 5))
     assert second["model"] == "openai:two" and second["pid"] != first["pid"]
     assert os.path.exists(places.socket)
+
+
+def test_an_endpoint_down_at_search_time(
+    state_dir: Path, endpoint: StandIn, run: Callable[..., Any]
+) -> None:
+    """Q2: once the endpoint stops answering, a search in the default mode ranks by words
+    and says why; a mode asked for by name is a one-line error. Both whether the model
+    was loaded in the process before (the question fails) or is loaded now (the model
+    fails: a CLI call)."""
+    configure(state_dir, endpoint)
+    with Memory() as mem:
+        for text in FACTS:
+            mem.add_fact(text, category="learning")
+        assert not mem.search("kiwi orchard")[0].lexical_only  # hybrid, by meaning too
+        endpoint.fail = 503
+        hits = mem.search("kiwi orchard")
+        assert hits[0].content == FACTS[2]
+        notice = mem.search_notice() or ""
+        assert notice.startswith("ranked by words alone: the embedding model is unavailable")
+        assert "HTTP 503" in notice
+        with pytest.raises(EmbeddingError, match="HTTP 503"):
+            mem.search("kiwi orchard", mode="semantic")
+    env = {"STANDIN_EMBED_KEY": KEY}
+    result = run("search", "kiwi orchard", env=env)
+    assert result.code == 0 and "kiwi vines" in result.out
+    assert "the embedding model is unavailable" in result.err and "HTTP 503" in result.err
+    result = run("search", "kiwi orchard", "--mode", "semantic", env=env)
+    assert result.code == 1 and len(result.err.strip().splitlines()) == 1
+    assert "HTTP 503" in result.err and KEY not in result.err

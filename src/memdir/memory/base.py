@@ -103,6 +103,7 @@ class MemoryBase:
         # than load the model in this short-lived process, starting it when need be.
         self.use_worker = False
         self.worker_starting = False  # the last search ranked by words: the worker was not up
+        self.model_failed: str | None = None  # ...or the model failed (Q2): why
         self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
         self._owner: MemoryBase | None = None  # set on a companion(): the model is its
         self._companions: list[MemoryBase] = []

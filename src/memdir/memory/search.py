@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from .. import advice, facts
-from ..errors import MemdirError, MissingExtraError, StorageError
+from ..errors import EmbeddingError, MemdirError, MissingExtraError, StorageError
 from ..lazy import lazy
 from ..models import Entry, Hit
 from ..records import Record
@@ -74,6 +74,10 @@ class SearchMemory(MemoryBase):
         remote = None
         self.too_big = []
         self.worker_starting = False
+        self.model_failed = None
+        # a mode asked for (by the call or [search] mode) waits for the worker and fails
+        # when the model does; the default mode ranks by words and says why (Q2)
+        explicit = mode is not None or settings.search_mode != "auto"
         if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
             run_mode, wanted_kinds = "lexical", ("fact",)
         else:
@@ -101,13 +105,17 @@ class SearchMemory(MemoryBase):
             if not stored:
                 remote = None  # nothing to compare the question with
             if stored or self.embed_later is not None:
-                explicit = mode is not None or settings.search_mode != "auto"
                 if remote is None and stored:
                     remote, status = self._remote(explicit)
                 if self.worker_starting:  # by words this time, and the answer says so
                     run_mode = "lexical"
                 elif remote is None:
-                    embedder = self.embedder()
+                    try:
+                        embedder = self.embedder()
+                    except EmbeddingError as exc:  # a model that cannot load, an endpoint down
+                        if explicit:
+                            raise
+                        self.model_failed, run_mode = str(exc), "lexical"
             waiting = status.get("waiting")
             if isinstance(waiting, int):
                 self.unembedded = waiting  # the worker keeps the count: ~0.2 s at 100k here
@@ -116,25 +124,37 @@ class SearchMemory(MemoryBase):
                     self.unembedded = self.store.count_unembedded(model)
             if self.unembedded and self.embed_later is not None:
                 self.embed_later()  # another process wrote them, or a hand edit
-        hits = search.search(
-            self.store,
-            self.layout,
-            query,
-            category=category,
-            since=facts.normalize_since(since),
-            limit=search.check_limit(limit),
-            kinds=wanted_kinds,
-            mode=run_mode,
-            min_score=settings.search_min_score if min_score is None else float(min_score),
-            embedder=embedder,
-            cache=self._vectors,
-            weights=(settings.search_lexical_weight, settings.search_semantic_weight),
-            rrf_k=settings.search_rrf_k,
-            pending=self.unembedded,
-            as_of=when,
-            context_weights=(settings.search_neighbour_weight, settings.search_group_weight),
-            remote=remote,
-        )
+
+        def ranked(
+            run_mode: str, embedder: Embedder | None, remote: worker.Remote | None
+        ) -> list[Hit]:
+            return search.search(
+                self.store,
+                self.layout,
+                query,
+                category=category,
+                since=facts.normalize_since(since),
+                limit=search.check_limit(limit),
+                kinds=wanted_kinds,
+                mode=run_mode,
+                min_score=settings.search_min_score if min_score is None else float(min_score),
+                embedder=embedder,
+                cache=self._vectors,
+                weights=(settings.search_lexical_weight, settings.search_semantic_weight),
+                rrf_k=settings.search_rrf_k,
+                pending=self.unembedded,
+                as_of=when,
+                context_weights=(settings.search_neighbour_weight, settings.search_group_weight),
+                remote=remote,
+            )
+
+        try:
+            hits = ranked(run_mode, embedder, remote)
+        except EmbeddingError as exc:  # the question could not be embedded (Q2)
+            if explicit or run_mode == "lexical":
+                raise
+            self.model_failed, self._searched = str(exc), "lexical"
+            hits = ranked("lexical", None, None)
         if record:
             self._note_hits(hits)
         return hits
@@ -251,6 +271,8 @@ class SearchMemory(MemoryBase):
                 "ranked by words alone: the embedding worker is starting (semantic ranking "
                 "from the next search on)"
             )
+        if self.model_failed:
+            return f"ranked by words alone: the embedding model is unavailable: {self.model_failed}"
         if self.unembedded:
             n = self.unembedded
             them, they = ("them", "they were") if n != 1 else ("it", "it was")
