@@ -32,7 +32,7 @@ from .. import facts, procedures, query
 from ..errors import ValidationError
 from ..models import Fact, Hit
 from ..paths import Layout
-from ..storage import embedders, embeddings
+from ..storage import embeddings
 from . import context
 from .index import CHUNK_KINDS
 
@@ -198,7 +198,9 @@ def calibration(model: str, store: Store | None = None) -> tuple[float, float]:
     known = CALIBRATION.get(model)
     if known is not None:
         return known
-    if store is not None and embedders.loadable(model):
+    from ..storage.embedders import loadable  # not on a lexical search's path
+
+    if store is not None and loadable(model):
         measured = (store.get_value(CALIBRATED + model) or "").split()
         if len(measured) == 2:
             mean, p99 = float(measured[0]), float(measured[1])
@@ -212,7 +214,9 @@ def ensure_calibrated(store: Store, embedder: Embedder) -> None:
     first time it embeds for this store, and keep it there, so min_score and the hybrid
     weights mean for it what they mean for MiniLM. Two processes measuring at once store
     the same numbers."""
-    if embedder.name in CALIBRATION or not embedders.loadable(embedder.name):
+    from ..storage.embedders import loadable
+
+    if embedder.name in CALIBRATION or not loadable(embedder.name):
         return
     if store.get_value(CALIBRATED + embedder.name) is not None:
         return
