@@ -1,6 +1,6 @@
 """A choice of embedding models (Q2, S): [embeddings] in config.toml picks the bundled
 MiniLM, a sentence-transformers or fastembed model, or an OpenAI-compatible endpoint. The
-endpoint is a real HTTP server on loopback (tests/standin_embeddings.py); the bundled
+endpoint is a real HTTP server on loopback (memdir.testing.EmbeddingsStandIn); the bundled
 model is the real one. Vectors record the model that made them, a change of model
 re-embeds (with progress) and never mixes spaces, doctor names the model and what is
 stale, a configured model's calibration is measured once, and the warm worker serves the
@@ -23,8 +23,8 @@ from memdir.errors import ConfigError, EmbeddingError, MissingExtraError
 from memdir.search import CALIBRATED, calibration, worker
 from memdir.settings import EMBEDDINGS_PROVIDERS, load_settings
 from memdir.storage import embedders, embeddings
+from memdir.testing import EmbeddingsStandIn as StandIn
 from memdir.testing import at_once, cli_command, cli_env
-from standin_embeddings import StandIn
 
 needs_model = pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra")
 KEY = "sk-test-0123456789abcdefABCDEF"  # the stand-in's key: never written anywhere
