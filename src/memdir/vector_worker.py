@@ -44,9 +44,10 @@ CHECK_EVERY = 1.0  # seconds between looks at the idle clock and at the store
 RETRY_AFTER = 5.0  # seconds before embedding is tried again after the store refused it
 
 
-def _mtime(path: str) -> float | None:
+def _mtime(path: str) -> int | None:
+    """When config.toml last changed (None: there is none): a change of model shows here."""
     try:
-        return os.stat(path).st_mtime_ns / 1e9
+        return os.stat(path).st_mtime_ns
     except OSError:
         return None
 
