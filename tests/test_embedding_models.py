@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from memdir import Memory
+from memdir.cli.curation import render
 from memdir.curation import doctor
 from memdir.errors import ConfigError, EmbeddingError, MissingExtraError
 from memdir.search import CALIBRATED, calibration, worker
@@ -276,6 +277,8 @@ def test_a_change_of_model_reembeds_with_progress_and_never_mixes_spaces(
         assert hits[0].content == FACTS[2] and not hits[0].lexical_only
         report = doctor.run(mem)
         assert not [f for f in report.findings if f.check.startswith("embeddings.")]
+        shown = render(report).splitlines()
+        assert shown[-2] == f"search model: {new} (openai); 5 vectors, 0 item(s) waiting"
         assert report.database["embeddings"] == {
             "model": new,
             "provider": "openai",
