@@ -91,6 +91,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "doctor": ([], ["--facts", "2000", "--entries", "20", "--notes", "10", "--runs", "3"]),
     "duplicates": ([], ["--facts", "2000", "--exact", "50", "--near", "80", "--distinct", "50"]),
     "first_search": ([], ["--facts", "300", "--runs", "2"]),
+    "models": ([], ["--facts", "300", "--runs", "4"]),
     "cold": (
         [],
         [
@@ -113,6 +114,18 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
 
 def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The figures each target is judged on, as table rows."""
+    if name == "models":  # for information: what each model costs (Q2)
+        return [
+            {
+                "bench": name,
+                "figure": f"{model}: re-embed items/s after a change of model, "
+                f"question p50 {row['question_p50_ms']:.1f} ms",
+                "value": row["reindex_per_s"],
+                "target": "",
+                "ok": None,
+            }
+            for model, row in summary["by_model"].items()
+        ]
     if name == "search_cli":
         return [
             {

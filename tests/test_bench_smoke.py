@@ -110,6 +110,7 @@ TINY = {
     ],
     "duplicates": ["--facts", "300", "--exact", "20", "--near", "40", "--distinct", "20"],
     "first_search": ["--facts", "60", "--runs", "1"],
+    "models": ["--facts", "40", "--runs", "2"],
     "cold": [
         "--facts",
         "500",
@@ -218,6 +219,7 @@ SUMMARY_KEYS = {
         "stable",
         "ok",
     },
+    "models": {"facts", "models", "by_model", "ok"},
     "cold": {
         "targets",
         "search_worst_ratio_p50",
@@ -271,6 +273,7 @@ ROW_KEYS = {
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
     "first_search": set(),  # two tables: imports and searches
+    "models": {"model", "id", "load_s", "texts_per_s", "question_p50_ms", "reindex_per_s"},
     "cold": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50", "target", "ok"},
 }
 
@@ -315,7 +318,7 @@ def finite_numbers(value: Any) -> bool:
 
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_script_writes_its_json(script: str, tmp_path: Path, cache_dir: Path) -> None:
-    if script in ("search_scale", "worker", "scale") and not embeddings_available():
+    if script in ("search_scale", "worker", "scale", "models") and not embeddings_available():
         pytest.skip(f"{script} needs the embeddings extra")
     data = run_bench(script, TINY[script], tmp_path, cache_dir)
     assert {"name", "params", "env", "rows", "summary"} <= set(data)

@@ -676,7 +676,7 @@ def test_cli_reindex_reports_counts(pets: Memory, run: Callable[..., Any]) -> No
         )
     result = run("reindex", "--json")
     assert result.code == 0, result.err
-    assert result.json() == {"entries": 1, "files": 1, "embedded": 2, "broken": []}
+    assert result.json() == {"entries": 1, "files": 1, "embedded": 2, "dropped": 0, "broken": []}
     result = run("reindex")
     assert result.code == 0, result.err
     assert "1 entries" in result.out and "1 files, 0 items embedded" in result.out

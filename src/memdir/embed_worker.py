@@ -10,7 +10,7 @@ import threading
 from .errors import MemdirError
 from .memory import Memory
 from .search.vectors import embed_pending
-from .storage import embeddings
+from .storage import embedders
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,7 +89,8 @@ class EmbedWorker:
 
     def _work(self) -> None:
         try:
-            if not embeddings.preload(self._stop.is_set):
+            choice = self.memory.settings.embedding_choice()  # [embeddings]'s model (Q2)
+            if not embedders.preload(choice, self._stop.is_set):
                 return
             embedder = self.memory.embedder()  # the served Memory's model, loaded once
             if not self.embed:

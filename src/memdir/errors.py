@@ -11,7 +11,8 @@ MemdirError                 exit 1: anything the user can fix; str() is one line
 ├── DisabledError           memory.enabled = false and a write was asked for
 ├── ConflictError           the write lost a race or contradicts the stored state
 ├── StorageError            the disk or the database failed (locked, full, corrupt)
-└── MissingExtraError       an optional extra is not installed
+├── MissingExtraError       an optional extra is not installed
+└── EmbeddingError          the configured embedding model cannot load or does not answer
 """
 
 from __future__ import annotations
@@ -111,3 +112,8 @@ class MissingExtraError(MemdirError):
     def __init__(self, message: str, *, extra: str | None = None) -> None:
         super().__init__(message)
         self.extra = extra
+
+
+class EmbeddingError(MemdirError):
+    """Q2: the embedding model [embeddings] names could not be loaded, or its endpoint
+    failed (unreachable, an HTTP error, an answer that is not vectors)."""

@@ -14,6 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .storage.embedders import Choice
+
 DURATION_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd])\s*")
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 PREFIX_RE = re.compile(r"[A-Z][A-Z0-9_]{0,31}")
@@ -71,6 +73,17 @@ class Settings(Record):
     # seconds the warm worker (vector_worker.py) stays up with no request; 0: no worker,
     # each process that searches by meaning loads the model itself
     search_worker_idle: float = 600.0
+    # [embeddings] (Q2): the model of semantic search. "bundled" is MiniLM (offline, the
+    # embeddings extra); "sentence-transformers" and "fastembed" load `model` by name, and
+    # "openai" asks an OpenAI-compatible endpoint at `url` (its key from the environment
+    # variable `api_key_env` names, never from this file). storage/embedders.py loads them.
+    embeddings_provider: str = "bundled"
+    embeddings_model: str = ""
+    embeddings_url: str = "http://localhost:11434/v1"
+    embeddings_api_key_env: str = ""
+    embeddings_dimensions: int = 0
+    embeddings_timeout: float = 30.0
+    embeddings_path: str = ""
     # [duplicates] (N1): a write that resembles an active item this much is reported:
     # Jaccard of content words, and cosine when the embedding model is loaded.
     duplicate_lexical: float = 0.7
@@ -90,6 +103,21 @@ class Settings(Record):
     hooks_recall_on_prompt: bool = False
     hooks_prompt_budget_chars: int = 2000
     hooks_prompt_timeout_ms: int = 400
+
+    def embedding_choice(self) -> Choice:
+        """The [embeddings] table as storage/embedders.py takes it (imported only here:
+        the CLI's cold path never needs it)."""
+        from .storage.embedders import Choice
+
+        return Choice(
+            self.embeddings_provider,
+            self.embeddings_model,
+            self.embeddings_url,
+            self.embeddings_api_key_env,
+            self.embeddings_dimensions,
+            self.embeddings_timeout,
+            self.embeddings_path,
+        )
 
 
 DEFAULTS = Settings()
@@ -135,7 +163,16 @@ def load_settings(config_path: str) -> Settings:
     return _settings_from(data, text, config_path)
 
 
-TABLES = ("memory", "boot", "heartbeat", "distill", "search", "duplicates", "hooks")
+TABLES = (
+    "memory",
+    "boot",
+    "heartbeat",
+    "distill",
+    "search",
+    "embeddings",
+    "duplicates",
+    "hooks",
+)
 HOOKS_KEYS = {
     "start_budget_chars": ("a whole number of characters from 1,000 to 1,000,000", 1000, 1_000_000),
     "timeout_ms": ("a whole number of milliseconds from 100 to 600,000", 100, MAX_TIMEOUT_MS),
@@ -188,6 +225,7 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
             )
         values["distill_max_chars"] = value
     values.update(_search_values(data.get("search", {}), text, path))
+    values.update(_embeddings_values(data.get("embeddings", {}), text, path))
     for key, value in data.get("duplicates", {}).items():
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if key not in ("lexical", "semantic") or not (number and 0 < value <= 1):
@@ -258,6 +296,74 @@ def _search_values(search: dict[str, Any], text: str, path: str) -> dict[str, An
             expected = SEARCH_KEYS.get(key, f"one of the keys {', '.join(SEARCH_KEYS)}")
             raise _bad(f"search.{key}", value, expected, text, path)
         values["search_" + key] = value
+    return values
+
+
+EMBEDDINGS_PROVIDERS = ("bundled", "sentence-transformers", "fastembed", "openai")
+EMBEDDINGS_KEYS = {
+    "provider": f"one of {', '.join(EMBEDDINGS_PROVIDERS)}",
+    "model": 'the model\'s name in quotes, e.g. "BAAI/bge-small-en-v1.5"',
+    "url": 'the endpoint\'s base URL, e.g. "http://localhost:11434/v1"',
+    "api_key_env": 'the name of an environment variable, e.g. "OPENAI_API_KEY"',
+    "dimensions": "a whole number from 1 to 65,536 (the endpoint is asked for that size)",
+    "timeout": "seconds from 1 to 600",
+    "path": "a folder holding a fastembed model's files, in quotes",
+}
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+URL_RE = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
+
+
+def _embeddings_values(table: dict[str, Any], text: str, path: str) -> dict[str, Any]:
+    """Q2: [embeddings]. A key is never a value here: `api_key` is refused, naming
+    api_key_env, so that no secret sits in a file a team may commit."""
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = {
+            "provider": value in EMBEDDINGS_PROVIDERS,
+            "model": isinstance(value, str) and 0 < len(value) <= 300 and value.strip() == value,
+            "url": isinstance(value, str) and full_match(URL_RE, value),
+            "api_key_env": isinstance(value, str) and full_match(ENV_NAME_RE, value),
+            "dimensions": _positive_int(value) and value <= 65_536,
+            "timeout": number and 1 <= value <= 600,
+            "path": isinstance(value, str) and 0 < len(value) <= 4096,
+        }.get(key)
+        if not ok:
+            expected = EMBEDDINGS_KEYS.get(key)
+            if expected is None and key in ("api_key", "key", "token"):
+                expected = (
+                    "absent: the key is never stored; put it in an environment variable "
+                    "and name that with api_key_env"
+                )
+            raise _bad(
+                f"embeddings.{key}",
+                "..." if expected and "never stored" in expected else value,
+                expected or f"one of the keys {', '.join(EMBEDDINGS_KEYS)}",
+                text,
+                path,
+            )
+        if key == "path":  # relative to the state dir, as memory.path is
+            value = os.path.normpath(os.path.join(os.path.dirname(path), os.path.expanduser(value)))
+        values["embeddings_" + key] = float(value) if key == "timeout" else value
+    provider = values.get("embeddings_provider", "bundled")
+    model = values.get("embeddings_model")
+    if provider == "openai" and model is None:
+        raise _bad(
+            "embeddings.provider",
+            provider,
+            'given with a model: the endpoint\'s model name, e.g. model = "nomic-embed-text"',
+            text,
+            path,
+        )
+    if provider == "bundled" and model not in (None, "all-MiniLM-L6-v2-int8"):
+        raise _bad(
+            "embeddings.model",
+            model,
+            'left out with provider = "bundled" (its one model is all-MiniLM-L6-v2-int8); '
+            'set provider = "sentence-transformers" or "fastembed" to pick a model',
+            text,
+            path,
+        )
     return values
 
 
@@ -418,6 +524,16 @@ def config_template() -> str:
         "# rrf_k = 60                # orders equal lexical scores by reciprocal rank\n"
         '# embed_on_write = "always" # loaded: a CLI write leaves embedding to reindex/server\n'
         "# worker_idle = 600         # s the warm embedding worker stays up idle; 0: none\n"
+        "\n[embeddings]\n"
+        "# the model of semantic search; a change re-embeds with `memdir reindex`\n"
+        '# provider = "bundled"      # MiniLM, offline; or sentence-transformers, fastembed,\n'
+        "#                           # openai (any OpenAI-compatible endpoint: Ollama, vLLM...)\n"
+        '# model = ""                # the provider\'s model, e.g. "BAAI/bge-small-en-v1.5"\n'
+        '# url = "http://localhost:11434/v1"  # openai: the endpoint\'s base URL\n'
+        '# api_key_env = ""          # openai: the environment variable holding its key\n'
+        "# dimensions = 0            # openai: ask for vectors of this size (0: the model's)\n"
+        "# timeout = 30              # openai: seconds one request may take\n"
+        '# path = ""                 # fastembed: a folder with the model\'s files (offline)\n'
         "\n[duplicates]\n"
         "# a write this similar to an active fact, entry or procedure is reported\n"
         "# lexical = 0.7             # Jaccard of content words\n"

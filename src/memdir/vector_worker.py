@@ -33,7 +33,6 @@ from .memory import Memory
 from .search import VectorCache, nearest_vectors
 from .search.vectors import embed_items, embed_pending
 from .search.worker import Places, receive, send
-from .storage import embeddings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +42,14 @@ if TYPE_CHECKING:
 
 CHECK_EVERY = 1.0  # seconds between looks at the idle clock and at the store
 RETRY_AFTER = 5.0  # seconds before embedding is tried again after the store refused it
+
+
+def _mtime(path: str) -> int | None:
+    """When config.toml last changed (None: there is none): a change of model shows here."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def rss_mib() -> float:
@@ -65,6 +72,33 @@ class Worker:
         self.wants_embedding = True  # at start: whatever waits
         self.retry_at = 0.0
         self.embedded = 0
+        self.exiting = False  # asked to exit (the store's model changed): after this reply
+        self._config = os.path.join(memory.state.path, "config.toml")
+        self._config_seen = _mtime(self._config)
+
+    def model_changed(self) -> bool:
+        """Q2: whether config.toml now names another model than the one this worker
+        serves (it then exits, and the next caller starts one with the new model). A
+        stat a second; the file is read again only when it changed."""
+        seen = _mtime(self._config)
+        if seen == self._config_seen:
+            return False
+        self._config_seen = seen
+        from .settings import load_settings
+
+        try:
+            wanted = load_settings(self._config).embedding_choice()
+        except MemdirError:
+            return False  # a broken file: keep serving; the callers report it
+        from .storage import embedders
+
+        return embedders.model_id(wanted) != self.embedder.name
+
+    def _other_model(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        model = request.get("model")
+        if model is not None and model != self.embedder.name:
+            return {"error": f"this worker serves {self.embedder.name}, not {model}"}
+        return None
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
@@ -81,6 +115,11 @@ class Worker:
                 "embedded": self.embedded,
                 "waiting": store.count_unembedded(self.embedder.name),
             }
+        if op in ("query", "embed") and (other := self._other_model(request)) is not None:
+            return other
+        if op == "exit":
+            self.exiting = True
+            return {"ok": True}
         if op == "query":
             want = int(request["want"])
             nearest, similarity = nearest_vectors(
@@ -139,6 +178,9 @@ def serve(places: Places, memory: Memory, worker: Worker, listener: socket.socke
                 except (OSError, ValueError):
                     pass  # the caller left or sent nonsense: it is its loss, not ours
             worker.last = time.monotonic()
+            if worker.exiting:
+                print("asked to exit: the store's model changed", file=sys.stderr, flush=True)
+                return
             continue
         worker.embed_waiting(pending)
         now = time.monotonic()
@@ -148,6 +190,9 @@ def serve(places: Places, memory: Memory, worker: Worker, listener: socket.socke
                 print("the store is gone: exiting", file=sys.stderr, flush=True)
                 return
             if now - worker.last >= worker.idle and not worker.wants_embedding:
+                return
+            if worker.model_changed():
+                print("config.toml names another model: exiting", file=sys.stderr, flush=True)
                 return
 
 
@@ -169,7 +214,7 @@ def main(argv: list[str]) -> int:
     try:
         memory = Memory(places.state_dir)
         idle = memory.settings.search_worker_idle
-        embedder = embeddings.default_embedder()
+        embedder = memory.embedder()  # the model [embeddings] names (Q2)
         worker = Worker(memory, embedder, idle)
         worker.cache.load(memory.store, embedder)  # ready to answer from the first request
         with contextlib.suppress(FileNotFoundError):
@@ -188,6 +233,9 @@ def main(argv: list[str]) -> int:
         serve(places, memory, worker, listener)
     except KeyboardInterrupt:
         pass
+    except MemdirError as exc:  # the model cannot load (a missing extra, an endpoint down)
+        print(f"cannot serve: {exc}", file=sys.stderr, flush=True)
+        return 1  # the caller waiting for it learns at once (worker.wait_up)
     finally:
         if listener is not None:
             listener.close()

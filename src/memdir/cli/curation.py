@@ -97,6 +97,14 @@ def render(report: Report, fix: bool = False) -> str:
         else "no problems found"
     )
     db = report.database
+    model = db.get("embeddings")
+    if isinstance(model, dict):  # Q2: which model search uses, and what waits for it
+        state = (
+            f"{model['vectors']:,} vectors, {model['waiting']:,} item(s) waiting"
+            if model["in_use"]
+            else "not in use: search is lexical"
+        )
+        lines.append(f"search model: {model['model']} ({model['provider']}); {state}")
     size = ""
     if db.get("bytes") is not None:
         size = f"; memory.db {_mb(db['bytes'])}, WAL {_mb(db['wal_bytes'])}"

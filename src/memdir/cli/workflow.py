@@ -109,11 +109,13 @@ def _reindex(args: argparse.Namespace) -> Any:
             "entries": len(done.entries) - len(broken),
             "files": done.files,
             "embedded": done.embedded,
+            "dropped": done.dropped,
             "broken": [e.to_dict() for e in broken],
         }
     lines = [
         f"MEMORY.md rebuilt: {len(done.entries) - len(broken)} entries; search index: "
         f"{done.files:,} files, {done.embedded:,} items embedded"
+        + (f", {done.dropped:,} vectors of the previous model dropped" if done.dropped else "")
     ]
     lines += [f"left out {e.path}: {e.error}" for e in broken]
     return "\n".join(lines)

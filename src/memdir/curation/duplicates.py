@@ -82,15 +82,16 @@ def _fact_groups(store: Store, threshold: float) -> list[DuplicateGroup]:
 def _semantic_fact_groups(memory: Memory, known: set[int | str]) -> list[DuplicateGroup]:
     """Pairs of embedded active facts with cosine >= [duplicates] semantic, from the
     vectors already stored (doctor never embeds: that is `memdir reindex`)."""
-    from ..storage import embeddings
+    from importlib.util import find_spec
 
-    if not embeddings.available() or memory.store.vector_generation(_NameOnly.name)[0] < 2:
+    model = _NameOnly(memory.model_id())  # the configured model's vectors (Q2)
+    if find_spec("numpy") is None or memory.store.vector_generation(model.name)[0] < 2:
         return []  # nothing to compare: numpy is not even imported
     import numpy as np
 
     from ..search import VectorCache
 
-    keys, matrix = VectorCache().load(memory.store, _NameOnly())
+    keys, matrix = VectorCache().load(memory.store, model)
     rows = [i for i, key in enumerate(keys) if key[0] == "fact"]
     rows = sorted(rows, key=lambda i: int(keys[i][1]))[-SEMANTIC_MAX:]
     if len(rows) < 2:
@@ -109,13 +110,11 @@ def _semantic_fact_groups(memory: Memory, known: set[int | str]) -> list[Duplica
 
 
 class _NameOnly:
-    """What VectorCache needs of an embedder to read stored vectors: no model loaded."""
+    """What VectorCache needs of an embedder to read stored vectors: no model loaded (the
+    size of a vector is read off the stored ones)."""
 
-    from ..storage.embeddings import MiniLM
-
-    name = MiniLM.name
-    dim = MiniLM.dim
-    del MiniLM
+    def __init__(self, name: str) -> None:
+        self.name, self.dim = name, 0
 
     def embed(self, texts: list[str]) -> Any:
         raise AssertionError("doctor reads stored vectors only")

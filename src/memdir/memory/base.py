@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .. import daily, duplicates, entries, search, tasks
     from ..search import index, vectors, worker
     from ..secret_scan import Found
+    from ..storage import embedders
     from ..storage.base import Store
     from ..types import Embedder, Surface
 else:
@@ -48,6 +49,7 @@ else:
     index = lazy("memdir.search.index")
     vectors = lazy("memdir.search.vectors")
     worker = lazy("memdir.search.worker")
+    embedders = lazy("memdir.storage.embedders")
 
 SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
 WRITE_BUDGET = 10.0  # seconds a write waits for the warm worker to embed what it wrote
@@ -101,6 +103,7 @@ class MemoryBase:
         # than load the model in this short-lived process, starting it when need be.
         self.use_worker = False
         self.worker_starting = False  # the last search ranked by words: the worker was not up
+        self.model_failed: str | None = None  # ...or the model failed (Q2): why
         self._bulk = False  # inside `bulk()`: writes leave their vectors to the end
         self._owner: MemoryBase | None = None  # set on a companion(): the model is its
         self._companions: list[MemoryBase] = []
@@ -283,7 +286,36 @@ class MemoryBase:
         with the embeddings extra installed (or a model given)."""
         if self.settings.search_mode == "lexical":
             return False
-        return self._embedder is not None or embeddings.available()
+        return self._model_installed()
+
+    def model_id(self) -> str:
+        """Q2: the id of the model whose vectors search here makes and compares (the
+        given Embedder's, else [embeddings]'s); loads nothing."""
+        if self._embedder is not None:
+            return self._embedder.name
+        if self.settings.embeddings_provider == "bundled":
+            return embeddings.DEFAULT_MODEL  # the CLI's path: storage.embedders not imported
+        return embedders.model_id(self.settings.embedding_choice())
+
+    def _model_installed(self) -> bool:
+        """Whether the configured model's extra is installed (or a model was given)."""
+        if self._embedder is not None:
+            return True
+        if self.settings.embeddings_provider == "bundled":
+            return embeddings.available()
+        return embedders.available(self.settings.embedding_choice())
+
+    def _install_hint(self) -> str:
+        return embedders.install_hint(self.settings.embedding_choice())
+
+    def _extra(self) -> str:
+        return embedders.EXTRAS[self.settings.embeddings_provider]
+
+    def _load_embedder(self) -> Embedder:
+        """The configured model, loaded (once a process, storage/embedders.py)."""
+        if self.settings.embeddings_provider == "bundled":
+            return embeddings.default_embedder()
+        return embedders.load(self.settings.embedding_choice())
 
     @contextlib.contextmanager
     def bulk(self) -> Iterator[None]:
@@ -316,7 +348,7 @@ class MemoryBase:
         try:
             if paths:
                 index.sync(self.layout, self.store)  # the written file's chunks
-            model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
+            model = self.model_id()
             rows = self.store.unembedded_items(model, list(fact_ids), paths)
             if not rows or len(rows) > SMALL_WRITE:
                 # Q2: a big write (a long note, many blocks) is not embedded here: it
@@ -324,10 +356,10 @@ class MemoryBase:
                 # and until then search ranks it by its words and says so
                 return
             if places is not None:  # the warm worker embeds them (~5 ms), no model here
-                request = {"op": "embed", "facts": list(fact_ids), "paths": paths}
+                request = {"op": "embed", "model": model, "facts": list(fact_ids), "paths": paths}
                 if "embedded" in (worker.call(places, request, WRITE_BUDGET) or {}):
                     return
-            embedder = self._embedder or embeddings.default_embedder()
+            embedder = self._embedder or self._load_embedder()
             self._embedder = embedder
             vectors.embed_rows(self.store, embedder, rows)
         except MemdirError:

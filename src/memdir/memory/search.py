@@ -10,11 +10,10 @@ import time
 from collections.abc import Callable
 
 from .. import advice, facts
-from ..errors import MemdirError, MissingExtraError, StorageError
+from ..errors import EmbeddingError, MemdirError, MissingExtraError, StorageError
 from ..lazy import lazy
 from ..models import Entry, Hit
 from ..records import Record
-from ..storage import embeddings
 from .base import MemoryBase
 
 TYPE_CHECKING = False
@@ -37,11 +36,13 @@ START_BUDGET = 60.0  # seconds a search in a mode asked for by name waits for it
 
 class Reindexed(Record):
     """What `reindex` rebuilt: the entries (broken ones carry their error), the files
-    chunked, the items embedded."""
+    chunked, the items embedded, the vectors of other models dropped (Q2: after a change
+    of model)."""
 
     entries: list[Entry]
     files: int
     embedded: int
+    dropped: int = 0
 
 
 class SearchMemory(MemoryBase):
@@ -73,6 +74,10 @@ class SearchMemory(MemoryBase):
         remote = None
         self.too_big = []
         self.worker_starting = False
+        self.model_failed = None
+        # a mode asked for (by the call or [search] mode) waits for the worker and fails
+        # when the model does; the default mode ranks by words and says why (Q2)
+        explicit = mode is not None or settings.search_mode != "auto"
         if when is not None:  # the past: facts only, lexical (superseded facts keep no vector)
             run_mode, wanted_kinds = "lexical", ("fact",)
         else:
@@ -88,7 +93,7 @@ class SearchMemory(MemoryBase):
             # Q2: a search embeds its question only. What has no vector yet is ranked
             # by its words. The model is loaded when there are vectors to compare the
             # question with, or when a server holds it (or is loading it) anyway.
-            model = self._embedder.name if self._embedder is not None else embeddings.DEFAULT_MODEL
+            model = self.model_id()
             # the worker's status, when it is up, says how many vectors there are and how
             # many items wait: counting them here took ~0.25 s at 100k in every process
             remote, status = self._worker()
@@ -100,13 +105,17 @@ class SearchMemory(MemoryBase):
             if not stored:
                 remote = None  # nothing to compare the question with
             if stored or self.embed_later is not None:
-                explicit = mode is not None or settings.search_mode != "auto"
                 if remote is None and stored:
                     remote, status = self._remote(explicit)
                 if self.worker_starting:  # by words this time, and the answer says so
                     run_mode = "lexical"
                 elif remote is None:
-                    embedder = self.embedder()
+                    try:
+                        embedder = self.embedder()
+                    except EmbeddingError as exc:  # a model that cannot load, an endpoint down
+                        if explicit:
+                            raise
+                        self.model_failed, run_mode = str(exc), "lexical"
             waiting = status.get("waiting")
             if isinstance(waiting, int):
                 self.unembedded = waiting  # the worker keeps the count: ~0.2 s at 100k here
@@ -115,25 +124,37 @@ class SearchMemory(MemoryBase):
                     self.unembedded = self.store.count_unembedded(model)
             if self.unembedded and self.embed_later is not None:
                 self.embed_later()  # another process wrote them, or a hand edit
-        hits = search.search(
-            self.store,
-            self.layout,
-            query,
-            category=category,
-            since=facts.normalize_since(since),
-            limit=search.check_limit(limit),
-            kinds=wanted_kinds,
-            mode=run_mode,
-            min_score=settings.search_min_score if min_score is None else float(min_score),
-            embedder=embedder,
-            cache=self._vectors,
-            weights=(settings.search_lexical_weight, settings.search_semantic_weight),
-            rrf_k=settings.search_rrf_k,
-            pending=self.unembedded,
-            as_of=when,
-            context_weights=(settings.search_neighbour_weight, settings.search_group_weight),
-            remote=remote,
-        )
+
+        def ranked(
+            run_mode: str, embedder: Embedder | None, remote: worker.Remote | None
+        ) -> list[Hit]:
+            return search.search(
+                self.store,
+                self.layout,
+                query,
+                category=category,
+                since=facts.normalize_since(since),
+                limit=search.check_limit(limit),
+                kinds=wanted_kinds,
+                mode=run_mode,
+                min_score=settings.search_min_score if min_score is None else float(min_score),
+                embedder=embedder,
+                cache=self._vectors,
+                weights=(settings.search_lexical_weight, settings.search_semantic_weight),
+                rrf_k=settings.search_rrf_k,
+                pending=self.unembedded,
+                as_of=when,
+                context_weights=(settings.search_neighbour_weight, settings.search_group_weight),
+                remote=remote,
+            )
+
+        try:
+            hits = ranked(run_mode, embedder, remote)
+        except EmbeddingError as exc:  # the question could not be embedded (Q2)
+            if explicit or run_mode == "lexical":
+                raise
+            self.model_failed, self._searched = str(exc), "lexical"
+            hits = ranked("lexical", None, None)
         if record:
             self._note_hits(hits)
         return hits
@@ -167,7 +188,12 @@ class SearchMemory(MemoryBase):
         if os.path.exists(places.socket):
             status = worker.call(places, {"op": "status"}, QUERY_BUDGET)
             if status is not None and "error" not in status:
-                return worker.Remote(places, QUERY_BUDGET), status
+                if status.get("model") != self.model_id():
+                    # Q2: it serves the model config.toml named before: it goes, and
+                    # one with the configured model starts (never a mix of spaces)
+                    worker.retire(places, time.monotonic() + QUERY_BUDGET)
+                    return None, {}
+                return worker.Remote(places, QUERY_BUDGET, self.model_id()), status
         return None, {}
 
     def _remote(self, explicit: bool) -> tuple[worker.Remote | None, dict[str, object]]:
@@ -183,36 +209,39 @@ class SearchMemory(MemoryBase):
         if self.embed_later is not None or self.settings.search_worker_idle <= 0:
             return None, {}
         places = worker.Places(self.state.path)
-        remote = worker.Remote(places, QUERY_BUDGET)
+        remote = worker.Remote(places, QUERY_BUDGET, self.model_id())
         try:
-            worker.start(places)
+            started = worker.start(places)
         except (OSError, MemdirError):
             return None, {}  # cannot start one here: the model is loaded in this process
         if not explicit:
             self.worker_starting = True
             return None, {}
-        status = worker.wait_up(places, time.monotonic() + START_BUDGET)
-        return (remote, status) if status is not None else (None, {})
+        status = worker.wait_up(places, time.monotonic() + START_BUDGET, started)
+        if status is None or status.get("model") != self.model_id():
+            return None, {}  # it failed (its model cannot load here): this process tries
+        return remote, status
 
     def search_mode(self, mode: SearchMode | None = None) -> str:
         """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the
         embeddings extra is installed. Semantic without the extra is a clear error."""
         wanted = mode if mode is not None else self.settings.search_mode
         if wanted == "auto":
-            return "hybrid" if self._embedder is not None or embeddings.available() else "lexical"
+            return "hybrid" if self._model_installed() else "lexical"
         run = search.check_mode(wanted)
-        if run != "lexical" and self._embedder is None and not embeddings.available():
-            raise MissingExtraError(embeddings.install_hint(), extra="embeddings")
+        if run != "lexical" and not self._model_installed():
+            raise MissingExtraError(self._install_hint(), extra=self._extra())
         return run
 
     def embedder(self) -> Embedder:
-        """The embedding model, loaded on first use and shared with companions (Q2)."""
+        """The embedding model ([embeddings], the bundled MiniLM by default), loaded on
+        first use and shared with companions (Q2)."""
         if self._owner is not None:  # a companion shares its owner's model (one in memory)
             owner = self._owner  # a Memory, so a SearchMemory: its own part
             assert isinstance(owner, SearchMemory)
             return owner.embedder()
         if self._embedder is None:
-            self._embedder = embeddings.default_embedder()
+            self._embedder = self._load_embedder()
         return self._embedder
 
     def search_notice(self) -> str | None:
@@ -242,6 +271,8 @@ class SearchMemory(MemoryBase):
                 "ranked by words alone: the embedding worker is starting (semantic ranking "
                 "from the next search on)"
             )
+        if self.model_failed:
+            return f"ranked by words alone: the embedding model is unavailable: {self.model_failed}"
         if self.unembedded:
             n = self.unembedded
             them, they = ("them", "they were") if n != 1 else ("it", "it was")
@@ -257,7 +288,7 @@ class SearchMemory(MemoryBase):
             else:
                 how = f"to embed {them}: {advice.reindex()}"
             return f"{items}: {seen}; {how}"
-        if self._embedder is not None or embeddings.available() or not self.settings.enabled:
+        if self._model_installed() or not self.settings.enabled:
             return None
         global _install_shown
         if _install_shown:
@@ -268,18 +299,24 @@ class SearchMemory(MemoryBase):
             self.store.set_value(INSTALL_SHOWN, "shown")
         except StorageError:
             _install_shown = True  # the store cannot remember it: this process does
-        return f"search is lexical only: {embeddings.install_hint()}"
+        return f"search is lexical only: {self._install_hint()}"
 
     def reindex(self, progress: Callable[[str, int, int], None] | None = None) -> Reindexed:
         """G3, Q3: rebuild MEMORY.md, the entry cache and the search index from the files,
-        and embed everything not embedded yet (when the extra is installed). `progress`
-        is told (stage, done, total) as it goes."""
+        and embed everything not embedded yet (when the extra is installed): after a
+        change of [embeddings] model that is everything, and the old model's vectors are
+        dropped once the new one covers the store (Q2). `progress` is told (stage, done,
+        total) as it goes."""
         self._enabled("rebuild the index")
         found = entries.reindex(self.layout, self.store)
         step = None if progress is None else (lambda d, t: progress("chunks", d, t))
         files = index.sync(self.layout, self.store, full=True, progress=step)
         embed = None if progress is None else (lambda d, t: progress("embeddings", d, t))
-        return Reindexed(found, files, self.embed_pending(embed))
+        embedded = self.embed_pending(embed)
+        dropped = 0
+        if self._embedder is not None:  # it embedded: the store is of this model now
+            dropped = vectors.replace_model(self.store, self._embedder)
+        return Reindexed(found, files, embedded, dropped)
 
     def embed_pending(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Q2: give a vector to every fact and file section that has none yet (what
@@ -290,7 +327,7 @@ class SearchMemory(MemoryBase):
             return 0
         self._enabled("embed memory")
         self.sync_index()
-        embedder = self._embedder or embeddings.default_embedder()
+        embedder = self._embedder or self._load_embedder()
         self._embedder = embedder
         return vectors.embed_pending(self.store, embedder, progress)
 

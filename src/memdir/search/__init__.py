@@ -125,15 +125,18 @@ class VectorCache:
     def _reload(self, store: Store, embedder: Embedder) -> None:
         keys: list[Key] = []
         blobs: list[bytes] = []
+        dim = embedder.dim  # 0: a reader with no model (doctor): the stored size
         for owner, owner_id, blob in store.iter_vectors(embedder.name):
-            keys.append((owner, owner_id))
-            blobs.append(blob)
+            dim = dim or len(blob) // 4
+            if len(blob) == 4 * dim:  # another size: the model behind an endpoint changed
+                keys.append((owner, owner_id))
+                blobs.append(blob)
         import numpy as np
 
-        found = embeddings.from_blobs(blobs, embedder.dim)
+        found = embeddings.from_blobs(blobs, dim)
         del blobs
         # room for the writes to come: an append then copies nothing
-        self._buffer = np.empty((len(keys) + len(keys) // 8 + 64, embedder.dim), np.float32)
+        self._buffer = np.empty((len(keys) + len(keys) // 8 + 64, dim), np.float32)
         self._buffer[: len(keys)] = found
         self.keys, self.matrix = keys, self._buffer[: len(keys)]
         self.rows = {key: row for row, key in enumerate(keys)}
@@ -157,15 +160,15 @@ class VectorCache:
             (v.owner, v.owner_id) in self.rows for v in new
         ):
             return False
-        n = len(self.keys)
+        n, dim = len(self.keys), self._buffer.shape[1]
+        if any(len(v.vec) != 4 * dim for v in new):
+            return False  # vectors of another size under the same name: read them all
         if n + len(new) > len(self._buffer):
-            grown = np.empty((max(2 * n, n + len(new)), embedder.dim), dtype=np.float32)
+            grown = np.empty((max(2 * n, n + len(new)), dim), dtype=np.float32)
             grown[:n] = self._buffer[:n]
             self._buffer = grown
         if new:
-            self._buffer[n : n + len(new)] = embeddings.from_blobs(
-                [v.vec for v in new], embedder.dim
-            )
+            self._buffer[n : n + len(new)] = embeddings.from_blobs([v.vec for v in new], dim)
         for row, v in enumerate(new, n):
             self.rows[(v.owner, v.owner_id)] = row
             self.keys.append((v.owner, v.owner_id))
@@ -184,10 +187,41 @@ class VectorCache:
 CALIBRATION = {embeddings.DEFAULT_MODEL: (0.083, 0.361)}
 
 
-def calibration(model: str) -> tuple[float, float]:
-    """(mean, p99) of the model's cosines between unrelated memories; a model without
-    measured constants keeps the plain cosine (0, 1)."""
-    return CALIBRATION.get(model, (0.0, 1.0))
+CALIBRATED = "calibration:"  # kv: + a model's id -> "mean p99", measured on this store
+
+
+def calibration(model: str, store: Store | None = None) -> tuple[float, float]:
+    """(mean, p99) of the model's cosines between unrelated memories: shipped for the
+    bundled model, else measured once when a model memdir loads from [embeddings] made its
+    first vectors here (ensure_calibrated); a model without either (a caller's own
+    Embedder) keeps the plain cosine (0, 1)."""
+    known = CALIBRATION.get(model)
+    if known is not None:
+        return known
+    from ..storage.embedders import loadable  # not on a lexical search's path
+
+    if store is not None and loadable(model):
+        measured = (store.get_value(CALIBRATED + model) or "").split()
+        if len(measured) == 2:
+            mean, p99 = float(measured[0]), float(measured[1])
+            if p99 > mean:
+                return mean, p99
+    return (0.0, 1.0)
+
+
+def ensure_calibrated(store: Store, embedder: Embedder) -> None:
+    """Q2: measure a configured model's (mean, p99) on the shipped calibration set the
+    first time it embeds for this store, and keep it there, so min_score and the hybrid
+    weights mean for it what they mean for MiniLM. Two processes measuring at once store
+    the same numbers."""
+    from ..storage.embedders import loadable
+
+    if embedder.name in CALIBRATION or not loadable(embedder.name):
+        return
+    if store.get_value(CALIBRATED + embedder.name) is not None:
+        return
+    mean, p99 = calibrate(embedder)
+    store.set_value(CALIBRATED + embedder.name, f"{mean} {p99}")
 
 
 def calibrate(embedder: Embedder) -> tuple[float, float]:
@@ -457,7 +491,8 @@ def _semantic(
     else:
         assert embedder is not None
         nearest, cosine_of = nearest_vectors(cache, store, embedder, text, depth * 4)
-    mean, p99 = calibration(embedder.name if embedder else embeddings.DEFAULT_MODEL)
+    model = embedder.name if embedder is not None else remote.model if remote else ""
+    mean, p99 = calibration(model, store)
 
     def similarity(key: Key) -> float | None:
         found = cosine_of(key)

@@ -15,7 +15,11 @@ embedded up to 256 waiting items inline: after an import of 2,000 facts the next
 - by the store's warm worker (vector_worker.py), for a CLI write when it is up, and in its
   background whatever waits.
 
-Unchanged text reuses the vector it had (by text hash), whoever embeds it.
+Unchanged text reuses the vector it had (by text hash), whoever embeds it. Vectors are
+stored under the id of the model that made them: after a change of [embeddings] model
+every item waits for a vector of the new one (search ranks it by words meanwhile, never
+by a vector of another space), and `memdir reindex` embeds them all, then drops the old
+model's vectors (`replace_model`).
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ def embed_rows(store: Store, embedder: Embedder, rows: list[Unembedded]) -> int:
             NewVector(o, i, h, embeddings.to_blob(v))
             for (o, i, _, h), v in zip(todo, fresh, strict=True)
         ]
+    if fresh is not None:
+        from . import ensure_calibrated
+
+        ensure_calibrated(store, embedder)  # once a model a store: its score's scale (Q2)
     store.put_vectors(embedder.name, out)
     return len(rows)
 
@@ -90,3 +98,16 @@ def embed_pending(
 def embed_items(store: Store, embedder: Embedder, fact_ids: list[int], paths: list[str]) -> int:
     """Embed these facts and the chunks of these files, if they have no vector yet."""
     return embed_rows(store, embedder, store.unembedded_items(embedder.name, fact_ids, paths))
+
+
+def replace_model(store: Store, embedder: Embedder) -> int:
+    """Q2: once every item has a vector of `embedder`, drop the vectors of other models (a
+    model used before): how many went. While anything waits, nothing is dropped: until the new
+    model covers the store, the old vectors stay (a change back costs nothing). A process
+    that still runs with the old model (an MCP server started before the change) embeds
+    again what it needs, so it should be restarted after a change."""
+    if store.count_unembedded(embedder.name):
+        return 0
+    if not set(store.vector_models()) - {embedder.name}:
+        return 0
+    return store.drop_vectors(embedder.name)

@@ -27,6 +27,7 @@ from ..process import SUN_PATH_MAX, private_dir, runtime_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import subprocess
     from typing import Any
 
     Key = tuple[str, int | str]
@@ -107,7 +108,7 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(parts)
 
 
-def start(places: Places) -> None:
+def start(places: Places) -> subprocess.Popen[bytes]:
     """Start the store's worker, detached: its own session (a signal to this process's
     group does not reach it), no terminal, output to its log. Two started at once are
     fine: the second finds the lock taken and exits at once."""
@@ -116,7 +117,7 @@ def start(places: Places) -> None:
 
     places.make_dirs()
     with open(places.log, "ab") as log:
-        subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", MODULE, places.state_dir],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -126,20 +127,56 @@ def start(places: Places) -> None:
         )
 
 
-def wait_up(places: Places, deadline: float) -> dict[str, Any] | None:
-    """The worker's status once it answers, or None at the deadline (a time.monotonic)."""
+def retire(places: Places, deadline: float) -> None:
+    """Q2: ask a worker that serves another model than the configured one to exit, and
+    wait (until `deadline`, a time.monotonic) until it has let go of its lock (it exits
+    right after answering), so that the worker started next takes the lock and loads the
+    configured model. The lock, not the pid: an exited child that nobody reaped yet still
+    has its pid, but no longer its lock."""
+    import fcntl
+
+    call(places, {"op": "exit"}, timeout=max(0.1, deadline - time.monotonic()))
+    try:
+        lock = os.open(places.lock, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.02)
+                continue
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return
+    finally:
+        os.close(lock)
+
+
+def wait_up(
+    places: Places, deadline: float, started: subprocess.Popen[bytes] | None = None
+) -> dict[str, Any] | None:
+    """The worker's status once it answers, or None at the deadline (a time.monotonic),
+    or as soon as the worker `started` failed (exit 1: its model cannot load; exit 0 is
+    one that found the lock taken, so another is starting)."""
     while True:
         status = call(places, {"op": "status"}, timeout=max(0.1, deadline - time.monotonic()))
         if status is not None or time.monotonic() >= deadline:
             return status
+        if started is not None and started.poll() not in (None, 0):
+            return None
         time.sleep(0.05)
 
 
 class Remote:
     """Semantic ranking through the worker, as search/__init__.py asks for it."""
 
-    def __init__(self, places: Places, timeout: float) -> None:
-        self.places, self.timeout = places, timeout
+    def __init__(self, places: Places, timeout: float, model: str) -> None:
+        """`model`: the id of the model the caller's vectors are of ([embeddings]); a
+        worker serving another model refuses the question rather than answer in its space."""
+        self.places, self.timeout, self.model = places, timeout, model
 
     def rank(
         self, text: str, want: int, keys: list[Key]
@@ -149,7 +186,13 @@ class Remote:
         not answer (the caller ranks by words)."""
         answer = call(
             self.places,
-            {"op": "query", "text": text, "want": want, "keys": [list(k) for k in keys]},
+            {
+                "op": "query",
+                "model": self.model,
+                "text": text,
+                "want": want,
+                "keys": [list(k) for k in keys],
+            },
             self.timeout,
         )
         if answer is None:

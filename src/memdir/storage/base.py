@@ -232,6 +232,15 @@ class IndexStore(Protocol):
 
     def iter_vectors(self, model: str, after: int = 0) -> Iterator[StoredVector]: ...
 
+    def vector_models(self) -> dict[str, int]:
+        """Q2: model -> how many vectors of it are stored (doctor: which are stale)."""
+        ...
+
+    def drop_vectors(self, keep: str) -> int:
+        """Q2: remove every vector of a model other than `keep` (after a change of model,
+        once `keep` covers everything); returns how many went."""
+        ...
+
 
 class CurationStore(Protocol):
     """The duplicate guard, staleness, and facts brought in whole (X5, doctor)."""

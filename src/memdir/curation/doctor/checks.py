@@ -397,3 +397,66 @@ def _epoch(stamp: str) -> float:
         return epoch(stamp)
     except ValueError:
         return 0.0
+
+
+def check_embeddings(view: Memory, found: list[Finding]) -> dict[str, object]:
+    """Q2: which model search uses ([embeddings]), how many items have its vectors and
+    how many wait, and vectors of another model: after a change of model, items still
+    without a vector of the new one (a warning: search ranks them by words until `memdir
+    reindex` re-embeds them), or the old model's vectors left over once nothing waits."""
+    from ...storage import embedders
+
+    settings = view.settings
+    choice = settings.embedding_choice()
+    model = view.model_id()
+    lexical = settings.search_mode == "lexical"
+    installed = embedders.available(choice)
+    counts = view.store.vector_models()
+    waiting = 0 if lexical else view.store.count_unembedded(model)
+    others = {name: n for name, n in sorted(counts.items()) if name != model}
+    info: dict[str, object] = {
+        "model": model,
+        "provider": choice.provider,
+        "installed": installed,
+        "in_use": installed and not lexical,
+        "vectors": counts.get(model, 0),
+        "waiting": waiting,
+        "other_models": others,
+    }
+    if not installed and not lexical and choice.provider != "bundled":
+        # (without the bundled model's extra, search says so itself, once per store)
+        found.append(
+            Finding(
+                "embeddings.extra",
+                "warning",
+                [],
+                f"search is lexical only: {embedders.install_hint(choice)}",
+                "install it, then embed what is stored: " + advice.reindex(),
+            )
+        )
+    if not others or lexical:
+        return info
+    names = ", ".join(f"{name} ({n:,})" for name, n in others.items())
+    if waiting and installed:
+        found.append(
+            Finding(
+                "embeddings.stale",
+                "warning",
+                list(others),
+                f"the embedding model is now {model}, and {waiting:,} item(s) have no vector "
+                f"of it yet (vectors of {names} are not compared with it): search ranks them "
+                "by their words alone until they are re-embedded",
+                f"re-embed them, with progress: {advice.reindex()}",
+            )
+        )
+    elif not waiting:
+        found.append(
+            Finding(
+                "embeddings.unused",
+                "info",
+                list(others),
+                f"{sum(others.values()):,} vector(s) of models no longer used take space: {names}",
+                f"{advice.reindex()} drops them",
+            )
+        )
+    return info

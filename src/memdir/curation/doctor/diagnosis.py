@@ -10,6 +10,7 @@ from ...search import index
 from ...storage import open_store
 from .checks import (
     check_duplicates,
+    check_embeddings,
     check_entries,
     check_heartbeat,
     check_hot,
@@ -75,6 +76,11 @@ def diagnose(memory: Memory, *, stale_days: int = STALE_DAYS) -> Report:
             checked("task notes", found, lambda: check_tasks(view, scan, stale_days, found))
             checked("duplicates", found, lambda: check_duplicates(view, found))
             checked("stale facts", found, lambda: check_stale(view, stale_days, found))
+            checked(
+                "embeddings",
+                found,
+                lambda: database.update(embeddings=check_embeddings(view, found)),
+            )
     finally:
         store.close()
     found.sort(key=lambda f: SEVERITIES.index(f.severity))

@@ -384,6 +384,18 @@ class IndexRows(Connection):
             )
             yield from (StoredVector(*row) for row in rows)
 
+    def vector_models(self) -> dict[str, int]:
+        db = self._conn()
+        if db is None:
+            return {}
+        with self._translated("read"):
+            rows = db.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall()
+        return {str(model): int(n) for model, n in rows}
+
+    def drop_vectors(self, keep: str) -> int:
+        with self._write() as db:
+            return int(db.execute("DELETE FROM vectors WHERE model != ?", (keep,)).rowcount)
+
 
 def _change_token(db: sqlite3.Connection) -> tuple[int, int]:
     """Differs whenever the database may have changed since it was last taken: another
