@@ -288,7 +288,7 @@ def test_a_change_of_memdirs_code_retires_the_server(
     wait_for(lambda: pid() > 0, "the copy's server up")
     first = pid()
     assert first not in (forkserver_pid(), None)  # not this checkout's server
-    changed = site / "memdir" / "numbers.py"
+    changed = site / "memdir" / "cli" / "forkserver.py"  # the server's own code, run as __main__
     changed.write_text(changed.read_text() + "\n# changed\n")
     ran = run(env, "search", "kiwi", "--mode", "lexical")
     assert ran.returncode == 0 and "kiwi harvest" in ran.stdout

@@ -114,7 +114,19 @@ def memory_for(args: argparse.Namespace, surface: str = "cli") -> Memory:
         surface=surface,
     )
     memory.use_worker = True  # Q2: a short-lived process asks the store's warm worker
+    OPENED.append(memory)
     return memory
+
+
+OPENED: list[Memory] = []  # what this call opened: closed when it ends (close_opened)
+
+
+def close_opened() -> None:
+    """Close the stores this call opened, once its output is written: a process's end
+    must not be what closes them (a forked call ends without tearing its modules down,
+    C1), and the last connection's close folds the WAL away."""
+    while OPENED:
+        OPENED.pop().close()
 
 
 class Raw(str):

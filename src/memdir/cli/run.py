@@ -18,7 +18,7 @@ import sys
 from .. import __version__, advice
 from ..errors import MemdirError
 from . import MODULES, command_name
-from .common import Builder, Parser, Raw, as_json, common_options
+from .common import Builder, Parser, Raw, as_json, close_opened, common_options
 from .common import suspect as _suspect
 
 TYPE_CHECKING = False
@@ -113,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if token is not None:
             advice.reset(token)
+        try:
+            close_opened()
+        except MemdirError:
+            pass  # closing a store that could not be written to: nothing left to lose
     return 0
 
 
