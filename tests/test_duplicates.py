@@ -382,7 +382,7 @@ def test_band_keys_of_an_import_into_a_store_holding_facts_go_to_their_facts(
     bulk = Memory(tmp_path / "bulk", env={}, cwd=tmp_path, create=True)
     single = Memory(tmp_path / "single", env={}, cwd=tmp_path, create=True)
     for memory in (bulk, single):
-        memory.add_fact("The build cache lives under /var/cache/build on the runners.", "convention")
+        memory.add_fact("The build cache lives under /var/cache/build on CI.", "convention")
     ids = bulk.add_facts([(text, "learning") for text in texts])
     one_by_one = [single.add_fact(text, "learning").id for text in texts]
     bulk.close()
