@@ -3,8 +3,9 @@
 Bulk: the same facts go into a fresh memdir store through Memory.add_facts in batches, and
 into a fresh bare database (a table, an external-content FTS5 table with the same tokenizer
 and an insert trigger, WAL) through executemany in one transaction, and, to tell where a
-gap comes from, raw into memdir's own schema; the sides take turns going first. Each rate
-includes opening, creating the schema and closing. Target (docs/spec.md, Performance):
+gap comes from, raw into memdir's own schema, and raw into that schema with the duplicate
+guard's band-key rows (computed before the clock starts); the sides take turns going first.
+Each rate includes opening, creating the schema and closing. Target (docs/spec.md, Performance):
 memdir ≥ 0.8× the raw rate, judged on the median of the rounds' ratios.
 
 One fact per call: Memory.add_fact into a store that already holds some facts, alternating
@@ -17,6 +18,7 @@ bare database holding the same facts. Target: memdir p95 ≤ 5 ms.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sqlite3
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import common
+from memdir import similarity
 from memdir.storage.sqlite.migrations import migrate  # imports memdir whole, before any timing
 
 NAME = "insert"
@@ -65,10 +68,13 @@ def raw_bulk(path: str, facts: Sequence[tuple[str, str]]) -> float:
     return time.perf_counter() - started
 
 
-def schema_bulk(path: str, facts: Sequence[tuple[str, str]]) -> float:
+def schema_bulk(path: str, facts: Sequence[tuple[str, str]], sketch: str | None = None) -> float:
     """Not a target, a diagnosis: the raw insert into memdir's own schema (its migrations:
     wider rows, two more indexes, the trigger's WHEN), with the columns memdir fills, so the
-    gap splits into what the schema costs and what the Python layer costs."""
+    gap splits into what the schema costs and what the Python layer costs. `sketch`: the
+    facts' band keys as the flat JSON array memdir's bulk import hands SQLite (BANDS a
+    fact, computed before the clock started), inserted with the same statement: what the
+    duplicate guard's 16 rows a fact cost SQLite alone."""
     started = time.perf_counter()
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
@@ -82,9 +88,22 @@ def schema_bulk(path: str, facts: Sequence[tuple[str, str]]) -> float:
         "surface, agent) VALUES (?, ?, ?, ?, NULL, NULL, 'cli', NULL)",
         ((category, content, now, now) for content, category in facts),
     )
+    if sketch is not None:
+        db.execute(
+            "INSERT OR IGNORE INTO fact_sketch (key, fact_id) "
+            "SELECT value, 1 + key / ? FROM json_each(?) WHERE value IS NOT NULL ORDER BY 1, 2",
+            (similarity.BANDS, sketch),
+        )
     db.execute("COMMIT")
     db.close()
     return time.perf_counter() - started
+
+
+def band_keys_json(facts: Sequence[tuple[str, str]]) -> str:
+    flat: list[int | None] = []
+    for keys in similarity.sketches([content for content, _ in facts]):
+        flat += keys or [None] * similarity.BANDS
+    return json.dumps(flat)
 
 
 def memdir_bulk(state: str, facts: Sequence[tuple[str, str]], batch: int) -> float:
@@ -94,11 +113,12 @@ def memdir_bulk(state: str, facts: Sequence[tuple[str, str]], batch: int) -> flo
     return time.perf_counter() - started
 
 
-SIDES = ("memdir", "raw", "schema")
+SIDES = ("memdir", "raw", "schema", "sketch")
 
 
 def bulk(args: Any, facts: list[tuple[str, str]], scratch: str) -> list[dict[str, Any]]:
     rows = []
+    keys = {len(facts): band_keys_json(facts), WARMUP_FACTS: band_keys_json(facts[:WARMUP_FACTS])}
     for round_no in range(-1, args.rounds):  # round -1: a small untimed warm-up
         sample = facts if round_no >= 0 else facts[:WARMUP_FACTS]
         took: dict[str, float] = {}
@@ -109,8 +129,10 @@ def bulk(args: Any, facts: list[tuple[str, str]], scratch: str) -> list[dict[str
                 took[side] = memdir_bulk(where, sample, args.batch)
             elif side == "raw":
                 took[side] = raw_bulk(os.path.join(where, "raw.db"), sample)
-            else:
+            elif side == "schema":
                 took[side] = schema_bulk(os.path.join(where, "schema.db"), sample)
+            else:
+                took[side] = schema_bulk(os.path.join(where, "s.db"), sample, keys[len(sample)])
             shutil.rmtree(where)
         if round_no < 0:
             continue
@@ -122,8 +144,10 @@ def bulk(args: Any, facts: list[tuple[str, str]], scratch: str) -> list[dict[str
                 "memdir_per_s": rate["memdir"],
                 "raw_per_s": rate["raw"],
                 "schema_per_s": rate["schema"],
+                "sketch_per_s": rate["sketch"],
                 "ratio": common.ratio(rate["memdir"], rate["raw"]),
                 "schema_ratio": common.ratio(rate["schema"], rate["raw"]),
+                "sketch_ratio": common.ratio(rate["sketch"], rate["raw"]),
             }
         )
     return rows
@@ -197,7 +221,15 @@ def main(argv: list[str] | None = None) -> int:
 
     medians = {
         key: common.median([r[key] for r in rows])
-        for key in ("memdir_per_s", "raw_per_s", "schema_per_s", "ratio", "schema_ratio")
+        for key in (
+            "memdir_per_s",
+            "raw_per_s",
+            "schema_per_s",
+            "sketch_per_s",
+            "ratio",
+            "schema_ratio",
+            "sketch_ratio",
+        )
     }
     summary = {
         # the ratio is the median of each round's ratio: the two sides of a round ran
@@ -222,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             ("ratio", "ratio", ".2f"),
             ("schema_per_s", "raw, memdir schema /s", ",.0f"),
             ("schema_ratio", "schema / raw", ".2f"),
+            ("sketch_per_s", "schema + band keys /s", ",.0f"),
+            ("sketch_ratio", "+ keys / raw", ".2f"),
         ],
         [*rows, {"round": "median", "facts": n, **medians}],
     )

@@ -368,6 +368,29 @@ def test_a_bulk_import_stores_the_band_keys_one_write_by_one_would(tmp_path: Pat
     assert len({fact_id for _, fact_id in stored}) == len(set(ids)) - 1  # "- * -": no words
 
 
+@pytest.mark.parametrize("count", [3, 30])  # row by row, and one statement
+def test_band_keys_of_an_import_into_a_store_holding_facts_go_to_their_facts(
+    tmp_path: Path, count: int
+) -> None:
+    # X5: the keys of an import's new facts, handed to SQLite by their position among the
+    # new facts, land on those facts' ids (after facts stored before, around a textless
+    # one and a repeat, which get no keys of their own)
+    texts = [
+        f"Socket {i} of the cache pool {i * 3} times out, sadly {i % 4}." for i in range(count)
+    ]
+    texts[1:1] = ["- * -", texts[0].upper()]
+    bulk = Memory(tmp_path / "bulk", env={}, cwd=tmp_path, create=True)
+    single = Memory(tmp_path / "single", env={}, cwd=tmp_path, create=True)
+    for memory in (bulk, single):
+        memory.add_fact("The build cache lives under /var/cache/build on CI.", "convention")
+    ids = bulk.add_facts([(text, "learning") for text in texts])
+    one_by_one = [single.add_fact(text, "learning").id for text in texts]
+    bulk.close()
+    single.close()
+    assert ids == one_by_one and ids[2] == ids[0]
+    assert _sketch_rows(tmp_path / "bulk") == _sketch_rows(tmp_path / "single")
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(min_size=0, max_size=60), min_size=0, max_size=40))
 def test_remembered_words_and_hashes_change_no_measure(texts: list[str]) -> None:  # X5

@@ -125,6 +125,52 @@ def test_needles_found_word_by_word_are_those_found_in_the_whole_text(pieces: li
     assert secret_scan._present(lowered) == _present_plainly(lowered)  # now from the memo
 
 
+def test_needles_of_words_forgotten_by_a_memo_reset_are_found_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # X2: past MEMO_LIMIT words the memo starts again; a text of words known before the
+    # reset, and one new word, still has every needle of every word found
+    secret_scan._scans = secret_scan.LEARN_AFTER
+    monkeypatch.setattr(secret_scan, "MEMO_LIMIT", 0)
+    known = "the password and token of the machine"
+    assert secret_scan._present(known) == _present_plainly(known)
+    text = known + " akia"
+    assert secret_scan._present(text) == _present_plainly(text)
+    assert secret_scan._present(text) == _present_plainly(text)
+
+
+RUN_SHAPES = [(n, shape) for n, shape in enumerate(secret_scan.SHAPES) if shape.min_run]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="MNOabcXYZ019_-.", min_size=0, max_size=45),
+            st.sampled_from([" ", "\n", "\t", ".", "M" * 24, "a" * 6, "b" * 27]),
+        ),
+        max_size=12,
+    )
+)
+def test_a_shape_skipped_for_short_words_could_not_have_matched(pieces: list[str]) -> None:
+    # X2: a shape whose every match is one unbroken run of min_run characters is not run
+    # on a text without a word that long: it would have found nothing there
+    text = "".join(pieces)
+    longest = max(map(len, text.split()), default=0)
+    for number, shape in RUN_SHAPES:
+        for match in secret_scan._pattern(number).finditer(text):
+            assert len(match.group(0).split()) == 1
+            assert len(match.group(0)) >= shape.min_run and longest >= shape.min_run
+
+
+def test_shapes_with_a_minimum_run_still_catch_their_secrets() -> None:  # X2
+    token = "M" + "a1B2c3D4e5F6g7H8i9J0k1L2" + "." + "Gh-_x9" + "." + "z" * 20 + "Q1w2E3r4"
+    assert len(token) == 1 + 24 + 1 + 6 + 1 + 28
+    for text in (f"bot token {token} in prose.", f"DISCORD={token}", f"{token[:30]}\n{token[30:]}"):
+        found = find(text)
+        assert found is not None and "Discord" in found.kind, text
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="ab \n\t=-+/_0123456789ABCDEF", max_size=80))
 def test_the_skipped_regexes_would_have_found_nothing(text: str) -> None:  # X2

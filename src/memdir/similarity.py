@@ -59,6 +59,7 @@ def _constants(count: int) -> list[tuple[int, int]]:
 
 
 HASHES = _constants(BANDS * ROWS)
+_MIX = 0x100000001B3  # the FNV-1 prime: mixes a band's minima into one key
 
 
 # Sentence punctuation and markdown emphasis, trimmed where a word begins or ends for the
@@ -98,9 +99,9 @@ def words_of_normal(normal: str) -> frozenset[str]:
     its edges; bullets, rules and heading marks left out. Each distinct raw word is
     trimmed once and remembered (_WORDS): a bulk import of 100k facts repeats a few
     thousand words, and trimming each occurrence in Python cost more than the insert."""
-    found = set(_WORDS.many(normal.split()))
-    found.discard("")
-    bag = frozenset(found)
+    bag = frozenset(_WORDS.many(normal.split()))
+    if "" in bag:  # (one set built, not three: this runs once a fact in an import)
+        bag = bag - _NO_WORD
     return (bag - STOPWORDS) or bag
 
 
@@ -133,6 +134,7 @@ def _word(raw: str) -> str:
     return ""
 
 
+_NO_WORD = frozenset({""})
 _WORDS = Memo(_word, 50_000)  # a raw word -> the word it counts as, "" for none (~6 MB)
 
 
@@ -153,17 +155,48 @@ def band_keys(bag: frozenset[str]) -> list[int]:
         return []
     rows = _MINHASHES.many(bag)
     mins = list(map(min, *rows)) if len(rows) > 1 else list(rows[0])
-    return [_band_key(band, mins[band * ROWS : (band + 1) * ROWS]) for band in range(BANDS)]
+    # the 16 bands mixed side by side, each in its own 128-bit lane of one integer: four
+    # multiply-mask-xor steps on one big int instead of 64 on small ones (_band_key's
+    # arithmetic: a lane's 64-bit key times the 41-bit _MIX never reaches the next lane)
+    key = _BAND_LANES
+    for row in range(ROWS):
+        minima = int.from_bytes(_LANES.pack.pack(*mins[row::ROWS]), "little")
+        key = ((key * _MIX) & _LANES_MASK64) ^ minima
+    return list(_LANES.keys.unpack(key.to_bytes(_LANE_BYTES * BANDS, "little")))
 
 
 # A word -> its value under each of the 64 hash functions: the pure-Python path (no numpy)
 # then takes the minima of a text's words lane by lane in C (map(min, ...)) instead of
-# 64 multiplications a word in Python, ~5x faster, the same keys.
+# 64 multiplications a word in Python, ~5x faster, the same keys. The 64 values come out
+# of one multiply-add of 128-bit lanes: lane i holds a_i * h + b_i (< 2**97, no carry into
+# the next lane), and its bits 32-63 are the value ((a_i * h + b_i) mod 2**64 >> 32).
 def _minhashes(word: str) -> tuple[int, ...]:
     h = zlib.crc32(word.encode("utf-8", "surrogatepass"))
-    return tuple(((a * h + b) & MASK64) >> 32 for a, b in HASHES)
+    return _LANES.hashes.unpack(
+        (h * _LANES_A + _LANES_B).to_bytes(_LANE_BYTES * ROWS * BANDS, "little")
+    )
 
 
+_LANE_BYTES = 16  # 128-bit lanes
+_LANES_A = sum(a << (8 * _LANE_BYTES * i) for i, (a, _) in enumerate(HASHES))
+_LANES_B = sum(b << (8 * _LANE_BYTES * i) for i, (_, b) in enumerate(HASHES))
+_BAND_LANES = sum(band << (8 * _LANE_BYTES * band) for band in range(BANDS))  # key = band
+_LANES_MASK64 = sum(MASK64 << (8 * _LANE_BYTES * band) for band in range(BANDS))
+
+
+class _Lanes:
+    """The lanes' layouts (struct formats), made on first use: a CLI search never sketches."""
+
+    def __getattr__(self, name: str) -> Any:
+        import struct
+
+        self.hashes = struct.Struct("<" + "4xI8x" * len(HASHES))  # each lane's bits 32-63
+        self.pack = struct.Struct("<" + "Q8x" * BANDS)
+        self.keys = struct.Struct("<" + "q8x" * BANDS)  # signed: SQLite's INTEGER
+        return getattr(self, name)
+
+
+_LANES = _Lanes()
 _MINHASHES = Memo(_minhashes, 4096)  # ~2.6 KB a word
 
 
@@ -225,9 +258,6 @@ def sketches_of(bags: list[frozenset[str]]) -> list[list[int]]:
         except ImportError:
             pass
     return [band_keys(bag) for bag in bags]
-
-
-_MIX = 0x100000001B3  # the FNV-1 prime: mixes a band's minima into one key
 
 
 def fingerprints(texts: list[str]) -> list[tuple[int, str]]:

@@ -79,14 +79,17 @@ def _find(text: str, depth: int) -> tuple[str, str] | None:
         forms.append((normal, True))
     if joined != normal:
         forms.append((joined, False))  # joined lines: formats only (no prose rules)
+    longest: dict[str, int] = {}  # each form's longest word, measured once
     for form, generic in forms:
-        hit = _match(form, generic)
+        hit = _match(form, generic, longest)
         if hit is not None:
             return hit
     if depth >= MAX_DEPTH:
         return None
     seen: set[str] = set()
     for form in dict.fromkeys((normal, joined)):
+        if longest.get(form, _normalise.MAX_RUN) < _normalise.RUN_MIN:
+            continue  # no word long enough to be an encoded run (what decoded_runs checks)
         for plain in _normalise.decoded_runs(form):
             if plain in seen:
                 continue
@@ -98,10 +101,17 @@ def _find(text: str, depth: int) -> tuple[str, str] | None:
     return None
 
 
-def _match(text: str, generic: bool) -> tuple[str, str] | None:
-    present = _present(text.lower())  # the shapes whose needles occur
+def _match(text: str, generic: bool, longest: dict[str, int]) -> tuple[str, str] | None:
+    lowered = text.lower()
+    words = lowered.split()
+    # the longest whitespace-free run of `text`: lower() keeps an ASCII text's lengths
+    run = longest[text] = max(map(len, words if text.isascii() else text.split()), default=0)
+    present = _present(lowered, words)  # the shapes whose needles occur
     for number in sorted(present):
-        shape, pattern = SHAPES[number], _pattern(number)
+        shape = SHAPES[number]
+        if run < shape.min_run:
+            continue  # no word long enough to hold one (a needle such as "." is in all prose)
+        pattern = _pattern(number)
         for match in pattern.finditer(text):
             value = match.group(1) if pattern.groups else match.group(0)
             if shape.check and not VALUE_TESTS[shape.check](value):
@@ -139,37 +149,37 @@ def _pattern(number: int) -> re.Pattern[str]:
     return found
 
 
-def _present(lowered: str) -> set[int]:
+def _present(lowered: str, split: list[str] | None = None) -> set[int]:
     """The shapes whose needles occur in `lowered`: exactly those of a substring test of
     every needle. Many short texts in a row (a bulk import) repeat a few thousand words,
     so past the first few texts of a process each distinct word is tested once and
     remembered: no needle holds whitespace, so each occurrence lies inside one
     whitespace-separated word, and a text of known words costs a split and a few set
-    operations in C rather than ~130 substring tests in Python."""
+    operations in C rather than ~130 substring tests in Python. `split`: lowered.split(),
+    when the caller has it already."""
     global _scans
     if _scans < LEARN_AFTER:  # a CLI write scans a few fields: nothing to amortise
         _scans += 1
         return _in_text(lowered, _index())
-    words = set(lowered.split())
+    words = lowered.split() if split is None else split
     seen, hits = _MEMO  # one object: a reset elsewhere never pairs old and new halves
-    new = words - seen
-    if len(new) > FEW_NEW:
-        # many unseen words: every needle once against the whole text (the answer), and,
-        # in a short text, each new word learns which of the few found it holds (a needle
-        # in a word is in the text)
-        found = tuple(pair for pair in _word_needles() if pair[0] in lowered)
-        if len(new) <= LEARN_MAX:
-            if len(seen) > MEMO_LIMIT:
-                seen, hits = _reset()
-            _learn(new, found, seen, hits)
-        return _in_text(lowered, _spaced_needles(), _in_text(lowered, found))
-    if new:
+    if not seen.issuperset(words):  # (the common case, every word known, builds no set)
+        new = set(words) - seen
+        if len(new) > FEW_NEW:
+            # many unseen words: every needle once against the whole text (the answer),
+            # and, in a short text, each new word learns which of the few found it holds
+            # (a needle in a word is in the text)
+            found = tuple(pair for pair in _word_needles() if pair[0] in lowered)
+            if len(new) <= LEARN_MAX:
+                if len(seen) > MEMO_LIMIT:
+                    seen, hits = _reset()
+                _learn(new, found, seen, hits)
+            return _in_text(lowered, _spaced_needles(), _in_text(lowered, found))
         if len(seen) > MEMO_LIMIT:
             seen, hits = _reset()
+            new = set(words)  # the text's known words were forgotten with the rest
         _learn(new, _word_needles(), seen, hits)
-    present: set[int] = set()
-    for word in hits.keys() & words:  # iterates the smaller side (the text's words)
-        present |= hits[word]
+    present: set[int] = set().union(*filter(None, map(hits.get, words)))
     return _in_text(lowered, _spaced_needles(), present)  # none today; exact should one be
 
 

@@ -57,7 +57,7 @@ _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{" + str(MIN_RUN) 
 _HEX_RUN = re.compile(
     r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){" + str(MIN_RUN // 2) + r",}(?![0-9a-fA-F])"
 )
-_RUN_MIN = min(MIN_RUN, 2 * (MIN_RUN // 2))  # the shortest run either regex matches
+RUN_MIN = min(MIN_RUN, 2 * (MIN_RUN // 2))  # the shortest run either regex matches
 
 
 def normalise(text: str) -> str:
@@ -119,7 +119,7 @@ def joined(text: str) -> str:
 def decoded_runs(text: str) -> Iterator[str]:
     """The text hidden in base64, base64url or hex runs of `text`: at most MAX_RUNS of
     each, each at most MAX_RUN long, and only those that decode to printable UTF-8."""
-    if max(map(len, text.split()), default=0) < _RUN_MIN:
+    if max(map(len, text.split()), default=0) < RUN_MIN:
         return  # a run is unbroken by whitespace: no word this long, no run (most prose)
     seen = 0
     for match in _BASE64_RUN.finditer(text):

@@ -45,6 +45,9 @@ class Shape(NamedTuple):
     pattern: str  # group 1, when there is one, is the secret itself
     needles: tuple[str, ...]  # lower-case substrings it cannot match without
     check: str = ""  # "": the format alone; else a value test in VALUE_TESTS
+    # The shortest unbroken run (no whitespace) every match holds, 0 when a match may span
+    # whitespace: a needle as common as "." then rules out prose by its word lengths alone.
+    min_run: int = 0
 
 
 B = r"(?<![A-Za-z0-9_])"  # no word character before (\b that treats _ as a letter too)
@@ -172,6 +175,7 @@ SHAPES: tuple[Shape, ...] = (
         B + r"([MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40})" + U,
         (".",),
         "token",
+        1 + 23 + 1 + 6 + 1 + 27,  # every character a token character: one word of 59+
     ),
     Shape("a Telegram bot token", B + r"(\d{8,10}:AA[0-9A-Za-z_-]{33})" + U, (":aa",)),
     Shape(

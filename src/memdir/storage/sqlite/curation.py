@@ -427,6 +427,37 @@ class CurationRows(Connection):
         rows = sorted((key, fact_id) for fact_id, keys in sketched.items() for key in keys)
         db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", rows)
 
+    def _sketch_run(self, db: sqlite3.Connection, first: int, flat: list[int | None]) -> None:
+        """The band keys of the facts `first`, `first` + 1, ... (an import's new facts):
+        BANDS a fact, one flat list, None for a fact without words. One flat JSON array
+        (the fact is its position) costs less to write and to read than a document of
+        lists keyed by fact id."""
+        bands = similarity.BANDS
+        if len(flat) <= bands * SKETCH_ONE_BY_ONE:
+            keyed: dict[int, list[int]] = {}
+            for start in range(0, len(flat), bands):
+                keys = [key for key in flat[start : start + bands] if key is not None]
+                if keys:
+                    keyed[first + start // bands] = keys
+            self._sketch_many(db, keyed)
+            return
+        import json  # a bulk write only: not on the CLI's cold path
+
+        try:
+            db.execute(
+                "INSERT OR IGNORE INTO fact_sketch (key, fact_id) "
+                "SELECT value, ? + key / ? FROM json_each(?) WHERE value IS NOT NULL "
+                "ORDER BY 1, 2",
+                (first, bands, json.dumps(flat)),
+            )
+        except sqlite3.OperationalError as exc:
+            if "json_each" not in str(exc):
+                raise  # else an SQLite built without JSON: the rows one by one
+            rows = sorted(
+                (key, first + i // bands) for i, key in enumerate(flat) if key is not None
+            )
+            db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", rows)
+
     def _next_id(self, db: sqlite3.Connection) -> int:
         """The id the next fact gets: under the write lock, ids of a batch are known in
         advance, so it goes in with one executemany."""

@@ -57,10 +57,11 @@ class FactRows(CurationRows):
         sketches = similarity.sketches(normals, normal=True)
         ids: list[int] = []
         new_rows: list[tuple[object, ...]] = []
-        sketched: dict[int, list[int]] = {}
+        flat: list[int | None] = []  # the new facts' band keys, BANDS a fact, in id order
+        unsketched = [None] * similarity.BANDS  # a text without words
         with self._write() as db:
             known = self._active_keys(db, keys)
-            next_id = self._next_id(db)
+            first = next_id = self._next_id(db)
             for (category, text), wanted, key, sketch in zip(
                 rows, normals, keys, sketches, strict=True
             ):
@@ -84,15 +85,14 @@ class FactRows(CurationRows):
                             key,
                         )
                     )
-                    if sketch:
-                        sketched[fact_id] = sketch
+                    flat += sketch or unsketched
                 ids.append(fact_id)
             db.executemany(
                 "INSERT INTO facts (id, category, content, created, updated, session_id, "
                 "surface, agent, valid_from, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 new_rows,
             )
-            self._sketch_many(db, sketched)
+            self._sketch_run(db, first, flat)
         return ids
 
     def supersede_fact(
