@@ -252,11 +252,12 @@ def main(argv: list[str] | None = None) -> int:
                     times[side].append(took)
         stop_server(runtime)
         imports = {}
-        if args.profile:
+        if args.profile:  # what a call in its own process imports: no server is started
             for side, (floor, cmd, env, stdin) in sides.items():
                 if floor is not None:
+                    alone = {**envs[env], "MEMDIR_FORKSERVER": "0"}
                     imports[side] = importtime(
-                        python, cmd, envs[env], stdin() if stdin else None, args.profile_runs
+                        python, cmd, alone, stdin() if stdin else None, args.profile_runs
                     )
 
     stats = {side: common.stats_ms(times[side]) for side in sides}
