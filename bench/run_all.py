@@ -520,7 +520,8 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
         ]
     if name == "hybrid_sessions":
         store = summary["store"]
-        size = f"{store['facts']:,} facts in {store['sessions']:,} sessions + {store['chunks']:,} chunks"
+        size = f"{store['facts']:,} facts in {store['sessions']:,} sessions"
+        size += f" + {store['chunks']:,} chunks"
         return [
             {
                 "bench": name,
