@@ -432,16 +432,15 @@ def group_best(
     the OR of `phrases`, each score exactly what ranking every match gives; None when
     bounding would score most matches anyway (the caller ranks in full).
 
-    The best score is at least the best of `pages` (theta). A document holding only some
-    phrases scores less than the sum of their bounds (idf * (k1 + 1)), so the phrases whose
-    bounds, smallest first, add up to less than theta cannot make a best document alone:
-    only documents holding one of the others are scored. Every score comes from the one
+    The best score is at least the best of those scored (theta). A document holding only
+    some phrases scores less than the sum of their bounds (idf * (k1 + 1)), so the phrases
+    whose bounds, smallest first, add up to less than theta cannot make a best document
+    alone: only documents holding one of the others need a score. The documents holding
+    the phrase of the highest bound (the rarest word) are scored with `pages` at once: they
+    are the likeliest best, and often the only ones needed. Every score comes from the one
     MATCH expression, with the rows to score filtered after FTS5 (`+rowid`: a rowid
-    constraint FTS5 were given would run the whole query again for each row)."""
-    scored = _scored(db, match, pages)
-    theta = max(scored.values(), default=0.0)
-    if theta <= 0:
-        return None
+    constraint FTS5 were given would run the whole query again for each row); each such
+    pass walks the matches once, as ranking them all does, but scores only a few."""
     (total,) = db.execute("SELECT count(*) FROM search_groups").fetchone()
     bounds = []
     for phrase in phrases:
@@ -449,28 +448,37 @@ def group_best(
             "SELECT count(*) FROM groups_fts WHERE groups_fts MATCH ?", (phrase,)
         ).fetchone()
         idf = math.log((total - held + 0.5) / (held + 0.5))
-        bounds.append((max(idf, IDF_FLOOR) * (BM25_K1 + 1), phrase))
+        bounds.append((max(idf, IDF_FLOOR) * (BM25_K1 + 1), held, phrase))
     bounds.sort()
+    first = set(pages)
+    rarest = bounds[-1][2] if 2 * bounds[-1][1] <= total else None
+    if rarest is not None:
+        first |= _holding(db, [rarest])
+    scored = _scored(db, match, first)
+    theta = max(scored.values(), default=0.0)
+    if theta <= 0:
+        return None
     below, rest = 0.0, len(bounds)
-    for at, (bound, _) in enumerate(bounds):
+    for at, (bound, _, _) in enumerate(bounds):
         if (below + bound) * (1 + BOUND_SLACK) >= theta:
             rest = at
             break
         below += bound
-    needed = [phrase for _, phrase in bounds[rest:]]
+    # the rarest phrase's documents are scored already
+    needed = [phrase for _, _, phrase in bounds[rest:] if phrase != rarest]
     if not needed:
         return scored
-    holding = {
-        row
-        for (row,) in db.execute(
-            "SELECT rowid FROM groups_fts WHERE groups_fts MATCH ?", (" OR ".join(needed),)
-        )
-    }
-    holding.difference_update(scored)
+    holding = _holding(db, needed) - scored.keys()
     if 2 * len(holding) > total:
         return None
     scored.update(_scored(db, match, holding))
     return scored
+
+
+def _holding(db: sqlite3.Connection, phrases: list[str]) -> set[int]:
+    """The rowids of the group documents holding any of `phrases`."""
+    sql = "SELECT rowid FROM groups_fts WHERE groups_fts MATCH ?"
+    return {row for (row,) in db.execute(sql, (" OR ".join(phrases),))}
 
 
 def _scored(db: sqlite3.Connection, match: str, rows: Collection[int]) -> dict[int, float]:
