@@ -8,7 +8,6 @@ the vectors of chunks and facts. Part of SQLiteStore.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Collection, Iterator
 
@@ -482,12 +481,14 @@ def _holding(db: sqlite3.Connection, phrases: list[str]) -> set[int]:
 
 
 def _scored(db: sqlite3.Connection, match: str, rows: Collection[int]) -> dict[int, float]:
-    """rowid -> bm25 (higher is better) of those `rows` that match."""
+    """rowid -> bm25 (higher is better) of those `rows` that match (rowids written into the
+    statement: they are integers, and a lexical search loads no json to pass them)."""
     if not rows:
         return {}
+    listed = ", ".join(str(int(row)) for row in sorted(rows))
     found = db.execute(
         "SELECT rowid, bm25(groups_fts) FROM groups_fts WHERE groups_fts MATCH ? "
-        "AND +rowid IN (SELECT value FROM json_each(?))",
-        (match, json.dumps(sorted(rows))),
+        f"AND +rowid IN ({listed})",
+        (match,),
     ).fetchall()
     return {row: -float(score) for row, score in found}
