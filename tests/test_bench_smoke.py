@@ -95,6 +95,19 @@ TINY = {
         "--pool",
         "16",
     ],
+    "hybrid_sessions": [
+        "--facts",
+        "400",
+        "--chunks",
+        "30",
+        "--runs",
+        "2",
+        "--pool",
+        "16",
+        "--profile",
+        "--profile-calls",
+        "2",
+    ],
     "doctor": [
         "--facts",
         "300",
@@ -209,6 +222,14 @@ SUMMARY_KEYS = {
         "ok",
     },
     "scale": {"stores", "curve", "vectors", "ok"},
+    "hybrid_sessions": {
+        "before",
+        "after",
+        "hybrid_ratio_p95",
+        "lexical_ratio_p95",
+        "store",
+        "ok",
+    },
     "doctor": {"facts", "cli_p50_ms", "inprocess_fresh_p50_ms", "findings", "ok"},
     "duplicates": {"facts", "precision", "recall", "add_fact_ms", "raw_insert_ms", "ok"},
     "first_search": {
@@ -270,6 +291,7 @@ ROW_KEYS = {
     "search_scale": {"table"},
     "search_bounded": {"facts"},
     "scale": {"table", "facts"},
+    "hybrid_sessions": {"table", "side", "commit"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
     "first_search": set(),  # two tables: imports and searches
@@ -318,7 +340,10 @@ def finite_numbers(value: Any) -> bool:
 
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_script_writes_its_json(script: str, tmp_path: Path, cache_dir: Path) -> None:
-    if script in ("search_scale", "worker", "scale", "models") and not embeddings_available():
+    if (
+        script in ("search_scale", "worker", "scale", "models", "hybrid_sessions")
+        and not embeddings_available()
+    ):
         pytest.skip(f"{script} needs the embeddings extra")
     data = run_bench(script, TINY[script], tmp_path, cache_dir)
     assert {"name", "params", "env", "rows", "summary"} <= set(data)
@@ -414,6 +439,34 @@ def test_scale_reports_each_store_with_a_server_measured(tmp_path: Path, cache_d
     ]
     for row in curve:
         assert all(0 < row[f"{mode}_p50_ms"] <= row[f"{mode}_p95_ms"] for mode in MODES)
+    assert data["summary"]["ok"] is True
+
+
+def test_hybrid_sessions_measures_each_side_on_its_own_store(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    """Q3: the same facts written in sessions and the same markdown, each side's store built
+    by its own code (the before side has no search groups, the after side ranks in
+    context), every item given a vector, both modes timed on both sides, ratio after/before."""
+    data = run_bench("hybrid_sessions", TINY["hybrid_sessions"], tmp_path, cache_dir)
+    stores = {r["side"]: r for r in data["rows"] if r["table"] == "store"}
+    before, after = stores["before"], stores["after"]
+    for key in ("facts", "sessions", "chunks", "vectors"):
+        assert before[key] == after[key] > 0
+    assert 400 / 50 <= after["sessions"] <= 400 / 20 + 1
+    assert after["vectors"] == after["facts"] + after["chunks"] and after["unembedded"] == 0
+    assert before["groups"] == 0 and not before["has_groups"]
+    assert after["groups"] > 0 and after["has_groups"]
+    assert before["commit"] != after["commit"]
+    latency = [r for r in data["rows"] if r["table"] == "latency"]
+    assert [(r["mode"], r["side"]) for r in latency] == [
+        (mode, side) for mode in ("hybrid", "lexical") for side in ("before", "after")
+    ]
+    for row in latency:
+        assert row["calls"] == 2 * 6 and 0 < row["p50_ms"] <= row["p95_ms"]
+    ratio = data["summary"]["hybrid_ratio_p95"]
+    after_row = latency[1]
+    assert math.isclose(ratio, after_row["p95_ms"] / latency[0]["p95_ms"])
     assert data["summary"]["ok"] is True
 
 

@@ -3,6 +3,7 @@ semantic score (Q2). Real stores, real SQLite; the model where the extra is inst
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -204,3 +205,38 @@ def test_the_calibration_is_measured_on_the_shipped_set() -> None:  # Q2
     mean, p99 = search.calibrate(model)
     assert search.CALIBRATION[model.name] == pytest.approx((mean, p99), abs=0.002)
     assert 0.0 < mean < p99 < 1.0
+
+
+def test_scoring_some_pages_gives_their_scores_and_the_best(memory: Memory) -> None:  # Q3
+    """A hit's group share needs its page's bm25 and the best page's, not the bm25 of every
+    page a question's common words match: asked for some pages, the store scores those and
+    whatever can be the best, each score the same as when every match is ranked."""
+    rng = random.Random(7)
+    common = ["river", "stone", "bridge", "lantern"]
+    for n in range(60):
+        texts = [
+            " ".join(rng.sample(common, 2) + (["heron"] if n % 20 == 3 and i == 1 else []))
+            + f" note {n} {i}"
+            for i in range(4)
+        ]
+        _session(memory, texts)
+    db = memory.store._require()
+    every = [page for (page,) in db.execute("SELECT id FROM search_groups ORDER BY id")]
+    node = _words("river", "lantern", "heron")
+    full = memory.store.group_scores(node)
+    best = max(full.values())
+    assert len(full) == 60
+    for asked in ([], every[:1], every[10:30], every[3:4], every):
+        got = memory.store.group_scores(node, asked)
+        assert max(got.values()) == best  # the same float: the same MATCH scored it
+        assert all(full[page] == score for page, score in got.items())
+        assert {p for p in asked if p in full} <= set(got)
+    # a page holding the rare word bounds the rest: only the pages holding it can be best
+    # (the common words are in every page: they add next to nothing to any)
+    assert full[every[3]] > 1 and len(memory.store.group_scores(node, every[3:4])) == 3
+    # one word, or a structured query, is ranked in full
+    assert memory.store.group_scores(Word("river"), every[:2]) == memory.store.group_scores(
+        Word("river")
+    )
+    both = Op("AND", Word("river"), Word("heron"))
+    assert memory.store.group_scores(both, every[:2]) == memory.store.group_scores(both)

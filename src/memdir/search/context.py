@@ -81,10 +81,8 @@ def rank(
             if hit is not None:
                 hits[key] = hit
                 own[key] = own_of(key)
-    groups = store.group_scores(node) if group_weight else {}
-    best = max(groups.values(), default=0.0)
     owners: dict[Key, str] = {}
-    if groups:
+    if group_weight:
         for key, hit in hits.items():
             if key[0] == "fact":
                 if int(key[1]) in runs:
@@ -92,6 +90,11 @@ def rank(
             elif hit.path:
                 owners[key] = f"file:{hit.path}"
     pages = store.group_pages(sorted(set(owners.values())))
+    # only the documents of these owners and the best one are scored: a question's common
+    # words match most of a store's thousands of documents (storage: group_scores)
+    wanted = {page for found in pages.values() for _, _, page in found}
+    groups = store.group_scores(node, wanted) if group_weight else {}
+    best = max(groups.values(), default=0.0)
 
     def group_of(key: Key) -> float:
         """The share of the document holding `key` (a fact's page, a chunk's file)."""

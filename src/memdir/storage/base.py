@@ -13,7 +13,7 @@ checking only: `typing` costs the CLI's cold path ~6 ms.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Protocol
 
 from ..models import Fact, Provenance, Session, Task
@@ -193,9 +193,12 @@ class IndexStore(Protocol):
         """Q3: whether the store holds any group document (a session's facts, a file)."""
         ...
 
-    def group_scores(self, query: Node) -> dict[int, float]:
+    def group_scores(self, query: Node, pages: Collection[int] | None = None) -> dict[int, float]:
         """Q3: group document id -> its bm25 (higher is better), for the documents that
-        match: pages of a session's facts in the order written, a file's chunks."""
+        match: pages of a session's facts in the order written, a file's chunks. With
+        `pages`, at least those of them that match and the best matching document (each
+        score the same as in the full answer, which is a right answer too): what scoring
+        those pages as a share of the best needs."""
         ...
 
     def group_pages(self, owners: list[str]) -> dict[str, list[tuple[int, int, int]]]:

@@ -8,7 +8,8 @@ the vectors of chunks and facts. Part of SQLiteStore.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Collection, Iterator
 
 from ..rows import FACT_FIELDS, Chunk, FileState, Node, ScoredChunk, Word
 from . import bounded
@@ -171,16 +172,25 @@ class IndexRows(Connection):
         self._memo[("has_groups", "")] = (token, (int(found), 0))
         return found
 
-    def group_scores(self, query: Node) -> dict[int, float]:
+    def group_scores(self, query: Node, pages: Collection[int] | None = None) -> dict[int, float]:
         """group document id -> its bm25 (higher is better), for every document that
-        matches (groups.py: pages of sessions, files): a few per thousand items."""
+        matches (groups.py: pages of sessions, files): a few per thousand items. With
+        `pages`, those of them that match and the best matching document: what a share of
+        the best needs, without scoring the thousands of documents a question's common
+        words match (group_best)."""
         db = self._conn()
         if db is None:
             return {}
+        match = to_fts5(query)
+        words = or_words(query)
         with self._translated("search"):
+            if pages is not None and words is not None and len(words) > 1:
+                found = group_best(db, match, [to_fts5(w) for w in words], pages)
+                if found is not None:
+                    return found
             rows = db.execute(
                 "SELECT rowid, bm25(groups_fts) FROM groups_fts WHERE groups_fts MATCH ?",
-                (to_fts5(query),),
+                (match,),
             ).fetchall()
         return {page: -float(score) for page, score in rows}
 
@@ -403,3 +413,82 @@ def _change_token(db: sqlite3.Connection) -> tuple[int, int]:
     kept under it spare a warm process the scans of 100k rows that every search would
     otherwise run to learn that nothing changed."""
     return int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes
+
+
+# FTS5's bm25: a phrase adds idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / mean
+# length)), less than idf * (k1 + 1) whatever its tf and the document's length; idf is
+# log((N - n + 0.5) / (n + 0.5)) over the N documents, n of which hold the phrase, and
+# 1e-6 where that is not above 0 (fts5_aux.c).
+BM25_K1 = 1.2
+IDF_FLOOR = 1e-6
+BOUND_SLACK = 1e-6  # relative: rounding in FTS5's sum never reaches this
+
+
+def group_best(
+    db: sqlite3.Connection, match: str, phrases: list[str], pages: Collection[int]
+) -> dict[int, float] | None:
+    """The bm25 of `pages` (those that match) and of the best document matching `match`,
+    the OR of `phrases`, each score exactly what ranking every match gives; None when
+    bounding would score most matches anyway (the caller ranks in full).
+
+    The best score is at least the best of those scored (theta). A document holding only
+    some phrases scores less than the sum of their bounds (idf * (k1 + 1)), so the phrases
+    whose bounds, smallest first, add up to less than theta cannot make a best document
+    alone: only documents holding one of the others need a score. The documents holding
+    the phrase of the highest bound (the rarest word) are scored with `pages` at once: they
+    are the likeliest best, and often the only ones needed. Every score comes from the one
+    MATCH expression, with the rows to score filtered after FTS5 (`+rowid`: a rowid
+    constraint FTS5 were given would run the whole query again for each row); each such
+    pass walks the matches once, as ranking them all does, but scores only a few."""
+    (total,) = db.execute("SELECT count(*) FROM search_groups").fetchone()
+    bounds = []
+    for phrase in phrases:
+        (held,) = db.execute(
+            "SELECT count(*) FROM groups_fts WHERE groups_fts MATCH ?", (phrase,)
+        ).fetchone()
+        idf = math.log((total - held + 0.5) / (held + 0.5))
+        bounds.append((max(idf, IDF_FLOOR) * (BM25_K1 + 1), held, phrase))
+    bounds.sort()
+    first = set(pages)
+    rarest = bounds[-1][2] if 2 * bounds[-1][1] <= total else None
+    if rarest is not None:
+        first |= _holding(db, [rarest])
+    scored = _scored(db, match, first)
+    theta = max(scored.values(), default=0.0)
+    if theta <= 0:
+        return None
+    below, rest = 0.0, len(bounds)
+    for at, (bound, _, _) in enumerate(bounds):
+        if (below + bound) * (1 + BOUND_SLACK) >= theta:
+            rest = at
+            break
+        below += bound
+    # the rarest phrase's documents are scored already
+    needed = [phrase for _, _, phrase in bounds[rest:] if phrase != rarest]
+    if not needed:
+        return scored
+    holding = _holding(db, needed) - scored.keys()
+    if 2 * len(holding) > total:
+        return None
+    scored.update(_scored(db, match, holding))
+    return scored
+
+
+def _holding(db: sqlite3.Connection, phrases: list[str]) -> set[int]:
+    """The rowids of the group documents holding any of `phrases`."""
+    sql = "SELECT rowid FROM groups_fts WHERE groups_fts MATCH ?"
+    return {row for (row,) in db.execute(sql, (" OR ".join(phrases),))}
+
+
+def _scored(db: sqlite3.Connection, match: str, rows: Collection[int]) -> dict[int, float]:
+    """rowid -> bm25 (higher is better) of those `rows` that match (rowids written into the
+    statement: they are integers, and a lexical search loads no json to pass them)."""
+    if not rows:
+        return {}
+    listed = ", ".join(str(int(row)) for row in sorted(rows))
+    found = db.execute(
+        "SELECT rowid, bm25(groups_fts) FROM groups_fts WHERE groups_fts MATCH ? "
+        f"AND +rowid IN ({listed})",
+        (match,),
+    ).fetchall()
+    return {row: -float(score) for row, score in found}
