@@ -126,6 +126,15 @@ def add_all(memory: Any, facts: Sequence[tuple[str, str]], batch: int = BUILD_BA
         memory.add_facts(list(facts[start : start + batch]))
 
 
+def finish_build(building: str, state: str, info: dict[str, Any]) -> None:
+    """Mark the store built in `building` complete (its `complete` file holds `info`) and
+    give it its final name: only a finished store ever carries it."""
+    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
+        json.dump(info, handle)
+    shutil.rmtree(state, ignore_errors=True)
+    os.rename(building, state)
+
+
 def build_store(
     n: int,
     seed: int = DEFAULT_SEED,
@@ -148,9 +157,7 @@ def build_store(
     with open_memory(building) as memory:
         add_all(memory, facts)
     took = time.perf_counter() - started
-    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
-        json.dump({"facts": n, "seed": seed, "seconds": took}, handle)
-    os.rename(building, state)  # only a finished store ever carries the final name
+    finish_build(building, state, {"facts": n, "seed": seed, "seconds": took})
     log(f"built a {n:,}-fact store in {took:.1f} s ({n / took:,.0f} facts/s): {state}")
     return state
 
@@ -267,9 +274,7 @@ def build_entry_store(
         "write_entry_first_tenth_ms": statistics.fmean(write_ms[:tenth]) if write_ms else 0.0,
         "write_entry_last_tenth_ms": statistics.fmean(write_ms[-tenth:]) if write_ms else 0.0,
     }
-    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
-        json.dump(info, handle)
-    os.rename(building, state)
+    finish_build(building, state, info)
     log(
         f"built a store of {entries:,} entries and {notes:,} notes in {took:.1f} s "
         f"(write_entry {info['write_entry_first_tenth_ms']:.1f} ms each over the first "

@@ -170,10 +170,7 @@ def build(args: Any) -> dict[str, Any]:
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_loadavg": list(os.getloadavg()),
     }
-    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
-        json.dump(info, handle)
-    shutil.rmtree(state, ignore_errors=True)
-    os.rename(building, state)
+    common.finish_build(building, state, info)
     return {"state": state, **info, "cached": False}
 
 

@@ -179,10 +179,7 @@ def markdown_store(chunks: int, seed: int, cache_dir: str) -> tuple[str, dict[st
         memory.sync_index()
         index_s = time.perf_counter() - started
     info = {"chunks_planned": chunks, "plan": counts, "markdown_s": write_s, "chunking_s": index_s}
-    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
-        json.dump(info, handle)
-    shutil.rmtree(state, ignore_errors=True)
-    os.rename(building, state)
+    common.finish_build(building, state, info)
     log(f"... markdown {write_s:.0f} s, chunking {index_s:.1f} s")
     return state, info
 
@@ -225,10 +222,7 @@ def scale_store(
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_loadavg": list(os.getloadavg()),
     }
-    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
-        json.dump(info, handle)
-    shutil.rmtree(state, ignore_errors=True)
-    os.rename(building, state)
+    common.finish_build(building, state, info)
     log(f"... {vectors:,} vectors in {vectors_s:.0f} s: {state}")
     return state, {**info, "cached": False}
 

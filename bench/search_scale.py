@@ -247,9 +247,7 @@ def build_search_store(
     log(f"... in {write_s:.1f} s; reindexing (chunks, then embedding {facts:,} facts too)")
     info = timed_reindex(building, {text for text, _ in common.make_facts(facts, seed)})
     info.update(facts=facts, plan=counts, write_s=write_s)
-    with open(os.path.join(building, "complete"), "w", encoding="utf-8") as handle:
-        json.dump(info, handle)
-    os.rename(building, state)
+    common.finish_build(building, state, info)
     log(f"built {state} in {write_s + info['seconds']:.0f} s")
     return state, {**info, "cached": False}
 

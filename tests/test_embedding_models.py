@@ -25,7 +25,7 @@ from memdir.search import CALIBRATED, calibration, worker
 from memdir.settings import EMBEDDINGS_PROVIDERS, load_settings
 from memdir.storage import embedders, embeddings
 from memdir.testing import EmbeddingsStandIn as StandIn
-from memdir.testing import at_once, cli_command, cli_env
+from memdir.testing import at_once, cli_command, cli_env, poll
 
 needs_model = pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra")
 KEY = "sk-test-0123456789abcdefABCDEF"  # the stand-in's key: never written anywhere
@@ -342,18 +342,6 @@ def test_concurrent_reindexes_after_a_change_of_model(state_dir: Path, endpoint:
 
 
 # -- the warm worker serves the configured model (Q2) --------------------------------------
-
-
-def poll(what: Callable[[], Any], deadline: float = 120.0) -> Any:
-    import time
-
-    end = time.monotonic() + deadline
-    while True:
-        value = what()
-        if value:
-            return value
-        assert time.monotonic() < end, f"not reached in {deadline} s"
-        time.sleep(0.05)
 
 
 @pytest.mark.slow

@@ -13,8 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ import pytest
 import memdir
 from memdir import Memory, sessions
 from memdir.cli import forkserver
-from memdir.testing import cli_command, cli_env, forkserver_pid, stop_forkserver
+from memdir.testing import cli_command, cli_env, forkserver_pid, poll, stop_forkserver
 
 WAIT_S = 60.0  # how long a test waits for a process to come up or go (not a threshold)
 
@@ -56,12 +55,8 @@ def run(
     )
 
 
-def wait_for(check: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {WAIT_S} s")
-        time.sleep(0.05)
+def wait_for(check: Callable[[], object], what: str) -> None:
+    poll(check, WAIT_S, what)
 
 
 def server_up() -> int:

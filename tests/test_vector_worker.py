@@ -10,7 +10,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from memdir import Memory
 from memdir.search import VectorCache, worker
 from memdir.storage import embeddings
-from memdir.testing import HashEmbedder, at_once, cli_command, cli_env, worker_pid
+from memdir.testing import HashEmbedder, at_once, cli_command, cli_env, poll, worker_pid
 
 needs_model = pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra")
 DEADLINE = 120.0  # seconds a state may take to come on a loaded machine: a bound, not a time
@@ -32,17 +31,6 @@ FACTS = (
     "the build uses make and a venv",
     "our cat naps on the warm windowsill",
 )
-
-
-def poll(what: Callable[[], Any], deadline: float = DEADLINE) -> Any:
-    """What `what` returns once truthy; fails at the deadline."""
-    end = time.monotonic() + deadline
-    while True:
-        value = what()
-        if value:
-            return value
-        assert time.monotonic() < end, f"not reached in {deadline} s: {what}"
-        time.sleep(0.05)
 
 
 def workers_of(state_dir: Path) -> list[int]:

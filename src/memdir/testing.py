@@ -138,6 +138,20 @@ class HashEmbedder:
         return out
 
 
+def poll(what: Callable[[], Any], deadline: float = 120.0, label: str = "") -> Any:
+    """What `what` returns once it is truthy, looked at every 50 ms; AssertionError at the
+    deadline. A wait for a process to come up or go, never a timing threshold."""
+    import time
+
+    end = time.monotonic() + deadline
+    while True:
+        value = what()
+        if value:
+            return value
+        assert time.monotonic() < end, f"{label or what} not reached in {deadline} s"
+        time.sleep(0.05)
+
+
 def lock_holder(lock: str) -> int | None:
     """The pid written in `lock` while a process holds it (a worker's, the fork server's),
     else None: a lock that can be taken has no holder; -1: held, its pid not written yet."""
