@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import memdir
-from memdir import Memory, sessions
+from memdir import Memory, cli, sessions
 from memdir.cli import forkserver
 from memdir.testing import cli_command, cli_env, forkserver_pid, poll, stop_forkserver
 
@@ -70,11 +70,18 @@ def server_up() -> int:
     return pid
 
 
-def served(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def served(
+    env: dict[str, str], *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """The call, run with -X importtime: the caller imports only the launcher when the
     server runs the call, and the library when it runs the call itself."""
     command = [sys.executable, "-X", "importtime", "-m", "memdir", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, env=env, input=input, capture_output=True, text=True, timeout=60)
+
+
+def forked(proc: subprocess.CompletedProcess[str]) -> bool:
+    """Whether the server ran this call (served's): its caller never imported the library."""
+    return "memdir.cli" in imported(proc.stderr) and "memdir.memory" not in imported(proc.stderr)
 
 
 def imported(stderr: str) -> set[str]:
@@ -154,9 +161,14 @@ def test_a_forked_call_answers_as_its_own_process_would(  # C1, C
         (("hook", "SessionStart"), "not json"),  # stdin reaches the call
     ]
     for args, stdin in calls:
-        ran = run(warm, *args, input=stdin)
+        ran = served(warm, *args, input=stdin)
         alone = run(cold, *args, input=stdin)
-        assert (ran.returncode, ran.stdout, ran.stderr) == (
+        # a known command is forked; `bogus` and `--version` are answered by the caller
+        assert forked(ran) == (cli.command_name(list(args)) in cli.MODULES), args
+        without_imports = "".join(
+            line + "\n" for line in ran.stderr.splitlines() if not line.startswith("import time:")
+        )
+        assert (ran.returncode, ran.stdout, without_imports) == (
             alone.returncode,
             alone.stdout,
             alone.stderr,
@@ -183,13 +195,14 @@ def test_files_a_forked_call_writes_have_the_callers_umask(  # C1, X
     server_up()
     script = "import os, sys; os.umask(0o077); from memdir.cli import main; sys.exit(main())"
     proc = subprocess.run(
-        [sys.executable, "-c", script, "daily", "append", "a private note"],
+        [sys.executable, "-X", "importtime", "-c", script, "daily", "append", "a private note"],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
+    assert forked(proc)
     logs = list((store / "memory").rglob("*.md"))
     daily = [p for p in logs if "private note" in p.read_text()]
     assert daily and all(p.stat().st_mode & 0o077 == 0 for p in daily)
@@ -203,8 +216,8 @@ def test_a_hook_names_the_callers_parent_as_its_host(runtime: str, store: Path) 
     payload = json.dumps(
         {"session_id": "s-host", "hook_event_name": "SessionStart", "source": "startup"}
     )
-    ran = run(env, "hook", "SessionStart", input=payload)
-    assert ran.returncode == 0, ran.stderr
+    ran = served(env, "hook", "SessionStart", input=payload)
+    assert ran.returncode == 0 and forked(ran), ran.stderr
     with Memory(str(store)) as memory:
         host = sessions.host_key(sessions.process_name(os.getpid()))  # this test launched it
         assert memory.store.get_value(host) == "s-host"

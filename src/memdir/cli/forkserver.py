@@ -11,11 +11,12 @@ holding the lock file binds the socket; a second started at the same moment exit
 A call: the client (`memdir`, cli/__init__.py) connects, checks the server is its own
 user's (SO_PEERCRED), and sends its argv, environment, working folder, umask, parent pid
 and the encodings of its standard streams, with the streams themselves (SCM_RIGHTS). The
-server checks the caller is its user too and forks; the child takes the caller's place
-(folder, environment, streams, umask, time zone), says `pid N`, runs the command exactly
-as the caller's own process would (cli/run.py), runs the exit handlers, says `exit CODE`
-and is gone. Its output goes straight to the caller's stdout and stderr. The caller
-forwards SIGINT, SIGTERM and SIGHUP to the child, and exits with its code.
+server checks the caller is its user too and shares its namespaces and sandbox (context),
+and forks; the child takes the caller's place (folder, environment, streams, umask, time
+zone, resource limits), says `pid N` and runs the command exactly as the caller's own
+process would (cli/run.py). Its output goes straight to the caller's stdout and stderr.
+The server reports how the child ended (`exit CODE` or `signal N`); the caller forwards
+SIGINT, SIGTERM and SIGHUP to the child meanwhile, and ends the same way.
 
 Nothing here may run a call twice: the client runs the call itself only when the server
 said `fallback` (or never answered) before the child said `pid`.
@@ -96,6 +97,7 @@ def call(argv: list[str]) -> int | None:
         sock.connect(places()[1])
         cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
         if int.from_bytes(cred[4:8], sys.byteorder) != os.getuid():
+            sock.close()
             return None  # never hand our streams and environment to another user
         fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
         sent = sock.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
@@ -158,17 +160,10 @@ def _limits() -> bytes:
     """The caller's resource limits and niceness, which its child takes on."""
     import resource
 
-    limits = [
-        f"{number}={soft},{hard}"
-        for number in _rlimit_numbers(resource)
-        for soft, hard in [resource.getrlimit(number)]
-    ]
+    numbers = [getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")]
+    limits = [f"{n}={soft},{hard}" for n in numbers for soft, hard in [resource.getrlimit(n)]]
     limits.append(f"nice={os.getpriority(os.PRIO_PROCESS, 0)}")
     return " ".join(limits).encode()
-
-
-def _rlimit_numbers(resource: Any) -> list[int]:
-    return [getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")]
 
 
 def _wait(sock: RawSocket) -> int | None:
@@ -226,12 +221,22 @@ def _wait(sock: RawSocket) -> int | None:
 
 def start() -> None:
     """Start this installation's server, detached (its own session, no terminal, none of
-    our open files), unless its folder is not private. Two started at once are fine: the
-    second finds the lock taken and exits."""
-    folder = places()[0]
+    our open files), unless one runs (it sent this call back: a sandboxed caller's, say)
+    or its folder is not private. Two started at once are fine: the second finds the lock
+    taken and exits."""
+    import fcntl
+
+    folder, _, lock_path = places()
     try:
         if not process.private_dir(folder):
             return
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # held: a server runs
+        finally:
+            os.close(lock)
     except OSError:
         return
     import subprocess
@@ -389,30 +394,23 @@ class Server:
             print(f"{why}: no more calls", file=sys.stderr, flush=True)
 
     def forget(self) -> None:
-        """In a child: close the server's files and the other calls', and own none of
-        them, so that nothing the child does on its way out touches the server's."""
-        import contextlib
-
-        fds = [*self.children, *(conn.fileno() for _, conn in self.children.values())]
+        """In a child: close its copies of the server's files and the other calls', and
+        own none of them, so that nothing it does on its way out (retire) touches the
+        server's socket or lock."""
+        for pidfd, (_, conn) in self.children.items():
+            os.close(pidfd)
+            conn.close()
         if self.listener is not None:
-            fds.append(self.listener.fileno())
+            self.listener.close()
         if self.lock >= 0:
-            fds.append(self.lock)
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        for _, conn in self.children.values():
-            conn.detach()
-        if self.listener is not None:
-            self.listener.detach()
+            os.close(self.lock)
         self.children, self.listener, self.lock = {}, None, -1
 
 
 class Forked(BaseException):
     """Raised in a newly forked child, so that it leaves the server's frames (none of
-    which catch it) and runs its call at the top of the process, which then exits as a
-    process that ran memdir exits: exit handlers, threads joined, objects finalized (the
-    last SQLite connection's close folds its WAL away), output flushed."""
+    which catch it) and runs its call at the top of the process (run_call), not inside
+    the server's loop."""
 
     def __init__(self, conn: Socket, fds: list[int], fields: list[bytes]) -> None:
         super().__init__()
@@ -600,25 +598,19 @@ def leave(code: int) -> None:
     """End the child as its interpreter would end, but for the teardown of every module
     the server imported: that touches every object, so copies the server's whole heap
     page by page (copy-on-write), ~15 ms a call. What a process's end does that a caller
-    can see is done here: the non-daemon threads joined, the exit handlers run, any
-    SQLite connection still open closed (the command closes the stores it opened itself:
-    cli/common.close_opened), every file it left open flushed, the standard streams
-    flushed (a failure is exit 120, as Python's)."""
+    can see is done here: the non-daemon threads joined, the exit handlers run, every
+    file the call left open flushed (what the objects' finalizers would have written),
+    the standard streams flushed (a failure is exit 120, as Python's). The stores the call
+    opened are closed by the command itself (cli/common.close_opened)."""
     import atexit
     import contextlib
     import gc
     import io
-    import sqlite3
     import threading
 
     threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does at exit
     atexit._run_exitfuncs()
-    made = gc.get_objects()  # what the call made: the server's objects are frozen apart
-    for obj in made:
-        if isinstance(obj, sqlite3.Connection):
-            with contextlib.suppress(Exception):
-                obj.close()
-    for obj in made:
+    for obj in gc.get_objects():  # what the call made: the server's are frozen apart
         if isinstance(obj, io.IOBase) and obj not in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 if not obj.closed:
