@@ -18,12 +18,12 @@ CODEX := $(VENV)/node/node_modules/.bin/codex
 WORKERS ?= auto
 PYTEST := PATH="$(CURDIR)/$(VENV)/node/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(WORKERS) --dist loadgroup
 
-.PHONY: run test test-fast lint bench docs clean
+.PHONY: run test test-fast lint bench docs clean postgres
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,embeddings]'
+	$(BIN)/python -m pip install -q -e '.[dev,embeddings,postgres]'
 	@# The CLI starts many times a turn: keep its bytecode compiled even where
 	@# PYTHONDONTWRITEBYTECODE is set (an editable install ships no .pyc).
 	$(BIN)/python -m compileall -q src
@@ -40,10 +40,19 @@ $(CODEX): Makefile
 run: $(STAMP)
 	$(BIN)/memdir serve --http 127.0.0.1:8765
 
-test: $(STAMP) $(CLAUDE) $(CODEX) lint
+# The PostgreSQL the suite starts (tests/pg_server.py: initdb + pg_ctl, nothing assumed
+# running) comes from Debian's postgresql-15, installed when no initdb is found.
+PG_INITDB := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) $(shell command -v initdb))
+
+postgres:
+ifeq ($(PG_INITDB),)
+	apt-get install -y -q postgresql-15 || (apt-get update -q && apt-get install -y -q postgresql-15)
+endif
+
+test: $(STAMP) $(CLAUDE) $(CODEX) postgres lint
 	$(PYTEST)
 
-test-fast: $(STAMP) $(CLAUDE) $(CODEX)
+test-fast: $(STAMP) $(CLAUDE) $(CODEX) postgres
 	$(PYTEST) -q -m "not slow"
 
 lint: $(STAMP)

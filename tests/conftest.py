@@ -96,3 +96,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+# -- PostgreSQL (W1) ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL server per test process (each xdist worker its own),
+    started on first use and removed at the end (tests/pg_server.py)."""
+    import pg_server as server_module
+
+    server = server_module.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    """A URL of a fresh database of the test server, dropped after the test."""
+    name = pg_server.new_database()
+    try:
+        yield pg_server.url(name)
+    finally:
+        pg_server.drop_database(name)

@@ -68,12 +68,26 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def open_at(backend: str, tmp_path: Path) -> Iterator[OpenAt]:
+def settings_of(backend: str, request: pytest.FixtureRequest) -> Callable[[str], Settings]:
+    """settings_of(name): the settings of memory `name`: on PostgreSQL, a scope of its own
+    in one fresh database of the test server (W1: scopes keep stores apart, L4)."""
+    if backend == "sqlite":
+        return lambda name: Settings()
+    url = str(request.getfixturevalue("pg_url"))
+    return lambda name: Settings(storage_url=url, storage_scope="s_" + name)
+
+
+@pytest.fixture
+def open_at(
+    backend: str, tmp_path: Path, settings_of: Callable[[str], Settings]
+) -> Iterator[OpenAt]:
     """open_at(name, read_only=False): the store of memory `name` (its own tmp dir)."""
     opened: list[Store] = []
 
     def open_(name: str = "a", read_only: bool = False) -> Store:
-        store = open_store(layout_at(tmp_path / name), Settings(), read_only, backend=backend)
+        store = open_store(
+            layout_at(tmp_path / name), settings_of(name), read_only, backend=backend
+        )
         opened.append(store)
         return store
 
@@ -570,7 +584,8 @@ from memdir.errors import ConflictError
 
 root, backend, me = sys.argv[1:4]
 n, target = int(sys.argv[4]), int(sys.argv[5])
-store = open_store(Layout(root, os.path.join(root, "memory")), Settings(), backend=backend)
+settings = with_env(Settings(), os.environ)  # PostgreSQL: the URL and scope come from there
+store = open_store(Layout(root, os.path.join(root, "memory")), settings, backend=backend)
 open(os.path.join(root, "ready-" + me), "w").close()
 while not os.path.exists(os.path.join(root, "go")):
     time.sleep(0.001)
@@ -594,11 +609,15 @@ print(json.dumps({"ids": ids, "shared": shared, "won": won}))
 
 
 def test_two_processes_writing_through_two_stores_lose_and_double_nothing(
-    backend: str, tmp_path: Path
-) -> None:  # L3 F1 F3 X5
+    backend: str, tmp_path: Path, settings_of: Callable[[str], Settings]
+) -> None:  # L3 F1 F3 X5 W1
     root = tmp_path / "shared"
     layout = layout_at(root)
-    setup = open_store(layout, Settings(), backend=backend)
+    settings = settings_of("shared")
+    env = dict(os.environ)
+    if settings.storage_url:
+        env.update(MEMDIR_DATABASE_URL=settings.storage_url, MEMDIR_DATABASE_SCOPE="s_shared")
+    setup = open_store(layout, settings, backend=backend)
     setup.start_session("s-shared", "cli", None, T[0])  # both count writes on one session
     target = setup.add_fact("decision", "the plan", T[0], BY)  # both supersede it
     setup.close()
@@ -611,6 +630,7 @@ def test_two_processes_writing_through_two_stores_lose_and_double_nothing(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         for me in ("a", "b")
     ]
@@ -631,7 +651,7 @@ def test_two_processes_writing_through_two_stores_lose_and_double_nothing(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    store = open_store(layout, Settings(), backend=backend)
+    store = open_store(layout, settings, backend=backend)
     try:
         own = [i for r in results for i in r["ids"]]
         assert len(set(own)) == 2 * n  # every fact of each writer, each its own id

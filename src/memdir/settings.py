@@ -12,6 +12,7 @@ from .records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from .storage.embedders import Choice
@@ -103,6 +104,11 @@ class Settings(Record):
     hooks_recall_on_prompt: bool = False
     hooks_prompt_budget_chars: int = 2000
     hooks_prompt_timeout_ms: int = 400
+    # [storage] (W1): a PostgreSQL URL puts the store in that database (team memory) in
+    # place of memory.db; `scope` names the store among the database's many (one schema
+    # each). MEMDIR_DATABASE_URL and MEMDIR_DATABASE_SCOPE override them (with_env).
+    storage_url: str = ""
+    storage_scope: str = "default"
 
     def embedding_choice(self) -> Choice:
         """The [embeddings] table as storage/embedders.py takes it (imported only here:
@@ -172,6 +178,7 @@ TABLES = (
     "embeddings",
     "duplicates",
     "hooks",
+    "storage",
 )
 HOOKS_KEYS = {
     "start_budget_chars": ("a whole number of characters from 1,000 to 1,000,000", 1000, 1_000_000),
@@ -238,7 +245,66 @@ def _settings_from(data: dict[str, Any], text: str, path: str) -> Settings:
             )
         values["duplicate_" + key] = float(value)
     values.update(_hooks_values(data.get("hooks", {}), text, path))
+    values.update(_storage_values(data.get("storage", {}), text, path))
     return DEFAULTS._replace(**values)
+
+
+DATABASE_URL_ENV = "MEMDIR_DATABASE_URL"
+DATABASE_SCOPE_ENV = "MEMDIR_DATABASE_SCOPE"
+STORAGE_KEYS = {
+    "url": 'a PostgreSQL URL in quotes, e.g. "postgresql://memdir@db.internal/team" '
+    "(the password from PGPASSWORD, ~/.pgpass or a service file, never this file)",
+    "scope": "a name of lower-case letters, digits and _ (at most 40), starting with a letter",
+}
+
+
+def _storage_values(table: dict[str, Any], text: str, path: str) -> dict[str, Any]:
+    from .storage.postgres.url import SCOPE_RE, is_database_url
+
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        ok = isinstance(value, str) and (
+            (key == "url" and (value == "" or is_database_url(value)))
+            or (key == "scope" and full_match(SCOPE_RE, value))
+        )
+        if key not in STORAGE_KEYS or not ok:
+            expected = STORAGE_KEYS.get(key, "url or scope")
+            shown = "a value" if key == "url" else repr(value)  # a URL may hold a password
+            raise ConfigError(
+                f"storage.{key} = {shown} is not valid: it must be {expected}"
+                if key in STORAGE_KEYS
+                else f"unknown key storage.{key}; known keys: storage.url, storage.scope",
+                path=path,
+                line=_line_of_key(text, key),
+                key=f"storage.{key}",
+            )
+        values["storage_" + key] = value
+    return values
+
+
+def with_env(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """The settings with MEMDIR_DATABASE_URL / MEMDIR_DATABASE_SCOPE applied (W1)."""
+    from .errors import ValidationError
+    from .storage.postgres.url import SCOPE_RE, is_database_url
+
+    url, scope = env.get(DATABASE_URL_ENV), env.get(DATABASE_SCOPE_ENV)
+    if not url and not scope:
+        return settings
+    changed: dict[str, Any] = {}
+    if url:
+        if not is_database_url(url):
+            raise ValidationError(
+                f"{DATABASE_URL_ENV} must be a PostgreSQL URL (postgresql://...): "
+                "set it to the team database's URL, or unset it to use memory.db"
+            )
+        changed["storage_url"] = url
+    if scope:
+        if not full_match(SCOPE_RE, scope):
+            raise ValidationError(
+                f"{DATABASE_SCOPE_ENV}={scope!r} is not a scope name: {STORAGE_KEYS['scope']}"
+            )
+        changed["storage_scope"] = scope
+    return settings._replace(**changed)
 
 
 # the events `memdir hook` answers (hooks.EVENTS, checked by a test): [hooks] off names them
@@ -546,4 +612,8 @@ def config_template() -> str:
         "# recall_on_prompt = false  # true: each prompt gets the few memory hits its words find\n"
         "# prompt_budget_chars = 2000 # what a prompt's recall injects at most\n"
         "# prompt_timeout_ms = 400   # past this a prompt's recall gives up, injecting nothing\n"
+        "\n[storage]\n"
+        "# team memory: the store in a PostgreSQL database in place of memory.db (W1)\n"
+        '# url = ""                  # e.g. "postgresql://memdir@db.internal/team" (PGPASSWORD)\n'
+        '# scope = "default"         # the store among the database\'s many (one schema each)\n'
     )

@@ -26,7 +26,7 @@ from ..paths import (
     require_state_dir,
     resolve_state_dir,
 )
-from ..settings import Settings, load_settings
+from ..settings import Settings, load_settings, with_env
 from ..storage import embeddings, open_store
 
 TYPE_CHECKING = False
@@ -81,7 +81,9 @@ class MemoryBase:
         cwd = os.getcwd() if cwd is None else cwd
         self.state = resolve_state_dir(state_dir, env, cwd)
         require_state_dir(self.state, create)
-        self.settings: Settings = load_settings(os.path.join(self.state.path, "config.toml"))
+        self.settings: Settings = with_env(
+            load_settings(os.path.join(self.state.path, "config.toml")), env
+        )
         memory_dir, named_by = memory_dir_source(self.state.path, self.settings.path, env, cwd)
         check_memory_root(memory_dir, named_by, self.state.path, env)
         require_memory_dir(memory_dir, named_by, self.state.path, create)

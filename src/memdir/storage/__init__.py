@@ -23,16 +23,30 @@ if TYPE_CHECKING:
         def busy_timeout_ms(self) -> int: ...
         @property
         def enabled(self) -> bool: ...
+        @property
+        def storage_url(self) -> str: ...
+        @property
+        def storage_scope(self) -> str: ...
 
 
-BACKENDS = ("sqlite",)  # the stores open_store knows; tests/test_store_contract.py runs each
+# the stores open_store knows; tests/test_store_contract.py runs each
+BACKENDS = ("sqlite", "postgres")
+
+
+def backend_of(settings: Settings) -> str:
+    """postgres when a database URL is configured ([storage] url, MEMDIR_DATABASE_URL)."""
+    return "postgres" if settings.storage_url else "sqlite"
 
 
 def open_store(
-    layout: Layout, settings: Settings, read_only: bool = False, *, backend: str = "sqlite"
+    layout: Layout, settings: Settings, read_only: bool = False, *, backend: str | None = None
 ) -> Store:
     """The store of this memory. Cheap: nothing is opened until the first read or write.
-    `read_only`: a look only (doctor): never creates, migrates or writes, even a cache."""
+    `read_only`: a look only (doctor): never creates, migrates or writes, even a cache.
+    `backend`: the settings' (backend_of) unless named."""
+    backend = backend_of(settings) if backend is None else backend
+    if backend == "postgres":
+        return _postgres(settings, read_only)
     if backend != "sqlite":
         from ..errors import ValidationError
 
@@ -41,6 +55,34 @@ def open_store(
 
     return SQLiteStore(
         layout.db,
+        busy_timeout_ms=settings.busy_timeout_ms,
+        create=settings.enabled,
+        read_only=read_only,
+    )
+
+
+def _postgres(settings: Settings, read_only: bool) -> Store:
+    from ..errors import StorageError
+
+    if not settings.storage_url:
+        raise StorageError(
+            "the postgres backend needs a database URL: set [storage] url in config.toml "
+            "or MEMDIR_DATABASE_URL"
+        )
+    try:
+        import psycopg  # noqa: F401  (the driver: its absence is told here, once)
+    except ImportError as exc:
+        from ..extras import install_command
+
+        raise StorageError(
+            "a database URL is configured but the PostgreSQL driver is not installed: "
+            f"{install_command('postgres')}"
+        ) from exc
+    from .postgres.store import PostgresStore
+
+    return PostgresStore(
+        settings.storage_url,
+        settings.storage_scope,
         busy_timeout_ms=settings.busy_timeout_ms,
         create=settings.enabled,
         read_only=read_only,

@@ -1,0 +1,200 @@
+"""The connection every part of PostgresStore shares: the scope's schema, its migrations,
+the read-only look, and the one way to write.
+
+Every write is one transaction that first takes the scope's advisory lock
+(`pg_advisory_xact_lock`): writes to one scope are serialized, as memory.db's single
+writer lock serializes them, so the duplicate guard's check-then-insert and the ids given
+in advance (max + 1, as SQLite gives them) hold across processes and hosts. Readers never
+wait for it. A write killed or cut off mid-transaction is rolled back by the server: no
+half-written record. A connection lost between two calls is opened again by the next one;
+a call that fails on a lost connection reports it and is never taken as done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from ...errors import StorageError
+from . import lexical
+from .schema import LATEST, MIGRATIONS
+from .url import redact, schema_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import psycopg
+
+    Cursor = psycopg.Cursor[tuple[object, ...]]
+
+LOCK_CLASS = 0x6D656D64  # "memd": the advisory lock space of memdir's scopes
+
+
+class Connection:
+    """One scope of one database, connected on first use; the base of PostgresStore."""
+
+    def __init__(
+        self,
+        url: str,
+        scope: str,
+        *,
+        busy_timeout_ms: int = 10_000,
+        create: bool = True,
+        read_only: bool = False,
+    ) -> None:
+        self.url = url
+        self.scope = scope
+        self.schema = schema_of(scope)
+        self.path = f"{redact(url)} (scope {scope})"  # what messages name: never a password
+        self.busy_timeout_ms = busy_timeout_ms
+        self.create = create and not read_only
+        self.read_only = read_only
+        self._db: psycopg.Connection[tuple[object, ...]] | None = None
+        self._present = False  # the scope's schema exists (a look finds it or not)
+        self._dirty: set[str] = set()  # search groups the open write touched (groups.py)
+        self._lock = threading.RLock()  # one connection: one statement at a time
+
+    def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
+        import psycopg
+
+        db = psycopg.connect(
+            self.url, autocommit=True, connect_timeout=10, application_name="memdir"
+        )
+        try:
+            db.execute(f"SET lock_timeout = '{int(self.busy_timeout_ms)}ms'")
+            if self.read_only:
+                db.execute("SET default_transaction_read_only = on")
+            db.execute(f'SET search_path TO "{self.schema}"')
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _conn(self) -> Cursor | None:
+        """A cursor on the open connection; None when the scope does not exist and may not
+        be made (a look, or memory turned off)."""
+        with self._translated("connect to"):
+            if self._db is None or self._db.closed:
+                self._db, self._present = self._connect(), False
+            db = self._db
+            if not self._present:
+                found = db.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+                ).fetchone()
+                if found is None and not self.create:
+                    return None
+                if not self.read_only:
+                    self._migrate(db)
+                self._present = True
+            return db.cursor()
+
+    def _migrate(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
+        """Bring the scope's schema up to date, under its lock: when several processes open
+        a new scope at once, exactly one creates it."""
+        if self._version(db) >= LATEST:
+            return
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, self.schema))
+            db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            current = self._version(db)
+            cur = db.cursor()
+            for version, name, apply in MIGRATIONS:
+                if version > current:
+                    apply(cur)
+                    cur.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (version, name),
+                    )
+
+    def _version(self, db: psycopg.Connection[tuple[object, ...]]) -> int:
+        found = db.execute(
+            "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'schema_migrations'",
+            (self.schema,),
+        ).fetchone()
+        if found is None:
+            return 0
+        row = db.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+        return int(str(row[0])) if row else 0
+
+    def _require(self) -> Cursor:
+        cur = self._conn()
+        assert cur is not None, "writes are refused before reaching a store that may not create"
+        return cur
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Cursor]:
+        if self.read_only:
+            raise StorageError(f"{self.path} is open read-only (a look only): nothing was written")
+        with self._lock:
+            cur = self._require()
+            assert self._db is not None
+            with self._translated("write to"):
+                with self._db.transaction():
+                    cur.execute(
+                        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                        (LOCK_CLASS, self.schema),
+                    )
+                    self._dirty = set()
+                    yield cur
+                    self._refresh_groups(cur)
+
+    @contextlib.contextmanager
+    def _read(self, doing: str = "read") -> Iterator[Cursor | None]:
+        """A cursor for reading (None: nothing stored yet), errors translated."""
+        with self._lock:
+            cur = self._conn()
+            with self._translated(doing):
+                yield cur
+
+    def _refresh_groups(self, cur: Cursor) -> None:
+        """Set by the groups part (store.py): bring the touched groups up to date."""
+
+    @contextlib.contextmanager
+    def _translated(self, doing: str) -> Iterator[None]:
+        """psycopg errors -> one-line StorageError naming the database (no password)."""
+        import psycopg  # loaded already: a store of this backend connected with it
+
+        try:
+            yield
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            raise StorageError(f"{self.path} is open read-only: nothing was written") from exc
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StorageError(
+                f"{self.path} is locked by another writer (waited {self.busy_timeout_ms} ms); "
+                "nothing was changed, try again (or raise memory.busy_timeout_ms)"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            if self._db is not None and self._db.closed:
+                self._db = None  # the next call connects again
+            raise StorageError(
+                f"cannot {doing} {self.path}: {self._said(exc)} (nothing was taken as done: "
+                "check that the server is up and the URL right, then try again)"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot {doing} {self.path}: {self._said(exc)}") from exc
+
+    def _said(self, exc: BaseException) -> str:
+        """The server's message, first line, with anything of the URL's secret removed."""
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        from urllib.parse import urlsplit
+
+        with contextlib.suppress(ValueError):
+            secret = urlsplit(self.url).password
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                with contextlib.suppress(Exception):
+                    self._db.close()
+                self._db = None
+                self._present = False
+
+
+__all__ = ["LOCK_CLASS", "Connection", "lexical"]

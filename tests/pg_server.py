@@ -1,0 +1,121 @@
+"""A throwaway PostgreSQL server for the suite (W1): initdb + pg_ctl of the installed
+PostgreSQL (Debian's postgresql-15, which `make test` installs when initdb is missing),
+in a temp dir, on a unix socket and a free loopback port. Nothing is assumed running.
+
+As root the server runs as the `postgres` user (PostgreSQL refuses to run as root). Local
+connections (the socket) are trusted; TCP ones need a password (scram-sha-256), so a test
+can connect with a URL that holds one. Durability settings are off (fsync, full page
+writes): the server is thrown away, and what the tests check is what a client sees.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+
+PASSWORD_ROLE = "memdir_pw"
+PASSWORD = "s3cret-Pw-9d2f"  # a test role's: the tests check it is never shown
+
+
+def bin_dir() -> str:
+    """Where initdb and pg_ctl are: PATH, else the newest /usr/lib/postgresql/*/bin."""
+    found = shutil.which("initdb")
+    if found:
+        return os.path.dirname(found)
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not candidates:
+        raise RuntimeError(
+            "PostgreSQL is not installed (no initdb): `make test` installs postgresql-15; "
+            "by hand: apt-get install -y postgresql-15"
+        )
+    return os.path.dirname(candidates[-1])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    root: str
+    socket_dir: str
+    port: int
+    host: str = "127.0.0.1"
+
+    def url(self, database: str = "postgres") -> str:
+        """A URL over the unix socket (trusted, no password)."""
+        return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
+
+    def tcp_url(self, database: str, password: bool = True) -> str:
+        secret = f":{PASSWORD}" if password else ""
+        return f"postgresql://{PASSWORD_ROLE}{secret}@{self.host}:{self.port}/{database}"
+
+    def sql(self, statement: str, database: str = "postgres") -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(database), autocommit=True) as db:
+            db.execute(statement)  # type: ignore[arg-type]
+
+    def new_database(self) -> str:
+        name = "t_" + uuid.uuid4().hex[:16]
+        self.sql(f"CREATE DATABASE {name} OWNER {PASSWORD_ROLE} STRATEGY FILE_COPY")
+        return name
+
+    def drop_database(self, name: str) -> None:
+        self.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def stop(self) -> None:
+        _run(_as_owner([os.path.join(bin_dir(), "pg_ctl"), "-D", self.data, "-m", "immediate",
+                        "-w", "stop"]), check=False)  # fmt: skip
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def data(self) -> str:
+        return os.path.join(self.root, "data")
+
+
+def _as_owner(argv: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip() or proc.stdout}")
+    return proc
+
+
+def start(host: str = "127.0.0.1") -> Server:
+    """A new server, initialised and started; stop() removes it."""
+    # short: a socket's path has at most 107 bytes
+    root = tempfile.mkdtemp(prefix="memdir-pg-", dir="/tmp")
+    os.chmod(root, 0o755)
+    if os.geteuid() == 0:
+        owner = pwd.getpwnam("postgres")
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+    server = Server(root, root, _free_port(), host)
+    bindir = bin_dir()
+    _run(_as_owner([os.path.join(bindir, "initdb"), "-D", server.data, "-U", "postgres",
+                    "-E", "UTF8", "--locale=C.UTF-8", "--auth-local=trust",
+                    "--auth-host=scram-sha-256", "--no-sync"]))  # fmt: skip
+    options = (
+        f"-k {root} -p {server.port} -c listen_addresses={host} -c fsync=off "
+        "-c full_page_writes=off -c synchronous_commit=off -c max_connections=300"
+    )
+    try:
+        _run(_as_owner([os.path.join(bindir, "pg_ctl"), "-D", server.data, "-o", options,
+                        "-l", os.path.join(root, "log"), "-w", "-t", "60", "start"]))  # fmt: skip
+    except RuntimeError:
+        with open(os.path.join(root, "log"), encoding="utf-8", errors="replace") as log:
+            raise RuntimeError(f"the test PostgreSQL did not start: {log.read()[-2000:]}") from None
+    server.sql(f"CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD}'")
+    return server
