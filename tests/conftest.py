@@ -19,10 +19,26 @@ from memdir import Memory
 from memdir.testing import cli_command, cli_env, stop_forkserver, stop_workers_under
 
 
+# `MEMDIR_TEST_BACKEND=postgres pytest ...` (the PostgreSQL lane of `make test`): every test
+# gets a fresh database of the test server as MEMDIR_DATABASE_URL, and nothing else changes
+# (W1: with only a URL set, the tiers behave as on memory.db).
+TEST_BACKEND = os.environ.get("MEMDIR_TEST_BACKEND", "sqlite")
+
+
 @pytest.fixture(autouse=True)
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    for var in ("MEMDIR_STATE_DIR", "MEMDIR_MEMORY_DIR", "MEMDIR_SESSION_ID"):
+def state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    for var in (
+        "MEMDIR_STATE_DIR",
+        "MEMDIR_MEMORY_DIR",
+        "MEMDIR_SESSION_ID",
+        "MEMDIR_DATABASE_URL",
+        "MEMDIR_DATABASE_SCOPE",
+    ):
         monkeypatch.delenv(var, raising=False)
+    if TEST_BACKEND == "postgres":
+        monkeypatch.setenv("MEMDIR_DATABASE_URL", str(request.getfixturevalue("pg_url")))
     state = tmp_path / "state"
     state.mkdir()
     monkeypatch.setenv("MEMDIR_STATE_DIR", str(state))

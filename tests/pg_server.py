@@ -14,11 +14,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
+
+from memdir.testing import free_port
 
 PASSWORD_ROLE = "memdir_pw"
 PASSWORD = "s3cret-Pw-9d2f"  # a test role's: the tests check it is never shown
@@ -36,12 +37,6 @@ def bin_dir() -> str:
             "by hand: apt-get install -y postgresql-15"
         )
     return os.path.dirname(candidates[-1])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -102,7 +97,7 @@ def start(host: str = "127.0.0.1") -> Server:
     if os.geteuid() == 0:
         owner = pwd.getpwnam("postgres")
         os.chown(root, owner.pw_uid, owner.pw_gid)
-    server = Server(root, root, _free_port(), host)
+    server = Server(root, root, free_port(host), host)
     bindir = bin_dir()
     _run(_as_owner([os.path.join(bindir, "initdb"), "-D", server.data, "-U", "postgres",
                     "-E", "UTF8", "--locale=C.UTF-8", "--auth-local=trust",

@@ -24,8 +24,10 @@ class FixedClock:
 
 
 def cli_env(state_dir: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a `memdir` child process pointed at `state_dir` and nothing else."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
+    """The environment of a `memdir` child process pointed at `state_dir` and nothing else
+    (and at the database the test was given, on PostgreSQL: W1)."""
+    keep = ("MEMDIR_DATABASE_URL", "MEMDIR_DATABASE_SCOPE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_") or k in keep}
     env["MEMDIR_STATE_DIR"] = state_dir
     env.update(extra or {})
     return env

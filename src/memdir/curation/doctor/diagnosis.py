@@ -19,7 +19,14 @@ from .checks import (
     check_stale,
     check_tasks,
 )
-from .disk import check_database, check_layout, check_text, remove_temps, scan_root
+from .disk import (
+    check_database,
+    check_layout,
+    check_team_database,
+    check_text,
+    remove_temps,
+    scan_root,
+)
 from .report import SEVERITIES, Finding, Report, checked
 
 TYPE_CHECKING = False
@@ -61,7 +68,12 @@ def diagnose(memory: Memory, *, stale_days: int = STALE_DAYS) -> Report:
     store = open_store(layout, memory.settings, read_only=True)
     view = _view(memory, store)
     try:
-        database = check_database(layout, store, found)
+        settings = memory.settings
+        database = (
+            check_team_database(settings.storage_url, settings.storage_scope, store, found)
+            if settings.storage_url
+            else check_database(layout, store, found)
+        )
         usable = database.get("usable", False)
         scan = scan_root(layout)
         check_layout(layout, scan, found)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from ... import advice
-from ...errors import MemdirError, StorageError, ValidationError
+from ...errors import MemdirError, NotFoundError, StorageError, ValidationError
 from ...paths import HOT_OVERFLOW, STEM_CHECKS, Layout, is_inside, lock_of, shown_path
 from ...records import Record
 from ...storage import files
@@ -47,6 +47,77 @@ TEMP_RE = re.compile(rf"{re.escape(files.TEMP_PREFIX)}(.+)\.[0-9]+\.[0-9a-f]{{12
 
 
 # -- memory.db ---------------------------------------------------------------------------
+
+
+def check_team_database(
+    url: str, scope: str, store: Store, found: list[Finding]
+) -> dict[str, Any]:
+    """W1: the PostgreSQL store: the server reached, the scope's schema version, and its
+    lexical index checked against its rows (PostgresStore.inspect). The URL is shown with
+    its password replaced by ***."""
+    from ...storage.postgres.url import redact
+
+    where = f"{redact(url)} (scope {scope})"
+    info: dict[str, Any] = {"path": where, "backend": "postgres", "scope": scope}
+    try:
+        health = store.inspect()
+    except NotFoundError:
+        info.update(exists=False, usable=False)
+        found.append(
+            Finding(
+                "db.missing",
+                "info",
+                [where],
+                f"scope {scope} does not exist yet in the database: the first fact, task, "
+                "entry or search makes it",
+                "nothing to do",
+            )
+        )
+        return info
+    except MemdirError as exc:
+        info.update(exists=False, usable=False)
+        found.append(
+            Finding(
+                "db.connect",
+                "error",
+                [where],
+                str(exc),
+                "check that the server is up and reachable, and the URL, role and password "
+                "(PGPASSWORD, ~/.pgpass) right; the files keep working meanwhile",
+            )
+        )
+        return info
+    problems, schema, latest, size, _ = health
+    info.update(exists=True, bytes=size, schema=schema)
+    info["usable"] = problems == ["ok"] and schema == latest
+    if problems != ["ok"]:
+        found.append(
+            Finding(
+                "db.integrity",
+                "error",
+                [where],
+                "the store is out of step: " + "; ".join(problems[:3]),
+                "export it (memdir export) and import it into a new scope",
+            )
+        )
+    elif schema != latest:
+        newer = schema > latest
+        found.append(
+            Finding(
+                "db.schema",
+                "error" if newer else "info",
+                [where],
+                f"scope {scope} has schema version {schema}; this memdir's is {latest}"
+                + (": a newer memdir wrote it" if newer else ""),
+                "upgrade memdir (pip install -U memdir)"
+                if newer
+                else "any memdir write upgrades it",
+                fixable=not newer,
+            )
+        )
+    else:
+        info["facts"] = store.count_facts()
+    return info
 
 
 def check_database(layout: Layout, store: Store, found: list[Finding]) -> dict[str, Any]:

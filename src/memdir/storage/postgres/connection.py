@@ -188,6 +188,14 @@ class Connection:
                 text = text.replace(secret, "***")
         return text
 
+    def __del__(self) -> None:
+        """A store dropped without close() (as a SQLite one may be) closes its connection
+        rather than leave psycopg to warn about it."""
+        db = getattr(self, "_db", None)
+        if db is not None:
+            with contextlib.suppress(Exception):
+                db.close()
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None:

@@ -1226,7 +1226,8 @@ class PostgresStore(Connection):
         from ..rows_cold import DatabaseHealth
 
         with self._read("check") as cur:
-            assert cur is not None and self._db is not None, "inspect() only a scope that exists"
+            if cur is None or self._db is None:
+                raise NotFoundError(f"scope {self.scope} does not exist in {self.path}")
             schema = self._version(self._db)
             problems: list[str] = []
             for idx, what, source in (
