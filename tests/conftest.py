@@ -18,7 +18,6 @@ import pytest
 from memdir import Memory
 from memdir.testing import cli_command, cli_env, stop_forkserver, stop_workers_under
 
-
 # `MEMDIR_TEST_BACKEND=postgres pytest ...` (the PostgreSQL lane of `make test`): every test
 # gets a fresh database of the test server as MEMDIR_DATABASE_URL, and nothing else changes
 # (W1: with only a URL set, the tiers behave as on memory.db).

@@ -49,9 +49,7 @@ TEMP_RE = re.compile(rf"{re.escape(files.TEMP_PREFIX)}(.+)\.[0-9]+\.[0-9a-f]{{12
 # -- memory.db ---------------------------------------------------------------------------
 
 
-def check_team_database(
-    url: str, scope: str, store: Store, found: list[Finding]
-) -> dict[str, Any]:
+def check_team_database(url: str, scope: str, store: Store, found: list[Finding]) -> dict[str, Any]:
     """W1: the PostgreSQL store: the server reached, the scope's schema version, and its
     lexical index checked against its rows (PostgresStore.inspect). The URL is shown with
     its password replaced by ***."""
