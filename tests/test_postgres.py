@@ -219,7 +219,7 @@ def test_w1_lexical_scores_are_sqlites_bm25(tmp_path: Path, pg_url: str) -> None
                 ), query
 
             # group documents: compared by what they hold (owner, first member)
-            def by_owner(store: Store) -> dict[tuple[str, int], float]:
+            def by_owner(store: Store, query: Node = query) -> dict[tuple[str, int], float]:
                 found = store.group_scores(query)
                 owners = [f"session:s-{i}" for i in range(5)] + [
                     f"file:global/doc{k}.md" for k in range(12)
