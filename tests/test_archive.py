@@ -30,6 +30,11 @@ PROCEDURE_WITH_FRONTMATTER = (
     "---\ndescription: how a release is cut\ntags: [release]\n---\n# Release\n1. tag\n2. push\n"
 )
 
+# Exports from one memory root and imports into another: two stores, where one URL is one
+# (W1). The PostgreSQL store's archive rows are in the store contract; `memdir migrate`
+# moves a store between backends (test_postgres.py).
+pytestmark = pytest.mark.sqlite_only
+
 
 def build_store(state: Path) -> dict[str, Any]:
     """A store holding every kind of record, written through the public API."""

@@ -117,6 +117,7 @@ def test_search_json_hits_have_the_documented_fields(run) -> None:  # C, Q1
     assert "score" in run("search", "staging").out
 
 
+@pytest.mark.sqlite_only  # a store per memory root: one URL is one store
 def test_options_work_before_and_after_the_command(run, tmp_path: Path) -> None:  # C
     other = str(tmp_path / "other")
     (tmp_path / "other").mkdir()  # a named state dir must exist (L1)
@@ -207,6 +208,7 @@ SEARCH_NEVER = {
 }  # fmt: skip
 
 
+@pytest.mark.sqlite_only  # on PostgreSQL the driver imports its own (bench/postgres.py)
 def test_lexical_search_imports_nothing_heavy(memory: Memory) -> None:  # C, Q1
     """The command agents run most: a lexical search, run to its answer, loads none of
     SEARCH_NEVER (the CLI's start alone: test_cli_start_imports_nothing_heavy)."""

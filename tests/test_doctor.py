@@ -313,6 +313,7 @@ def test_facts_no_search_found_in_n_days(healthy: Memory, clock: FixedClock) -> 
 # -- the database -----------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 def test_garbage_memory_db_is_an_error_and_the_files_are_still_checked(
     healthy: Memory, run: Callable
 ) -> None:
@@ -334,6 +335,7 @@ def test_garbage_memory_db_is_an_error_and_the_files_are_still_checked(
     assert result.code == 1 and result.json()["summary"]["errors"] == 1
 
 
+@pytest.mark.sqlite_only
 def test_a_deleted_database_beside_entries_is_an_error(healthy: Memory) -> None:
     healthy.close()
     for suffix in ("", "-wal", "-shm"):
@@ -344,6 +346,7 @@ def test_a_deleted_database_beside_entries_is_an_error(healthy: Memory) -> None:
     assert not Path(healthy.path, "memory.db").exists()
 
 
+@pytest.mark.sqlite_only
 def test_free_pages_suggest_vacuum(healthy: Memory) -> None:
     # free pages as deleted rows leave them (a scratch table: the same pages, made faster)
     db = sqlite3.connect(Path(healthy.path) / "memory.db")

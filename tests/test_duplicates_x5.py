@@ -413,6 +413,7 @@ def test_x5_a_forced_reimport_reuses_the_copy_of_a_long_hot_md(
     assert memory.entry("imported-hot-md").content == text
 
 
+@pytest.mark.sqlite_only  # two memory roots, two stores
 def test_x5_an_archive_merge_keeps_facts_that_differ_in_punctuation(tmp_path: Path) -> None:
     with Memory(str(tmp_path / "a"), create=True) as mem:
         for text in ("credit - debit", ".5 seconds", "uses tabs", "C++"):
@@ -505,6 +506,7 @@ def v7_store(state: Path, facts: list[str], entry_body: str) -> None:
     db.close()
 
 
+@pytest.mark.sqlite_only
 def test_x5_migration_8_recomputes_the_keys_of_an_old_store(state_dir: Path) -> None:
     nfd = "Cafe\u0301 opens at 9"
     v7_store(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import sqlite3
 import subprocess
 import threading
 import time
@@ -23,6 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from dbrows import rows
 from memdir import Memory
 from memdir.embed_worker import EmbedWorker
 from memdir.search import worker
@@ -58,11 +58,7 @@ class CountingEmbedder(HashEmbedder):
 
 
 def vector_count(mem: Memory) -> int:
-    db = sqlite3.connect(mem.layout.db)
-    try:
-        return int(db.execute("SELECT count(*) FROM vectors").fetchone()[0])
-    finally:
-        db.close()
+    return int(rows(mem.store, "SELECT count(*) FROM vectors")[0][0])
 
 
 def imported(n: int, word: str = "kiwi") -> list[tuple[str, str]]:

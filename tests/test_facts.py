@@ -17,7 +17,7 @@ from memdir import (
 from memdir.testing import FixedClock
 
 
-@pytest.mark.memory_db
+@pytest.mark.sqlite_only
 def test_archive_is_sqlite_wal_with_fts5(memory: Memory) -> None:  # F1
     memory.add_fact("The CI runs on GitHub Actions", "learning")
     db = sqlite3.connect(memory.layout.db)

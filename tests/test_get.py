@@ -166,7 +166,7 @@ def test_symlinks_pointing_out_are_refused(
     assert memory.get("global/alias.md", from_line=1, lines=1).lines == [(1, "line 1")]
 
 
-@pytest.mark.memory_db
+@pytest.mark.sqlite_only
 def test_binary_files_and_folders_are_refused(
     root: Path, memory: Memory, run: Callable[..., Any]
 ) -> None:  # E4 X1

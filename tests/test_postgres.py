@@ -29,7 +29,7 @@ from memdir.storage import open_store
 from memdir.storage.base import Store
 from memdir.storage.hashing import text_hash
 from memdir.storage.rows import FileState, Node, Op, Word
-from memdir.storage.rows_cold import FileChunks, NewChunk, NewFact
+from memdir.storage.rows_cold import FileChunks, NewChunk, NewFact, NewVector
 
 BY = Provenance(None, "cli", "agent-a")
 NOW = "2026-03-01T10:00:00Z"
@@ -398,3 +398,63 @@ def test_w1_writers_on_one_scope_lose_and_duplicate_nothing_and_a_killed_one_lea
         assert store.inspect().problems == ["ok"]  # the index agrees with the rows
         after = mem.add_fact("written after the kill", "learning")  # the lock was let go
         assert store.get_fact(after.id) == after
+
+
+# -- memdir migrate: to the team database and back, verified --------------------------------
+
+
+def _everything(store: Store) -> dict[str, list[dict[str, Any]]]:
+    from memdir.storage.rows import ARCHIVE_KINDS
+
+    return {kind: list(store.archive_rows(kind)) for kind in ARCHIVE_KINDS}
+
+
+def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
+    pg_url: str, state_dir: Path, tmp_path: Path, run: Any
+) -> None:  # W1 (migrate)
+    with Memory() as mem:
+        session = mem.start_session()
+        mem.bind_session(session.id)
+        first = mem.add_fact("The API lives at v1", "decision")
+        mem.supersede_fact(first.id, "The API lives at v2")
+        gone = mem.add_fact("A fact removed later", "learning")
+        mem.remove_fact(gone.id)
+        mem.add_fact("Deploys go out on Tuesdays", "convention")
+        mem.start_task("build")
+        mem.store.set_value("distill", "2026-03-01T00:00:00Z")
+        mem.store.record_hits({first.id + 1: "2026-03-02T00:00:00Z"})
+        active = [f.id for f in mem.store.stale_facts("9999-01-01T00:00:00Z")]
+        mem.store.put_vectors(
+            "m", [NewVector("fact", i, text_hash(str(i)), bytes([i]) * 16) for i in active]
+        )
+        before = _everything(mem.store)
+        vectors = {m: sorted(mem.store.iter_vectors(m)) for m in mem.store.vector_models()}
+    res = run("migrate", "--to", pg_url, "--json")
+    assert res.code == 0, res.err
+    done = res.json()
+    assert done["counts"]["fact"] == 4 and done["counts"]["session"] == 1
+    assert len(active) == 2 and "m" in vectors  # and what the write embedded, if it did
+    assert done["vectors"] == sum(len(found) for found in vectors.values())
+    res = run("migrate", "--to", pg_url)  # a second time: the target holds memory
+    assert res.code != 0 and "holds memory already" in res.err and res.err.count("\n") == 1
+    env = {**os.environ, "MEMDIR_DATABASE_URL": pg_url}
+    with Memory(env=env) as mem:
+        assert type(mem.store).__name__ == "PostgresStore"
+        assert _everything(mem.store) == before
+        assert {m: sorted(mem.store.iter_vectors(m)) for m in vectors} == vectors
+        assert mem.store.count_unembedded("m") == 0
+    # and back: a new memory root on the same database, migrated to its own memory.db
+    other = tmp_path / "other-state"
+    other.mkdir()
+    res = run(
+        "--state-dir", str(other), "migrate", "--to", "local", env={"MEMDIR_DATABASE_URL": pg_url}
+    )
+    assert res.code == 0 and "every record verified" in res.out, res.err
+    with Memory(str(other)) as back:
+        assert type(back.store).__name__ == "SQLiteStore"
+        assert _everything(back.store) == before
+        assert {m: sorted(back.store.iter_vectors(m)) for m in vectors} == vectors
+    res = run("migrate", "--to", "local")
+    assert res.code != 0 and "local already" in res.err
+    with Memory(env=env) as mem:  # the migrated store is searched as any other
+        assert [h.id for h in mem.search("tuesdays", mode="lexical")] == [first.id + 3]

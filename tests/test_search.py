@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dbrows import rows as db_rows
 from memdir import Hit, Memory, MissingExtraError, QueryError, ValidationError
 from memdir.clock import iso
 from memdir.extras import command_for, install_command
@@ -78,13 +78,8 @@ def by_kind(hits: list[Hit]) -> dict[str, Hit]:
 
 def vector_rows(mem: Memory) -> list[tuple[str, str, int, int]]:
     """(model, owner, owner id, blob length) of every stored vector, read from memory.db."""
-    db = sqlite3.connect(mem.layout.db)
-    try:
-        return db.execute(
-            "SELECT model, owner, owner_id, length(vec) FROM vectors ORDER BY owner, owner_id"
-        ).fetchall()
-    finally:
-        db.close()
+    sql = "SELECT model, owner, owner_id, length(vec) FROM vectors ORDER BY owner, owner_id"
+    return db_rows(mem.store, sql)  # type: ignore[return-value]
 
 
 @pytest.fixture
@@ -257,20 +252,18 @@ def test_a_touched_file_keeps_its_chunks_and_vectors_dated_anew(
 ) -> None:  # G4 Q3 Q2: a touch is no edit: nothing to embed again, but its date moves
     memory.write_entry("pets", "the household", "## Cat\n\nTabby.\n\n## Dog\n\nRex.\n")
     first = memory.search("tabby OR rex", mode="lexical")
-    db = sqlite3.connect(memory.layout.db)
-    try:
-        texts = db.execute("SELECT content, hash FROM chunks ORDER BY id").fetchall()
-        vectors = db.execute("SELECT hash, vec FROM vectors ORDER BY hash").fetchall()
-        path = Path(memory.path, "global", "pets.md")
-        old = time.time() - 9 * DAY
-        os.utime(path, (old, old))
-        again = memory.search("tabby OR rex", mode="lexical")
-        assert [h.content for h in again] == [h.content for h in first]
-        assert {h.date for h in again} == {iso(path.stat().st_mtime_ns / 1e9)}
-        assert db.execute("SELECT content, hash FROM chunks ORDER BY id").fetchall() == texts
-        assert db.execute("SELECT hash, vec FROM vectors ORDER BY hash").fetchall() == vectors
-    finally:
-        db.close()
+    chunks, vecs = (
+        "SELECT content, hash FROM chunks ORDER BY id",
+        "SELECT hash, vec FROM vectors ORDER BY hash",
+    )
+    texts, vectors = db_rows(memory.store, chunks), db_rows(memory.store, vecs)
+    path = Path(memory.path, "global", "pets.md")
+    old = time.time() - 9 * DAY
+    os.utime(path, (old, old))
+    again = memory.search("tabby OR rex", mode="lexical")
+    assert [h.content for h in again] == [h.content for h in first]
+    assert {h.date for h in again} == {iso(path.stat().st_mtime_ns / 1e9)}
+    assert db_rows(memory.store, chunks) == texts and db_rows(memory.store, vecs) == vectors
 
 
 def test_a_deleted_file_leaves_the_index(tiers: Memory) -> None:  # G4 Q3
@@ -311,10 +304,7 @@ def test_reindex_rebuilds_the_index(memory: Memory) -> None:  # Q3 G3
     memory.write_entry("pets", "the household", "The cat is called Tabby.\n")
     memory.add_note("t-1", "Tabby was at the vet")
     assert len(memory.search("tabby", mode="lexical")) == 2
-    db = sqlite3.connect(memory.layout.db)  # the index is lost; the files are intact
-    with db:
-        db.execute("DELETE FROM chunks")
-    db.close()
+    db_rows(memory.store, "DELETE FROM chunks")  # the index is lost; the files are intact
     assert memory.search("tabby", mode="lexical") == []
     Path(memory.path, "MEMORY.md").unlink()
     done = memory.reindex()
@@ -507,13 +497,9 @@ def test_vectors_are_float32_blobs_in_memory_db(sem: Memory) -> None:  # Q2
     assert [r[1] for r in rows].count("fact") == 1
     assert [r[1] for r in rows].count("chunk") == 2
     assert {(model, length) for model, _, _, length in rows} == {("hash-embedder", 4 * 64)}
-    db = sqlite3.connect(sem.layout.db)
-    try:
-        (blob,) = db.execute(
-            "SELECT vec FROM vectors WHERE owner = 'fact' AND owner_id = ?", (fact.id,)
-        ).fetchone()
-    finally:
-        db.close()
+    ((blob,),) = db_rows(
+        sem.store, "SELECT vec FROM vectors WHERE owner = 'fact' AND owner_id = ?", (fact.id,)
+    )
     stored = np.frombuffer(blob, dtype="<f4")
     assert np.allclose(stored, HashEmbedder().embed([fact.content])[0])
     assert abs(float(np.linalg.norm(stored)) - 1.0) < 1e-5
@@ -891,6 +877,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.sqlite_only
 def test_search_answers_while_the_database_is_locked(
     state_dir: Path, run: Callable[..., Any]
 ) -> None:  # Q1 L3 Z

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dbrows import rows
 from memdir import Memory
 from memdir.storage import embeddings
 from memdir.storage.rows import Op, Word
@@ -38,11 +39,9 @@ def _words(*words: str) -> Op | Word:
 def _owners(memory: Memory, node: Op | Word) -> set[str]:
     """The sessions and files whose group documents match `node`."""
     pages = list(memory.store.group_scores(node))
-    db = memory.store._require()
     marks = ", ".join("?" * len(pages))
-    return {
-        o for (o,) in db.execute(f"SELECT owner FROM search_groups WHERE id IN ({marks})", pages)
-    }
+    sql = f"SELECT owner FROM search_groups WHERE id IN ({marks})"
+    return {o for (o,) in rows(memory.store, sql, pages)} if pages else set()
 
 
 def test_a_hit_in_a_session_about_the_question_ranks_first(memory: Memory) -> None:  # Q3
@@ -106,17 +105,18 @@ def test_a_long_session_is_paged_and_a_write_rebuilds_one_page(
     memory.bind_session(session.id)
     for word in ("oak", "elm", "ash", "yew"):
         memory.add_fact(f"a note about the {word} tree here", "learning")
-    db = memory.store._require()
-    before = db.execute("SELECT id, first, last FROM search_groups ORDER BY first").fetchall()
+    sql = "SELECT id, first, last FROM search_groups ORDER BY first"
+    before = rows(memory.store, sql)
     assert len(before) == 2  # two facts a page
     memory.add_fact("a note about the fir", "learning")
-    after = db.execute("SELECT id, first, last FROM search_groups ORDER BY first").fetchall()
+    after = rows(memory.store, sql)
     assert after[0] == before[0] and len(after) == 3  # the full page is left as it was
     assert _owners(memory, Word("fir")) == {f"session:{session.id}"}
     hits = memory.search("oak tree", mode="lexical", kinds=["fact"])
     assert hits[0].content == "a note about the oak tree here"
 
 
+@pytest.mark.sqlite_only
 def test_an_older_store_gets_its_groups_built(memory: Memory, state_dir: Path) -> None:  # Q3 L3
     """The migration builds the documents of what a store held before groups existed."""
     [fact] = _session(memory, ["kiwi harvest in March"])
@@ -207,6 +207,7 @@ def test_the_calibration_is_measured_on_the_shipped_set() -> None:  # Q2
     assert 0.0 < mean < p99 < 1.0
 
 
+@pytest.mark.sqlite_only  # SQLite's group_best: PostgreSQL scores the pages and the best
 def test_scoring_some_pages_gives_their_scores_and_the_best(memory: Memory) -> None:  # Q3
     """A hit's group share needs its page's bm25 and the best page's, not the bm25 of every
     page a question's common words match: asked for some pages, the store scores those and

@@ -577,7 +577,7 @@ WRITER = """
 import json, os, sys, time
 from memdir.models import Provenance
 from memdir.paths import Layout
-from memdir.settings import Settings
+from memdir.settings import Settings, with_env
 from memdir.storage import open_store
 
 from memdir.errors import ConflictError

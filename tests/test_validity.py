@@ -168,7 +168,7 @@ def test_a_subagent_search_records_nothing(memory: Memory, run: Any) -> None:  #
         assert rows == [(1,)]
 
 
-@pytest.mark.memory_db
+@pytest.mark.sqlite_only
 def test_a_search_writes_nothing_to_the_database(memory: Memory, run: Any) -> None:  # N2 C
     """A read path never writes memory.db: the hits of a search wait in the store's
     journal (doctor reads it meanwhile: test_searches_record_which_facts_they_found), and
@@ -187,7 +187,7 @@ def test_a_search_writes_nothing_to_the_database(memory: Memory, run: Any) -> No
     assert not Path(f"{db}-hits").exists()
 
 
-@pytest.mark.memory_db
+@pytest.mark.sqlite_only
 def test_a_search_behind_a_writer_answers_and_keeps_its_hits(
     memory: Memory, run: Any
 ) -> None:  # N2 C
@@ -211,7 +211,7 @@ def test_a_search_behind_a_writer_answers_and_keeps_its_hits(
     assert rows == [(2,)]
 
 
-@pytest.mark.memory_db
+@pytest.mark.sqlite_only
 def test_a_journal_left_by_a_killed_writer_is_folded_by_the_next(
     memory: Memory, tmp_path: Path
 ) -> None:  # N2
@@ -245,7 +245,7 @@ def test_a_journal_left_by_a_killed_writer_is_folded_by_the_next(
     assert strays == []  # a journal being folded is not a stray file
 
 
-@pytest.mark.memory_db
+@pytest.mark.sqlite_only
 def test_a_journal_past_its_cap_is_folded_by_a_search_when_the_db_is_free(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # N2 C

@@ -51,6 +51,7 @@ MODULES = {
     "eval": "curation",
     "export": "portable",
     "import": "portable",
+    "migrate": "portable",
     "setup": "hosts",
 }
 # what a forked process does not run: a server lives on, with its own signal handling

@@ -107,7 +107,11 @@ def render(report: Report, fix: bool = False) -> str:
         lines.append(f"search model: {model['model']} ({model['provider']}); {state}")
     size = ""
     if db.get("bytes") is not None:
-        size = f"; memory.db {_mb(db['bytes'])}, WAL {_mb(db['wal_bytes'])}"
+        size = (
+            f"; {db['path']} {_mb(db['bytes'])}"
+            if db.get("backend") == "postgres"
+            else f"; memory.db {_mb(db['bytes'])}, WAL {_mb(db['wal_bytes'])}"
+        )
         active = db.get("facts", {}).get("active")
         if active is not None:
             size += f", {active:,} active facts"

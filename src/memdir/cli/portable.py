@@ -163,4 +163,42 @@ def _report(report: ImportReport) -> str:
     return "\n".join(lines)
 
 
-COMMANDS = {"export": add_export, "import": add_import}
+def add_migrate(b: Builder) -> None:
+    move = b.command(
+        b.commands,
+        "migrate",
+        _migrate,
+        "copy the store to a team database (PostgreSQL) or back to memory.db, verified",
+    )
+    move.add_argument(
+        "--to",
+        required=True,
+        metavar="URL|local",
+        help="a PostgreSQL URL (postgresql://...; the password from PGPASSWORD or "
+        "~/.pgpass), or `local` for memory.db",
+    )
+    move.add_argument(
+        "--scope", metavar="NAME", help="the scope in that database (default: [storage] scope)"
+    )
+
+
+def _migrate(args: argparse.Namespace) -> Any:
+    from ..curation.migrate import LOCAL, migrate
+
+    memory = memory_for(args)
+    done = migrate(memory, args.to, args.scope)
+    if as_json(args):
+        return done.to_dict()
+    counts = ", ".join(counted(n, kind) for kind, n in done.counts.items() if n)
+    then = (
+        "remove [storage] url from config.toml (and unset MEMDIR_DATABASE_URL) to use it"
+        if args.to == LOCAL
+        else "set [storage] url to that URL in config.toml (or MEMDIR_DATABASE_URL) to use it"
+    )
+    return (
+        f"copied {counts or 'an empty store'} and {done.vectors:,} fact vectors from "
+        f"{done.source} to {done.target}, every record verified; {then}"
+    )
+
+
+COMMANDS = {"export": add_export, "import": add_import, "migrate": add_migrate}

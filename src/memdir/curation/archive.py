@@ -96,7 +96,7 @@ def export(memory: Memory, out: IO[bytes]) -> Exported:
         out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
 
     layout, store = memory.layout, memory.store
-    has_db = os.path.exists(layout.db)  # else there are no rows, and nothing is created
+    has_db = store.exists()  # else there are no rows, and nothing is created
     if has_db:
         memory.flush_hits()  # the hits searches left in the journal: the archive has them
     found, left_out = listing(layout)
@@ -251,7 +251,7 @@ def holdings(memory: Memory) -> list[str]:
     """What makes the store not empty: facts, tasks, sessions, and any file an archive
     would carry (memory files, identity files)."""
     held = []
-    if os.path.exists(memory.layout.db):
+    if memory.store.exists():
         counts = memory.store.archive_counts()
         held += [
             f"{counts[kind]} {kind}(s)" for kind in ("fact", "task", "session") if counts[kind]
@@ -303,7 +303,7 @@ def _merge_facts(
     text and creation time: imported before), or an active one whose text an active fact
     of the store says (the duplicate guard), is skipped, and links to it lead to it. The
     new facts go in with their links in one transaction."""
-    has_db = os.path.exists(memory.layout.db)
+    has_db = memory.store.exists()
     known = memory.store.fact_identities() if has_db else {}
     held: dict[int, int] = {}
     new: list[tuple[int, Row]] = []
@@ -339,7 +339,7 @@ def _other_rows(
     """Tasks, sessions (with what they wrote) and values; in a merge, those whose id or
     key the store holds already are skipped, and the store's own are kept."""
     rows: dict[str, list[Row]] = {}
-    has_db = os.path.exists(memory.layout.db)
+    has_db = memory.store.exists()
     for kind, key in (("task", "id"), ("session", "id"), ("kv", "key")):
         found = plan.rows[kind]
         held = (

@@ -234,9 +234,9 @@ class MemoryBase:
         warm server's writes do it once a minute. Bookkeeping: a store that cannot take
         them keeps the journal for the next one."""
         self._hits_folded = self.clock()
-        if self.read_only or not os.path.exists(self.layout.db):
-            return
         with contextlib.suppress(MemdirError):
+            if self.read_only or not self.store.exists():
+                return
             self.store.record_hits({})
 
     def _adopt(self, session: Session) -> None:

@@ -6,6 +6,8 @@ imports it only then, so a command that never opens the store never pays for it.
 
 from __future__ import annotations
 
+import os
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
@@ -46,7 +48,7 @@ def open_store(
     `backend`: the settings' (backend_of) unless named."""
     backend = backend_of(settings) if backend is None else backend
     if backend == "postgres":
-        return _postgres(settings, read_only)
+        return _postgres(layout, settings, read_only)
     if backend != "sqlite":
         from ..errors import ValidationError
 
@@ -61,7 +63,7 @@ def open_store(
     )
 
 
-def _postgres(settings: Settings, read_only: bool) -> Store:
+def _postgres(layout: Layout, settings: Settings, read_only: bool) -> Store:
     from ..errors import StorageError
 
     if not settings.storage_url:
@@ -86,6 +88,7 @@ def _postgres(settings: Settings, read_only: bool) -> Store:
         busy_timeout_ms=settings.busy_timeout_ms,
         create=settings.enabled,
         read_only=read_only,
+        memory_dir=os.path.dirname(layout.db),
     )
 
 

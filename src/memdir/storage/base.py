@@ -302,6 +302,10 @@ class HealthStore(Protocol):
 
     read_only: bool
 
+    def exists(self) -> bool:
+        """Whether the store has been made (memory.db, a scope's schema): never makes it."""
+        ...
+
     def inspect(self) -> DatabaseHealth:
         """The integrity check, schema and size of a database that exists."""
         ...

@@ -282,9 +282,9 @@ class _Applier:
         """'duplicate of fact N' when an active fact says the same (normalised). Never
         creates memory.db: without one there is nothing to repeat."""
         memory = self.memory
-        if not os.path.exists(memory.layout.db):
-            return None
         try:
+            if not memory.store.exists():
+                return None
             found = memory.fact_saying(content)
         except MemdirError:
             return None  # the write itself will say what is wrong with the archive

@@ -41,8 +41,12 @@ class Connection:
         busy_timeout_ms: int = 10_000,
         create: bool = True,
         read_only: bool = False,
+        memory_dir: str | None = None,
     ) -> None:
+        """`memory_dir`: the memory root, made (as SQLite makes it for memory.db) when the
+        store is first opened for writing: the files of the tiers live there."""
         self.url = url
+        self.memory_dir = memory_dir
         self.scope = scope
         self.schema = schema_of(scope)
         self.path = f"{redact(url)} (scope {scope})"  # what messages name: never a password
@@ -85,8 +89,24 @@ class Connection:
                     return None
                 if not self.read_only:
                     self._migrate(db)
+                    if self.memory_dir is not None:
+                        import os
+
+                        os.makedirs(self.memory_dir, exist_ok=True)
                 self._present = True
             return db.cursor()
+
+    def exists(self) -> bool:
+        """Whether the scope's schema exists (looked up, never made)."""
+        with self._lock, self._translated("connect to"):
+            if self._present:
+                return True
+            if self._db is None or self._db.closed:
+                self._db, self._present = self._connect(), False
+            found = self._db.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+            ).fetchone()
+            return found is not None
 
     def _migrate(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
         """Bring the scope's schema up to date, under its lock: when several processes open

@@ -71,9 +71,10 @@ def tokens(texts: Sequence[str]) -> list[list[tuple[str, int]]]:
 
 
 def put(cur: psycopg.Cursor[tuple[object, ...]], idx: int, docs: list[tuple[int, str]]) -> None:
-    """Index these (document id, text) in index `idx` (none of them indexed there yet)."""
+    """Index these (document id, text) in index `idx`, in place of what it held of them."""
     if not docs:
         return
+    drop(cur, idx, [doc for doc, _ in docs])  # a row deleted under the store left its own
     terms = tokens([text for _, text in docs])
     cur.executemany(
         "INSERT INTO lex_docs (idx, doc, len) VALUES (%s, %s, %s)",

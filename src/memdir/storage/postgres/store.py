@@ -23,7 +23,8 @@ from ..rows import (
     ScoredChunk,
     ScoredFact,
 )
-from ..sqlite.groups import FILE_CHARS, PAGE_CHARS, _days, _pages
+from ..sqlite import groups
+from ..sqlite.index import or_words
 from . import lexical
 from .connection import Connection
 from .schema import LATEST
@@ -876,12 +877,18 @@ class PostgresStore(Connection):
             return cur.fetchone() is not None
 
     def group_scores(self, query: Node, pages: Collection[int] | None = None) -> dict[int, float]:
-        """Every matching document scored (a right answer with or without `pages`)."""
+        """Every matching document scored; with `pages` and a question of several words,
+        those of them that match and the best (what a share of the best needs: the same
+        answer as SQLite's group_best)."""
         with self._read("search") as cur:
             if cur is None:
                 return {}
             scores, _ = lexical.match(cur, lexical.GROUPS, query)
-        return scores
+        words = or_words(query)
+        if pages is None or words is None or len(words) < 2 or not scores:
+            return scores
+        best = max(scores, key=lambda page: (scores[page], -page))
+        return {page: scores[page] for page in {*pages, best} if page in scores}
 
     def group_pages(self, owners: list[str]) -> dict[str, list[tuple[int, int, int]]]:
         if not owners:
@@ -943,14 +950,14 @@ class PostgresStore(Connection):
                     (name,),
                 )
                 sizes = [(_int(i), _int(n)) for i, n in cur.fetchall()]
-                pages = _pages(sizes, PAGE_CHARS)
+                pages = groups._pages(sizes, groups.PAGE_CHARS)
             else:
                 cur.execute(
                     "SELECT id, length(content) FROM chunks WHERE path = %s ORDER BY start_line",
                     (name,),
                 )
                 sizes = [(_int(i), _int(n)) for i, n in cur.fetchall()]
-                pages = _pages(sizes, FILE_CHARS)[:1]
+                pages = groups._pages(sizes, groups.FILE_CHARS)[:1]
             self._store_pages(cur, owner, kind, name, pages)
         self._dirty = set()
 
@@ -980,7 +987,7 @@ class PostgresStore(Connection):
                     (name, members),
                 )
             rows = cur.fetchall()
-            text = "\n".join(str(c) for c, _ in rows) + _days(
+            text = "\n".join(str(c) for c, _ in rows) + groups._days(
                 None if w is None else str(w) for _, w in rows
             )
             page_id = self._next_id(cur, "search_groups")

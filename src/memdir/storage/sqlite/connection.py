@@ -139,6 +139,9 @@ class Connection:
                     raise
                 time.sleep(0.002)
 
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
     def _require(self) -> sqlite3.Connection:
         db = self._conn()
         assert db is not None, "writes are refused before reaching a store that may not create"
