@@ -1,0 +1,172 @@
+"""Team memory on PostgreSQL (W1) beside memory.db: lexical and hybrid search p50/p95 on
+the same store, and the migration that made it.
+
+One store of --facts make_facts texts (common.build_store, cached), every fact given a
+vector the way scale.py gives them (a mix of --pool texts embedded with the real model).
+A throwaway PostgreSQL (tests/pg_server.py: initdb + pg_ctl of the installed server, on a
+unix socket, fsync off as in the suite) gets the same store by `memdir migrate --to URL`
+(curation/migrate.py: the rows, the lexical index built on the way, the vectors; verified
+record for record), timed. Then one warm Memory on each side answers every question and
+keyword query (scale.QUESTIONS, scale.KEYWORDS) in each mode, --runs rounds, the sides and
+the queries taking turns going first; reported per mode and side: p50/p95/min/max, and the
+ratio PostgreSQL / SQLite (the baseline, measured beside it in the same run).
+
+Not measured here: acknowledged writes per second with 3 hosts x 4 writers (the netns test
+is not built), and connection latency over a network (the server is on a local socket).
+
+    python bench/postgres.py [--facts 100k] [--runs 10] [--pool 512]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+import common
+import scale
+
+sys.path.insert(0, os.path.join(os.path.dirname(common.BENCH_DIR), "tests"))
+
+import pg_server  # noqa: E402  (the suite's throwaway server, tests/pg_server.py)
+
+NAME = "postgres"
+LIMIT = 10
+MODES = ("lexical", "hybrid")
+SIDES = ("sqlite", "postgres")
+KINDS = {"questions": scale.QUESTIONS, "keywords": scale.KEYWORDS}
+
+
+def log(message: str) -> None:
+    print(f"[{NAME}] {message}", file=sys.stderr, flush=True)
+
+
+def build(n: int, seed: int, pool_size: int, cache_dir: str, work: str) -> str:
+    """A copy of the cached n-fact store, every fact with a vector."""
+    source = common.build_store(n, seed, cache_dir, log)
+    state = os.path.join(work, "state")
+    shutil.copytree(source, state)
+    pool = scale.pool_vectors(pool_size, seed, cache_dir)
+    with common.open_memory(state) as memory:
+        filled = scale.fill_vectors(memory, pool)
+    log(f"{filled:,} vectors stored")
+    return state
+
+
+def migrate(state: str, url: str) -> dict[str, Any]:
+    from memdir.curation.migrate import migrate as run
+
+    with common.open_memory(state) as memory:
+        started = time.perf_counter()
+        done = run(memory, url)
+        took = time.perf_counter() - started
+    facts = done.counts["fact"]
+    log(f"migrated {facts:,} facts and {done.vectors:,} vectors in {took:.1f} s")
+    return {"seconds": took, "facts": facts, "vectors": done.vectors, "facts_per_s": facts / took}
+
+
+def search(state: str, url: str, runs: int) -> dict[tuple[str, str, str], list[float]]:
+    """(side, kind, mode) -> the durations of every search of that kind and mode."""
+    from memdir import Memory
+
+    state = os.path.abspath(state)
+    memories = {
+        "sqlite": Memory(state, env={}, cwd=state),
+        "postgres": Memory(state, env={"MEMDIR_DATABASE_URL": url}, cwd=state),
+    }
+    times: dict[tuple[str, str, str], list[float]] = {
+        (s, k, m): [] for s in SIDES for k in KINDS for m in MODES
+    }
+    try:
+        for memory in memories.values():  # warm: the model, the vector matrix, the pages
+            for texts in KINDS.values():
+                for text in texts:
+                    for mode in MODES:
+                        memory.search(text, limit=LIMIT, mode=mode)
+        for run_no in range(runs):
+            for kind, texts in KINDS.items():
+                for text in common.rotate(run_no, list(texts)):
+                    for mode in common.rotate(run_no, list(MODES)):
+                        for side in common.alternate(run_no, SIDES):
+                            started = time.perf_counter()
+                            memories[side].search(text, limit=LIMIT, mode=mode)
+                            times[(side, kind, mode)].append(time.perf_counter() - started)
+            log(f"round {run_no + 1}/{runs} (load {scale.load()})")
+    finally:
+        for memory in memories.values():
+            memory.close()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = common.parser(__doc__.splitlines()[0])
+    parser.add_argument("--facts", default="100k", help="facts in the store (default 100k)")
+    parser.add_argument("--runs", type=int, default=10, help="rounds of every query")
+    parser.add_argument("--pool", type=int, default=512, help="texts embedded for real")
+    args = parser.parse_args(argv)
+    (n,) = common.sizes(args.facts)
+    work = os.path.join(os.path.abspath(args.cache_dir), f"postgres-work-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    server = pg_server.start()
+    try:
+        state = build(n, args.seed, args.pool, args.cache_dir, work)
+        url = server.url(server.new_database())
+        moved = migrate(state, url)
+        times = search(state, url, args.runs)
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    rows = []
+    for kind in KINDS:
+        for mode in MODES:
+            base = common.stats_ms(times[("sqlite", kind, mode)])
+            for side in SIDES:
+                mine = common.stats_ms(times[(side, kind, mode)])
+                rows.append(
+                    {
+                        "kind": kind,
+                        "mode": mode,
+                        "side": side,
+                        "calls": mine["n"],
+                        "p50_ms": mine["p50"],
+                        "p95_ms": mine["p95"],
+                        "min_ms": mine["min"],
+                        "max_ms": mine["max"],
+                        "ratio_p50": common.ratio(mine["p50"], base["p50"]),
+                        "ratio_p95": common.ratio(mine["p95"], base["p95"]),
+                    }
+                )
+    columns = [
+        ("kind", "queries", ""),
+        ("mode", "mode", ""),
+        ("side", "store", ""),
+        ("calls", "calls", ",d"),
+        ("p50_ms", "p50 ms", ".1f"),
+        ("p95_ms", "p95 ms", ".1f"),
+        ("min_ms", "min", ".1f"),
+        ("max_ms", "max", ".1f"),
+        ("ratio_p50", "p50 / sqlite", ".2f"),
+        ("ratio_p95", "p95 / sqlite", ".2f"),
+    ]
+    common.print_table(f"search at {n:,} facts: PostgreSQL beside memory.db", columns, rows)
+    common.print_table(
+        f"memdir migrate --to URL of {n:,} facts",
+        [("facts", "facts", ",d"), ("vectors", "vectors", ",d"), ("seconds", "s", ".1f"),
+         ("facts_per_s", "facts/s", ",.0f")],
+        [moved],
+    )  # fmt: skip
+    common.write_result(
+        NAME,
+        args.out_dir,
+        {"facts": n, "runs": args.runs, "pool": args.pool, "seed": args.seed},
+        rows,
+        {"migrate": moved},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
