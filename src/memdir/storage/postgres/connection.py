@@ -55,7 +55,10 @@ class Connection:
         self.read_only = read_only
         self._db: psycopg.Connection[tuple[object, ...]] | None = None
         self._present = False  # the scope's schema exists (a look finds it or not)
-        self._dirty: set[str] = set()  # search groups the open write touched (groups.py)
+        self._dirty: set[str] = set()
+        # a bulk write renews the planner's statistics after it commits: a new scope's
+        # tables have none, and a plan made without them can read every row per row
+        self._analyze = False  # search groups the open write touched (groups.py)
         self._lock = threading.RLock()  # one connection: one statement at a time
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
@@ -161,6 +164,12 @@ class Connection:
                     self._dirty = set()
                     yield cur
                     self._refresh_groups(cur)
+                if self._analyze:
+                    self._analyze = False
+                    cur.execute(  # this scope's tables (the search path), not the database's
+                        "ANALYZE facts, fact_sketch, vectors, chunks, search_groups, lex_docs, "
+                        "lex_terms, lex_stats"
+                    )
 
     @contextlib.contextmanager
     def _read(self, doing: str = "read") -> Iterator[Cursor | None]:

@@ -80,21 +80,37 @@ def put(cur: psycopg.Cursor[tuple[object, ...]], idx: int, docs: list[tuple[int,
         "INSERT INTO lex_docs (idx, doc, len) VALUES (%s, %s, %s)",
         [(idx, doc, len(found)) for (doc, _), found in zip(docs, terms, strict=True)],
     )
-    rows: list[tuple[int, str, int, list[int]]] = []
+    # COPY's text format written here: ~10x faster than a row at a time through psycopg
+    lines: list[str] = []
     for (doc, _), found in zip(docs, terms, strict=True):
-        positions: dict[str, list[int]] = {}
+        positions: dict[str, list[str]] = {}
         for term, pos in found:
-            positions.setdefault(term, []).append(pos)
-        rows += [(idx, term, doc, pos) for term, pos in positions.items()]
+            positions.setdefault(term, []).append(str(pos))
+        lines += [
+            f"{idx}\t{_escaped(term)}\t{doc}\t{{{','.join(pos)}}}\n"
+            for term, pos in positions.items()
+        ]
     with cur.copy("COPY lex_terms (idx, term, doc, pos) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
+        for start in range(0, len(lines), 10_000):
+            copy.write("".join(lines[start : start + 10_000]))
     cur.execute(
         "INSERT INTO lex_stats (idx, nrow, ntoken) VALUES (%s, %s, %s) ON CONFLICT (idx) "
         "DO UPDATE SET nrow = lex_stats.nrow + excluded.nrow, "
         "ntoken = lex_stats.ntoken + excluded.ntoken",
         (idx, len(docs), sum(len(found) for found in terms)),
     )
+
+
+def _escaped(term: str) -> str:
+    """A term as a field of COPY's text format."""
+    if "\\" in term or "\t" in term or "\n" in term or "\r" in term:
+        return (
+            term.replace("\\", "\\\\")
+            .replace("\t", "\\t")
+            .replace("\n", "\\n")
+            .replace("\r", "\\r")
+        )
+    return term
 
 
 def drop(cur: psycopg.Cursor[tuple[object, ...]], idx: int, ids: Iterable[int]) -> None:

@@ -53,6 +53,7 @@ else:
 FACT_COLUMNS = ", ".join(FACT_FIELDS)
 F_COLUMNS = ", ".join("f." + c for c in FACT_FIELDS)
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
+ANALYZE_AFTER = 1_000  # rows a write adds past which the planner's statistics are renewed
 CANDIDATES = 64  # as sqlite/curation.py: the near duplicates a write compares itself with
 BUCKET, WINDOW = 32, 8
 Row = dict[str, object]
@@ -128,6 +129,8 @@ class PostgresStore(Connection):
                     copy.write_row(row)
             self._sketch(cur, sketch_rows)
             lexical.put(cur, lexical.FACTS, [(_int(r[0]), str(r[2])) for r in new_rows])
+            if len(new_rows) >= ANALYZE_AFTER:
+                self._analyze = True
             if new_rows and by.session_id is not None:
                 self._dirty.add("session:" + by.session_id)
         return ids
@@ -533,6 +536,8 @@ class PostgresStore(Connection):
                 if status == "active" and row.get("session_id") is not None:
                     self._dirty.add(f"session:{row['session_id']}")
             lexical.put(cur, lexical.FACTS, by_status.get("active", []))
+            if len(rows) >= ANALYZE_AFTER:
+                self._analyze = True
             lexical.put(cur, lexical.PAST, by_status.get("superseded", []))
             if seen is not None:
                 cur.execute(
@@ -1087,22 +1092,26 @@ class PostgresStore(Connection):
     def put_vectors(self, model: str, rows: list[NewVector]) -> None:
         """A vector replaced gets a new id, as INSERT OR REPLACE gives it a new rowid: a
         cached matrix sees the generation change (vector_generation)."""
+        last = {(row[0], row[1]): row for row in rows}  # the last of an owner's wins
+        owners = [o for o, _ in last]
+        ids = [i for _, i in last]
         with self._write() as cur:
-            for owner, owner_id, digest, vec in rows:
-                table = "chunks" if owner == "chunk" else "facts"
-                active = "" if owner == "chunk" else " AND status = 'active'"
-                cur.execute(f"SELECT 1 FROM {table} WHERE id = %s{active}", (owner_id,))
-                if cur.fetchone() is None:
-                    continue
-                cur.execute(
-                    "DELETE FROM vectors WHERE model = %s AND owner = %s AND owner_id = %s",
-                    (model, owner, owner_id),
-                )
-                cur.execute(
-                    "INSERT INTO vectors (model, owner, owner_id, hash, vec) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    (model, owner, owner_id, digest, vec),
-                )
+            cur.execute(
+                "DELETE FROM vectors v USING unnest(%s::text[], %s::bigint[]) AS u(owner, id) "
+                "WHERE v.model = %s AND v.owner = u.owner AND v.owner_id = u.id",
+                (owners, ids, model),
+            )
+            cur.execute(
+                "INSERT INTO vectors (model, owner, owner_id, hash, vec) "
+                "SELECT %s, u.owner, u.id, u.hash, u.vec FROM unnest(%s::text[], %s::bigint[], "
+                "%s::text[], %s::bytea[]) WITH ORDINALITY AS u(owner, id, hash, vec, n) "
+                "WHERE (u.owner = 'chunk' AND EXISTS (SELECT 1 FROM chunks c WHERE c.id = u.id)) "
+                "OR (u.owner = 'fact' AND EXISTS (SELECT 1 FROM facts f WHERE f.id = u.id AND "
+                "f.status = 'active')) ORDER BY u.n",
+                (model, owners, ids, [r[2] for r in last.values()], [r[3] for r in last.values()]),
+            )
+            if len(last) >= ANALYZE_AFTER:
+                self._analyze = True
 
     def vector_generation(self, model: str) -> VectorGeneration:
         from ..rows_cold import VectorGeneration
