@@ -613,7 +613,8 @@ def config_template() -> str:
         "# prompt_budget_chars = 2000 # what a prompt's recall injects at most\n"
         "# prompt_timeout_ms = 400   # past this a prompt's recall gives up, injecting nothing\n"
         "\n[storage]\n"
-        "# team memory: the store in a PostgreSQL database in place of memory.db (W1)\n"
+        "# team memory: the store in a PostgreSQL database in place of memory.db (W1);\n"
+        "# MEMDIR_DATABASE_URL and MEMDIR_DATABASE_SCOPE override these two\n"
         '# url = ""                  # e.g. "postgresql://memdir@db.internal/team" (PGPASSWORD)\n'
         '# scope = "default"         # the store among the database\'s many (one schema each)\n'
     )
