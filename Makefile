@@ -52,20 +52,19 @@ endif
 # The PostgreSQL lane (W1): the tier tests again with only a database URL changed (each
 # test a fresh database of the suite's server), memory.db's own tests left out
 # (-m "not sqlite_only"). The store contract and tests/test_postgres.py run in the main
-# suite. Deselected: the one tier test that fails on PostgreSQL and is not yet understood.
+# suite.
 PG_LANE := tests/test_facts.py tests/test_entries.py tests/test_hot.py tests/test_tasks.py \
 	tests/test_daily.py tests/test_sessions.py tests/test_validity.py tests/test_heartbeat.py \
 	tests/test_procedures.py tests/test_get.py tests/test_recall.py tests/test_search.py \
 	tests/test_search_context.py tests/test_duplicates.py tests/test_duplicates_x5.py \
 	tests/test_distill.py tests/test_doctor.py tests/test_embedding.py
-PG_KNOWN := --deselect tests/test_embedding.py::test_the_server_embeds_in_the_background
 
 test: $(STAMP) $(CLAUDE) $(CODEX) postgres lint
 	$(PYTEST)
-	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_KNOWN) $(PG_LANE)
+	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
 
 test-postgres: $(STAMP) postgres
-	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_KNOWN) $(PG_LANE)
+	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
 
 test-fast: $(STAMP) $(CLAUDE) $(CODEX) postgres
 	$(PYTEST) -q -m "not slow"

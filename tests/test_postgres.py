@@ -458,3 +458,29 @@ def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
     assert res.code != 0 and "local already" in res.err
     with Memory(env=env) as mem:  # the migrated store is searched as any other
         assert [h.id for h in mem.search("tuesdays", mode="lexical")] == [first.id + 3]
+
+
+def test_w1_a_lost_connection_is_reported_and_the_next_call_connects_again(
+    pg_url: str, tmp_path: Path
+) -> None:  # W1
+    """The server ends the store's connection (a restart, a failover, an idle timeout): the
+    call that meets it fails with one line and takes nothing as done; the next connects
+    again and finds every acknowledged write."""
+    import psycopg
+
+    store = open_store(layout_at(tmp_path / "a"), pg(pg_url))
+    try:
+        kept = store.add_fact("learning", "written before the cut", NOW, BY)
+        cur = store._require()  # type: ignore[attr-defined]
+        cur.execute("SELECT pg_backend_pid()")
+        backend = cur.fetchone()[0]
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        with pytest.raises(StorageError) as caught:
+            store.add_fact("learning", "met the cut", NOW, BY)
+        assert "\n" not in str(caught.value) and "nothing was taken as done" in str(caught.value)
+        assert store.get_fact(kept.id) == kept  # connected again
+        again = store.add_fact("learning", "met the cut", NOW, BY)  # the retry is stored once
+        assert store.count_facts() == {"active": 2} and not again.duplicate
+    finally:
+        store.close()

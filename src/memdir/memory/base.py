@@ -159,6 +159,11 @@ class MemoryBase:
     def child_env(self) -> dict[str, str]:
         """L5: what a process that memdir starts needs to reach the same memory."""
         env = {STATE_ENV: self.state.path, MEMORY_ENV: self.layout.memory_dir}
+        if self.settings.storage_url:  # W1: the same store, however it was named
+            from ..settings import DATABASE_SCOPE_ENV, DATABASE_URL_ENV
+
+            env[DATABASE_URL_ENV] = self.settings.storage_url
+            env[DATABASE_SCOPE_ENV] = self.settings.storage_scope
         if self.session_id:
             env[SESSION_ENV] = self.session_id
         return env
