@@ -184,6 +184,69 @@ def match(
     return bm25([p for _, p in pairs], docs, lengths, nrow, ntoken), read
 
 
+def _plain_terms(node: Node) -> list[str] | None:
+    """The words of a single plain word or an OR of them, each one token (None: another
+    tree, ranked by match)."""
+    if isinstance(node, Word):
+        if node.prefix:
+            return None
+        found = tokens([node.text])[0]
+        return [found[0][0]] if len(found) == 1 else ([] if not found else None)
+    if node.op != "OR":
+        return None
+    left, right = _plain_terms(node.left), _plain_terms(node.right)
+    return None if left is None or right is None else left + right
+
+
+def top(
+    cur: psycopg.Cursor[tuple[object, ...]],
+    idx: int,
+    query: Node,
+    table: str,
+    where: list[str],
+    params: list[object],
+    limit: int,
+) -> list[tuple[int, float]] | None:
+    """The best `limit` (id, bm25) of `table`'s rows the filters keep, for a plain word or
+    an OR of them (a question), ranked in SQL; None for another query (use `match`). The
+    same sum as bm25() below, each term weighted by its idf (counted once per time the
+    query names it, as FTS5 counts each phrase)."""
+    terms = _plain_terms(query)
+    if terms is None:
+        return None
+    if not terms:
+        return []
+    cur.execute(
+        "SELECT term, count(*) FROM lex_terms WHERE idx = %s AND term = ANY(%s) GROUP BY term",
+        (idx, sorted(set(terms))),
+    )
+    held = {str(term): int(str(n)) for term, n in cur.fetchall()}
+    if not held:
+        return []
+    cur.execute("SELECT nrow, ntoken FROM lex_stats WHERE idx = %s", (idx,))
+    row = cur.fetchone()
+    nrow, ntoken = (int(str(row[0])), int(str(row[1]))) if row else (0, 0)
+    if not nrow:
+        return []
+    weights: dict[str, float] = {}
+    for term in terms:
+        n = held.get(term, 0)
+        idf = math.log((nrow - n + 0.5) / (n + 0.5))
+        weights[term] = weights.get(term, 0.0) + (IDF_FLOOR if idf <= 0.0 else idf) * (K1 + 1)
+    avgdl = ntoken / nrow
+    filters = "".join(f" AND {clause}" for clause in where)
+    join = f" JOIN {table} r ON r.id = t.doc" if where else ""
+    cur.execute(
+        "SELECT t.doc, sum(q.w * cardinality(t.pos) / (cardinality(t.pos) + "
+        "%s * (1 - %s + %s * d.len / %s))) AS s "
+        "FROM lex_terms t JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) "
+        "ON q.term = t.term JOIN lex_docs d ON d.idx = t.idx AND d.doc = t.doc"
+        f"{join} WHERE t.idx = %s{filters} GROUP BY t.doc ORDER BY s DESC, t.doc LIMIT %s",
+        (K1, B, B, avgdl, list(weights), list(weights.values()), idx, *params, limit),
+    )
+    return [(int(str(doc)), float(str(score))) for doc, score in cur.fetchall()]
+
+
 def bm25(
     phrases: list[Phrase], docs: set[int], lengths: dict[int, int], nrow: int, ntoken: int
 ) -> dict[int, float]:

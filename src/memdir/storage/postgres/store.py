@@ -246,11 +246,17 @@ class PostgresStore(Connection):
         with self._read("search") as cur:
             if cur is None:
                 return []
-            scores, _ = lexical.match(cur, lexical.FACTS, query)
-            if as_of is not None:
-                past, _ = lexical.match(cur, lexical.PAST, query)
-                scores.update(past)
-            kept = self._top(cur, "facts", scores, where, params, limit)
+            kept = lexical.top(cur, lexical.FACTS, query, "facts", where, params, limit)
+            if kept is not None and as_of is not None:
+                past = lexical.top(cur, lexical.PAST, query, "facts", where, params, limit)
+                kept = sorted([*kept, *(past or [])], key=lambda item: (-item[1], item[0]))
+                kept = kept[:limit]
+            if kept is None:
+                scores, _ = lexical.match(cur, lexical.FACTS, query)
+                if as_of is not None:
+                    past_scores, _ = lexical.match(cur, lexical.PAST, query)
+                    scores.update(past_scores)
+                kept = self._top(cur, "facts", scores, where, params, limit)
             facts = self._facts_in(cur, [doc for doc, _ in kept])
         return [ScoredFact(facts[doc], score) for doc, score in kept]
 
@@ -853,10 +859,12 @@ class PostgresStore(Connection):
         with self._read("search") as cur:
             if cur is None:
                 return []
-            scores, _ = lexical.match(cur, lexical.CHUNKS, query)
-            if not scores:
-                return []
-            kept = self._top(cur, "chunks", scores, where, list(params), limit)
+            kept = lexical.top(cur, lexical.CHUNKS, query, "chunks", where, list(params), limit)
+            if kept is None:
+                scores, _ = lexical.match(cur, lexical.CHUNKS, query)
+                if not scores:
+                    return []
+                kept = self._top(cur, "chunks", scores, where, list(params), limit)
             chunks = self._chunks_in(cur, [doc for doc, _ in kept])
         return [ScoredChunk(chunks[doc], score) for doc, score in kept]
 
