@@ -11,10 +11,16 @@ keyword query (scale.QUESTIONS, scale.KEYWORDS) in each mode, --runs rounds, the
 the queries taking turns going first; reported per mode and side: p50/p95/min/max, and the
 ratio PostgreSQL / SQLite (the baseline, measured beside it in the same run).
 
-Not measured here: acknowledged writes per second with 3 hosts x 4 writers (the netns test
-is not built), and connection latency over a network (the server is on a local socket).
+Then acknowledged writes per second: --writers processes on this one host (the issue's
+3 hosts x 4 writers without the network namespaces, which are not built), each adding
+distinct facts through Memory.add_fact for --seconds, into one fresh store on each side
+(embedding left to later: `[search] embed_on_write = "loaded"`); every fact a writer was
+told was stored is counted, and the store's count must match.
 
-    python bench/postgres.py [--facts 100k] [--runs 10] [--pool 512]
+Not measured here: connection latency over a network (the server is on a local socket).
+
+    python bench/postgres.py [--facts 100k] [--runs 10] [--pool 512] [--writers 12]
+                             [--seconds 10]
 """
 
 from __future__ import annotations
@@ -100,11 +106,64 @@ def search(state: str, url: str, runs: int) -> dict[tuple[str, str, str], list[f
     return times
 
 
+WRITER = """
+import os, sys, time
+from memdir import Memory
+state, go, seconds, me = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+with Memory(state, agent=me) as memory:
+    memory.store.get_value("warm")
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    done, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        memory.add_fact(f"writer {me} wrote fact number {done} of its run", "learning")
+        done += 1
+    print(done, flush=True)
+"""
+
+
+def writes(work: str, side: str, url: str, writers: int, seconds: float) -> dict[str, Any]:
+    """Acknowledged writes per second of `writers` processes on one fresh store."""
+    import subprocess
+
+    from memdir import Memory
+
+    state = os.path.join(work, f"writes-{side}")
+    os.makedirs(state)
+    with open(os.path.join(state, "config.toml"), "w", encoding="utf-8") as handle:
+        handle.write('[search]\nembed_on_write = "loaded"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
+    if side == "postgres":
+        env["MEMDIR_DATABASE_URL"] = url
+        env["MEMDIR_DATABASE_SCOPE"] = "writes"
+    go = os.path.join(state, "go")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, state, go, str(seconds), f"w{k}"],
+            stdout=subprocess.PIPE, text=True, env=env,
+        )
+        for k in range(writers)
+    ]  # fmt: skip
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    open(go, "w").close()
+    acked = sum(int(proc.communicate()[0].strip()) for proc in procs)
+    with Memory(state, env=env, cwd=state) as memory:
+        stored = memory.store.count_facts().get("active", 0)
+    if stored != acked:
+        raise SystemExit(f"{NAME}: {side}: {acked} writes acknowledged, {stored} stored")
+    log(f"{side}: {writers} writers, {acked:,} facts in {seconds:.0f} s")
+    return {"side": side, "writers": writers, "acked": acked, "per_s": acked / seconds}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__.splitlines()[0])
     parser.add_argument("--facts", default="100k", help="facts in the store (default 100k)")
     parser.add_argument("--runs", type=int, default=10, help="rounds of every query")
     parser.add_argument("--pool", type=int, default=512, help="texts embedded for real")
+    parser.add_argument("--writers", type=int, default=12, help="writer processes")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long they write")
     args = parser.parse_args(argv)
     (n,) = common.sizes(args.facts)
     work = os.path.join(os.path.abspath(args.cache_dir), f"postgres-work-{os.getpid()}")
@@ -116,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         url = server.url(server.new_database())
         moved = migrate(state, url)
         times = search(state, url, args.runs)
+        written = [writes(work, side, url, args.writers, args.seconds) for side in SIDES]
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -158,12 +218,28 @@ def main(argv: list[str] | None = None) -> int:
          ("facts_per_s", "facts/s", ",.0f")],
         [moved],
     )  # fmt: skip
+    base = written[0]["per_s"]
+    for row in written:
+        row["ratio"] = common.ratio(row["per_s"], base)
+    common.print_table(
+        f"acknowledged writes: {args.writers} processes on one store, {args.seconds:.0f} s",
+        [("side", "store", ""), ("writers", "writers", ",d"), ("acked", "facts", ",d"),
+         ("per_s", "facts/s", ",.0f"), ("ratio", "/ sqlite", ".2f")],
+        written,
+    )  # fmt: skip
     common.write_result(
         NAME,
         args.out_dir,
-        {"facts": n, "runs": args.runs, "pool": args.pool, "seed": args.seed},
+        {
+            "facts": n,
+            "runs": args.runs,
+            "pool": args.pool,
+            "seed": args.seed,
+            "writers": args.writers,
+            "seconds": args.seconds,
+        },
         rows,
-        {"migrate": moved},
+        {"migrate": moved, "writes": written},
     )
     return 0
 
