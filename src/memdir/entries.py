@@ -15,7 +15,7 @@ from . import advice
 from .errors import MemdirError, NotFoundError, ValidationError
 from .lazy import lazy
 from .models import Entry, Similar
-from .names import is_name
+from .names import are_names, is_name
 from .paths import ENTRIES_LOCK, Layout
 from .storage import files, frontmatter
 from .storage.rows import CachedEntry
@@ -230,8 +230,8 @@ def _refresh(
     current: dict[str, CachedEntry] = {}
     changed: dict[str, CachedEntry] = {}
     bodies: dict[str, str] = {}
-    for name, path, mtime_ns, size in files_of(layout):
-        cached = cache.get(name) if trust_cache else None
+    known = cache if trust_cache else {}
+    for name, path, mtime_ns, size, cached in _listing(layout, known):
         if cached is not None and cached[0] == mtime_ns and cached[1] == size:
             current[name] = cached
             continue
@@ -271,19 +271,33 @@ def _refresh(
 
 def files_of(layout: Layout) -> list[tuple[str, str, int, int]]:
     """(name, path, mtime_ns, size) of each entry file."""
-    found = []
+    return [item[:4] for item in _listing(layout, {})]
+
+
+def _listing(
+    layout: Layout, cache: dict[str, CachedEntry]
+) -> list[tuple[str, str, int, int, CachedEntry | None]]:
+    """(name, path, mtime_ns, size, its cached row or None) of each entry file: one stat a
+    file and nothing else, since recall, boot and every hook list all of them each call."""
     folder = layout.global_dir
     prefix = os.path.join(folder, "")  # os.path.join(folder, name), once: recall and boot
-    for item in files.scandir(folder, root=layout.memory_dir):  # list every entry each call
-        name = item.name
-        stem = name[:-3]
-        if not (name.endswith(".md") and is_name(stem)):
-            continue  # not an entry's name: never listed or indexed raw (X1), doctor names it
+    listing = [
+        item
+        for item in files.scandir(folder, root=layout.memory_dir)  # every entry, each call
+        if item.name.endswith(".md")
+    ]
+    stems = [item.name[:-3] for item in listing]
+    if not are_names(stems):  # one regex over all: only a stray file costs a test each
+        kept = [(item, stem) for item, stem in zip(listing, stems, strict=True) if is_name(stem)]
+        listing, stems = [item for item, _ in kept], [stem for _, stem in kept]
+    found = []
+    get = cache.get
+    for item, stem in zip(listing, stems, strict=True):
         try:
             info = item.stat()
         except OSError:
             continue  # a dangling symlink, or deleted while we looked
-        found.append((stem, prefix + name, info.st_mtime_ns, info.st_size))
+        found.append((stem, prefix + item.name, info.st_mtime_ns, info.st_size, get(stem)))
     return found
 
 

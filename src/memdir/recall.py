@@ -90,13 +90,18 @@ def build(
     notes = []
     if "task" in policy.recall:
         notes = [
-            (task, [(n.time, _inert(_note_line(n))) for n in task_notes])
-            for task, task_notes in lineage
+            (task, [(n.time, _note_line(n)) for n in task_notes]) for task, task_notes in lineage
         ]
+        if has_marker("\n".join(line for _, lines in notes for _, line in lines)):
+            notes = [(task, [(when, _inert(line)) for when, line in lines]) for task, lines in notes]
     else:
         total_notes = 0
-    # Index lines are measured without being built: only the ones shown are rendered.
-    sizes = [_line_size(name, description) for name, description, _ in rows]
+    # Index lines are measured without being built: only the ones shown are rendered. A
+    # marker cannot span a line break, so one test of all the descriptions clears them all.
+    if has_marker("\n".join(description for _, description, _ in rows)):
+        sizes = [_line_size(name, description) for name, description, _ in rows]
+    else:
+        sizes = [len(name) + len(description) + 5 for name, description, _ in rows]
     index_need = len(_preamble(memory_dir)) + sum(sizes) + len(sizes) if rows else 0
     index_budget = _index_share(budget, index_need, _notes_size(notes))
     parts = [hot.rstrip("\n")] if hot.strip() else []
