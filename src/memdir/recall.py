@@ -93,7 +93,7 @@ def build(
             (task, [(n.time, _note_line(n)) for n in task_notes]) for task, task_notes in lineage
         ]
         if has_marker("\n".join(line for _, lines in notes for _, line in lines)):
-            notes = [(task, [(when, _inert(line)) for when, line in lines]) for task, lines in notes]
+            notes = [(task, [(t, _inert(line)) for t, line in lines]) for task, lines in notes]
     else:
         total_notes = 0
     # Index lines are measured without being built: only the ones shown are rendered. A

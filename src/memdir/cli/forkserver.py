@@ -607,9 +607,10 @@ def _send(sock: RawSocket, data: bytes, fds: list[int]) -> None:
 
 def _spare(end: Socket, objects: list[object]) -> None:
     """The spare: copy the pages of the server's objects and of what they hold (touching
-    an object writes its reference count, which copies its page), a slice at a time, then wait for a call on
-    `end` and raise Forked with it, up to the top of the process. A call that comes
-    before the copy is done stops it: the call copies the rest as it touches it."""
+    an object writes its reference count, which copies its page), a slice at a time, then
+    wait for a call on `end` and raise Forked with it, up to the top of the process. A
+    call that comes before the copy is done stops it: the call copies the rest as it
+    touches it."""
     import gc
     import select
     import signal
