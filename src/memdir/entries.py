@@ -23,6 +23,7 @@ from .storage.rows import CachedEntry
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from . import similarity
     from .storage.base import Store
@@ -177,10 +178,69 @@ def list_all(layout: Layout, store: Store) -> list[Entry]:
 
 
 def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
-    """(name, description, updated) of every readable entry, by name: what MEMORY.md and
-    recall show. Cheap: nothing is decoded for files that did not change."""
-    rows = _refresh(layout, store, with_meta=False, with_prints=False)
-    return [(name, rows[name][2], rows[name][3]) for name in sorted(rows) if rows[name][4] is None]
+    """(name, description, updated) of every readable entry, by name: what MEMORY.md,
+    recall, boot and the session hooks show. What the listing said last time is kept
+    whole (Store.entry_listing: [[name, [mtime_ns, size, description, updated, error]],
+    ...]); when every file's (mtime, size) is still the one it holds, that
+    is the answer: a stat a file and no row a file. Otherwise the cache is refreshed and
+    the snapshot taken anew."""
+    snapshot = _snapshot(store)
+    if snapshot is not None and _unchanged(layout, snapshot):
+        rows: dict[str, Any] = snapshot
+    else:
+        rows = _refresh(layout, store, with_meta=False, with_prints=False)
+        _keep_snapshot(store, rows)
+    return [(n, rows[n][2], rows[n][3]) for n in sorted(rows) if rows[n][4] is None]
+
+
+def _snapshot(store: Store) -> dict[str, list[Any]] | None:
+    """name -> [mtime_ns, size, description, updated, error] as the store keeps it, or None
+    (none taken, or not one: then the rows)."""
+    import json
+
+    try:
+        text = store.entry_listing()
+        if text is None:
+            return None
+        snapshot = dict(json.loads(text))
+    except (MemdirError, ValueError, TypeError):
+        return None
+    return snapshot if are_names(list(snapshot)) else None  # X1, whatever memory.db says
+
+
+def _unchanged(layout: Layout, snapshot: dict[str, list[Any]]) -> bool:
+    """Whether global/ holds exactly the entry files of `snapshot`, each with its (mtime,
+    size): one pass, a stat a file, nothing built."""
+    get = snapshot.get
+    seen = 0
+    for item in files.scandir(layout.global_dir, root=layout.memory_dir):
+        name = item.name
+        if not name.endswith(".md"):
+            continue
+        row = get(name[:-3])
+        if row is None:
+            if is_name(name[:-3]):
+                return False  # a new entry
+            continue
+        try:
+            info = item.stat()
+        except OSError:
+            return False
+        if info.st_mtime_ns != row[0] or info.st_size != row[1]:
+            return False
+        seen += 1
+    return seen == len(snapshot)
+
+
+def _keep_snapshot(store: Store, rows: dict[str, CachedEntry]) -> None:
+    import json
+
+    text = json.dumps([[name, list(row[:5])] for name, row in sorted(rows.items())])
+    try:
+        if store.entry_listing() != text:
+            store.set_entry_listing(text)
+    except MemdirError:
+        pass  # only a cache: a read-only or locked database must not break reading
 
 
 def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, set[int]]]:
@@ -195,7 +255,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
 def reindex(layout: Layout, store: Store) -> list[Entry]:
     """G3: rebuild MEMORY.md (and the cache) from the files alone."""
     with files.locked(layout.locks_dir, LOCK):
-        _refresh(layout, store, trust_cache=False)
+        _keep_snapshot(store, _refresh(layout, store, trust_cache=False))  # trusts no cache
         _write_index(layout, store)
     return list_all(layout, store)
 

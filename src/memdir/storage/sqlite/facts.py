@@ -26,6 +26,9 @@ else:
     sqlite3 = lazy("sqlite3")  # imported when the database is first opened (~2 ms)
 
 
+ENTRY_LISTING = "entries.listing"  # in kv: the whole listing of global/ (entry_listing)
+
+
 class FactRows(CurationRows):
     def add_fact(
         self,
@@ -510,6 +513,14 @@ class FactRows(CurationRows):
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(name, *row) for name, row in changed.items()],
             )
+
+    def entry_listing(self) -> str | None:
+        return self.get_value(ENTRY_LISTING)
+
+    def set_entry_listing(self, text: str) -> None:
+        if self._conn() is None:
+            return
+        self.set_value(ENTRY_LISTING, text)
 
     # -- small named values (the distillation watermark) ---------------------------------
 
