@@ -26,9 +26,6 @@ else:
     sqlite3 = lazy("sqlite3")  # imported when the database is first opened (~2 ms)
 
 
-ENTRY_LISTING = "entries.listing"  # in kv: the whole listing of global/ (entry_listing)
-
-
 class FactRows(CurationRows):
     def add_fact(
         self,
@@ -515,12 +512,18 @@ class FactRows(CurationRows):
             )
 
     def entry_listing(self) -> str | None:
-        return self.get_value(ENTRY_LISTING)
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            row = db.execute("SELECT listing FROM entry_listing").fetchone()
+        return None if row is None else str(row[0])
 
     def set_entry_listing(self, text: str) -> None:
         if self._conn() is None:
             return
-        self.set_value(ENTRY_LISTING, text)
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO entry_listing (id, listing) VALUES (1, ?)", (text,))
 
     # -- small named values (the distillation watermark) ---------------------------------
 
