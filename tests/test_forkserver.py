@@ -275,6 +275,28 @@ def test_a_call_is_run_by_the_spare_made_ready_before_it_and_no_spare_outlives_i
     assert ran.returncode == 0 and "kiwi harvest" in ran.stdout
 
 
+def test_a_forked_write_leaves_the_wal_for_the_next_call_and_its_own_process_folds_it(  # C1
+    runtime: str, store: Path
+) -> None:
+    """A forked call ends without SQLite's close: its commit is in the WAL, which stays
+    for the next call (no checkpoint a call); every reader sees the fact; a call in a
+    process of its own closes the store, which folds the WAL into memory.db."""
+    env = env_for(store, runtime)
+    assert run(env, "path").returncode == 0
+    server_up()
+    wal = Path(Memory(str(store), create=False).layout.db + "-wal")
+    added = served(env, "fact", "add", "-c", "learning", "pears ripen late")
+    assert added.returncode == 0 and forked(added)
+    assert wal.exists()  # left for the next call
+    found = run(env, "search", "--mode", "lexical", "pears")
+    assert "pears ripen late" in found.stdout
+    alone = run({**env, "MEMDIR_FORKSERVER": "0"}, "fact", "add", "-c", "learning", "figs too")
+    assert alone.returncode == 0 and not wal.exists()  # folded by the last close
+    with Memory(str(store)) as memory:
+        texts = {hit.content for hit in memory.search("pears OR figs", mode="lexical")}
+    assert {"pears ripen late", "figs too"} <= texts
+
+
 def test_the_server_is_never_two_and_exits_when_idle_even_if_its_starter_crashed(  # C1
     runtime: str, store: Path
 ) -> None:
