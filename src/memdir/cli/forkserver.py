@@ -516,6 +516,9 @@ def preload() -> None:
 
     build_parser(None)  # argparse's own lazy imports
     prebuild()
+    from ..storage import embeddings
+
+    embeddings.available()  # known to every child while sys.path's folders stay as they are
 
 
 def _signature() -> Iterator[tuple[str, tuple[int, int]]]:
