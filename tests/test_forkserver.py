@@ -359,6 +359,15 @@ def test_a_change_of_memdirs_code_retires_the_server(
     ran = run(env, "search", "kiwi", "--mode", "lexical")
     assert ran.returncode == 0 and "kiwi harvest" in ran.stdout
     wait_for(lambda: pid() not in (0, first), "a new server for the new code")
+    second = pid()
+    ran = run(env, "search", "kiwi", "--mode", "lexical")  # served: no change since
+    assert ran.returncode == 0 and pid() == second
+    deep = site / "memdir" / "storage" / "sqlite" / "facts.py"  # a module deep down, in place
+    with open(deep, "a") as handle:
+        handle.write("\n# changed too\n")
+    ran = run(env, "search", "kiwi", "--mode", "lexical")
+    assert ran.returncode == 0 and "kiwi harvest" in ran.stdout
+    wait_for(lambda: pid() not in (0, second), "a new server for that change too")
     os.kill(pid(), signal.SIGTERM)
 
 
