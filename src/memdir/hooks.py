@@ -18,11 +18,11 @@ import os
 import sys
 import time
 
+from . import process
 from .errors import MemdirError, SecretError, ValidationError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import threading
     from collections.abc import Callable, Mapping
     from typing import Any
 
@@ -61,7 +61,7 @@ class Hook:
         self.event, self.data, self.env, self.state_dir = event, data, env, state_dir
         self.surface = surface  # the host: claude-code, or codex (`memdir hook --host`)
         self._memory: Memory | None = None
-        self._timer: threading.Timer | None = None
+        self._timer: Watchdog | None = None
         self._started = time.monotonic()
         self.warnings: list[str] = []
         from .settings import DEFAULTS
@@ -107,10 +107,13 @@ class Hook:
         if self.event == "UserPromptSubmit" and short:  # the user waits: a short budget
             key = "prompt_timeout_ms"
             budget = min(budget, settings.hooks_prompt_timeout_ms)
-        if self._timer is not None:
-            self._timer.cancel()
-        left = budget / 1000 - (time.monotonic() - self._started)
-        self._timer = _watchdog(self.event, budget, key, max(0.0, left))
+        if self._timer is None:
+            self._timer = Watchdog()
+        self._timer.arm(
+            f"memdir: hook {self.event} gave up after {budget:,} ms ([hooks] {key}); "
+            "nothing was injected\n",
+            self._started + budget / 1000,
+        )
 
     def active(self) -> bool:
         """Memory is on ([memory] enabled) and this event is not in [hooks] off."""
@@ -118,10 +121,11 @@ class Hook:
         return settings.enabled and self.event not in settings.hooks_off
 
     def close(self) -> None:
-        """Done in time: the watchdog is called off before anything is printed."""
+        """Done in time: the watchdog is called off before anything is printed. The store
+        is closed, but in a forked call's child (cli/common.close_opened says why)."""
         if self._timer is not None:
             self._timer.cancel()
-        if self._memory is not None:
+        if self._memory is not None and not process.forked():
             self._memory.close()
 
 
@@ -607,20 +611,43 @@ def run(
     return Reply(out, "; ".join(hook.warnings) or None)
 
 
-def _watchdog(event: str, budget_ms: int, key: str, left_s: float) -> threading.Timer:
-    """Give up once the hook has run `budget_ms` (`left_s` from now): one line on stderr,
-    exit 0, nothing printed; the host goes on as if the hook had said nothing."""
-    import threading
+class Watchdog:
+    """Give up once the hook has run its budget: one line on stderr, exit 0, nothing
+    printed; the host goes on as if the hook had said nothing. One thread for the whole
+    event, whose deadline may move (the store's own budget, once its settings are read)."""
 
-    def give_up() -> None:
-        sys.stderr.write(
-            f"memdir: hook {event} gave up after {budget_ms:,} ms ([hooks] {key}); "
-            "nothing was injected\n"
-        )
-        sys.stderr.flush()
-        os._exit(0)
+    def __init__(self) -> None:
+        import threading
 
-    timer = threading.Timer(left_s, give_up)
-    timer.daemon = True
-    timer.start()
-    return timer
+        self._changed = threading.Condition()
+        self._deadline: float | None = None
+        self._message = ""
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._started = False
+
+    def arm(self, message: str, deadline: float) -> None:
+        """Give up with `message` at `deadline` (time.monotonic), unless called off."""
+        with self._changed:
+            self._message, self._deadline = message, deadline
+            self._changed.notify()
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    def cancel(self) -> None:
+        with self._changed:
+            self._deadline = None
+            self._changed.notify()
+
+    def _watch(self) -> None:
+        with self._changed:
+            while True:
+                if self._deadline is None:
+                    self._changed.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    sys.stderr.write(self._message)
+                    sys.stderr.flush()
+                    os._exit(0)
+                self._changed.wait(left)
