@@ -1,8 +1,9 @@
 """The tables of one scope (a schema of its own, `memdir_<scope>`), and their migrations.
 
 The schema version is the store's, shared with the SQLite backend (sqlite/migrations.py):
-version 9 here holds what SQLite's nine migrations hold, so an export records the same
-version whichever backend wrote it, and a later migration is added to both. What FTS5
+version 9 here holds what SQLite's first nine migrations hold, and from 10 on they go one
+for one, so an export records the same version whichever backend wrote it, and a later
+migration is added to both. What FTS5
 keeps in virtual tables is kept in plain ones (lexical.py); the triggers of memory.db are
 the store's own code here (store.py), in the same transaction as the write.
 """
@@ -153,7 +154,16 @@ def _base(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
     cur.execute(BASE)
 
 
+def _entry_listing(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
+    """SQLite's 10: the listing of global/ kept whole (Store.entry_listing), derived."""
+    cur.execute(
+        "CREATE TABLE entry_listing (id INTEGER PRIMARY KEY CHECK (id = 1), "
+        'listing TEXT COLLATE "C" NOT NULL)'
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (9, "the store as of SQLite's schema 9: rows, the lexical index, groups, vectors", _base),
+    (10, "the listing of global/ kept whole", _entry_listing),
 ]
 LATEST = MIGRATIONS[-1][0]

@@ -750,6 +750,24 @@ class PostgresStore(Connection):
                 [(name, *row) for name, row in changed.items()],
             )
 
+    def entry_listing(self) -> str | None:
+        with self._read() as cur:
+            if cur is None:
+                return None
+            cur.execute("SELECT listing FROM entry_listing")
+            row = cur.fetchone()
+        return None if row is None else str(row[0])
+
+    def set_entry_listing(self, text: str) -> None:
+        if self._conn() is None:
+            return
+        with self._write() as cur:
+            cur.execute(
+                "INSERT INTO entry_listing (id, listing) VALUES (1, %s) "
+                "ON CONFLICT (id) DO UPDATE SET listing = excluded.listing",
+                (text,),
+            )
+
     def procedure_prints(self) -> dict[str, ProcedurePrint]:
         from ..rows_cold import ProcedurePrint
 
