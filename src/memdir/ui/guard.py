@@ -31,7 +31,9 @@ SECURITY_HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin: a form post then names its origin (no-referrer makes it "null", which
+    # the Origin check refuses); other sites never see an address of this server
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 MAX_SESSIONS = 256  # browser sessions kept; the oldest goes first

@@ -49,5 +49,5 @@ def markdown(text: str) -> Any:
     return Markup(_md.render(text))  # noqa: S704 - markdown-it escaped the text itself
 
 
-def page(name: str, **context: Any) -> str:
-    return environment().get_template(name).render(**context)
+def page(template: str, /, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
