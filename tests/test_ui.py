@@ -1,4 +1,4 @@
-"""The memory browser (W), end to end: a real `memdir ui` process on a free port, a real
+"""The memory browser (V), end to end: a real `memdir ui` process on a free port, a real
 store, writes by other real processes (the CLI), and a real browser (Debian's Chromium,
 driven by Playwright). A screenshot of each page is kept under the test's temp dir (its
 path is printed) and one of each is in docs/img."""
@@ -144,13 +144,13 @@ def expect(locator: Any) -> Any:
     return playwright_api.expect(locator)
 
 
-# -- W1 ---------------------------------------------------------------------------------
+# -- V1 ---------------------------------------------------------------------------------
 
 
-def test_w1_overview_shows_hot_md_and_the_boot_preview_with_sizes(
+def test_v1_overview_shows_hot_md_and_the_boot_preview_with_sizes(
     state_dir: Path, ui: UI, page: Any, screens: Path
 ) -> None:
-    """W1: HOT.md with its size against the cap; the exact boot context of the next main
+    """V1: HOT.md with its size against the cap; the exact boot context of the next main
     session and of the next subagent, with chars and tokens (those `memdir boot` gives);
     counts per tier; doctor's findings."""
     cli(state_dir, "hot", "set", "# Hot\n- deploys go out on Fridays\n- use uv, never pip")
@@ -179,13 +179,13 @@ def test_w1_overview_shows_hot_md_and_the_boot_preview_with_sizes(
     shot(page, screens, "overview")
 
 
-# -- W2 ---------------------------------------------------------------------------------
+# -- V2 ---------------------------------------------------------------------------------
 
 
-def test_w2_a_fact_written_by_another_process_appears_in_the_timeline_without_a_reload(
+def test_v2_a_fact_written_by_another_process_appears_in_the_timeline_without_a_reload(
     state_dir: Path, ui: UI, page: Any, screens: Path
 ) -> None:
-    """W2: the timeline updates live when another process writes, with who wrote it."""
+    """V2: the timeline updates live when another process writes, with who wrote it."""
     cli(state_dir, "fact", "add", "Releases are tagged from main", "-c", "convention")
     page.goto(ui.url)
     page.goto(f"{ui.base}/timeline")
@@ -216,13 +216,13 @@ def test_w2_a_fact_written_by_another_process_appears_in_the_timeline_without_a_
     expect(page.locator("#rows")).not_to_contain_text("Releases are tagged")
 
 
-# -- W3 ---------------------------------------------------------------------------------
+# -- V3 ---------------------------------------------------------------------------------
 
 
-def test_w3_search_from_any_page_finds_it_with_its_score_and_why(
+def test_v3_search_from_any_page_finds_it_with_its_score_and_why(
     state_dir: Path, ui: UI, page: Any, screens: Path
 ) -> None:
-    """W3: the one search field of every page runs the CLI's search; each hit shows its
+    """V3: the one search field of every page runs the CLI's search; each hit shows its
     score and why it matched."""
     cli(state_dir, "fact", "add", "Deploys to production need a second reviewer", "-c", "decision")
     cli(state_dir, "fact", "add", "Lunch is at noon", "-c", "preference")
@@ -253,13 +253,13 @@ def test_w3_search_from_any_page_finds_it_with_its_score_and_why(
     expect(page.locator("li.hit").first).to_contain_text("two reviewers")
 
 
-# -- W4, W5: a fact -------------------------------------------------------------------------
+# -- V4, V5: a fact -------------------------------------------------------------------------
 
 
-def test_w5_a_supersede_from_the_page_shows_in_its_timeline_and_in_fact_history(
+def test_v5_a_supersede_from_the_page_shows_in_its_timeline_and_in_fact_history(
     state_dir: Path, ui: UI, page: Any, screens: Path
 ) -> None:
-    """W4/W5: the fact page shows the supersede chain; a supersede made there (after a
+    """V4/V5: the fact page shows the supersede chain; a supersede made there (after a
     confirmation) is a write like any other: `memdir fact history` shows it."""
     cli(state_dir, "fact", "add", "The office is in Berlin", "-c", "learning")
     page.goto(ui.url)
@@ -283,10 +283,10 @@ def test_w5_a_supersede_from_the_page_shows_in_its_timeline_and_in_fact_history(
     assert history[1]["session_id"]
 
 
-def test_w5_a_secret_is_refused_from_the_page_as_from_every_front_end(
+def test_v5_a_secret_is_refused_from_the_page_as_from_every_front_end(
     state_dir: Path, ui: UI, page: Any
 ) -> None:
-    """W5: the page writes through the same path: the secret scan (X2) refuses it, the
+    """V5: the page writes through the same path: the secret scan (X2) refuses it, the
     page says why, nothing is written."""
     cli(state_dir, "fact", "add", "The CI token lives in the vault", "-c", "learning")
     page.goto(ui.url)
@@ -300,8 +300,8 @@ def test_w5_a_secret_is_refused_from_the_page_as_from_every_front_end(
     assert _fact_contents(state_dir) == ["The CI token lives in the vault"]
 
 
-def test_w5_remove_a_fact_after_confirming(state_dir: Path, ui: UI, page: Any) -> None:
-    """W5: forget a fact: removed (kept in its history as removed), after a confirmation."""
+def test_v5_remove_a_fact_after_confirming(state_dir: Path, ui: UI, page: Any) -> None:
+    """V5: forget a fact: removed (kept in its history as removed), after a confirmation."""
     cli(state_dir, "fact", "add", "The old VPN is vpn1.example.org", "-c", "learning")
     page.goto(ui.url)
     page.goto(f"{ui.base}/fact/1")
@@ -317,13 +317,13 @@ def _fact_contents(state_dir: Path) -> list[str]:
         return [f.content for f in memory.store.recent_facts(100)][::-1]
 
 
-# -- W5: files -------------------------------------------------------------------------------
+# -- V5: files -------------------------------------------------------------------------------
 
 
-def test_w5_an_entry_edit_lands_on_disk_and_in_memory_md(
+def test_v5_an_entry_edit_lands_on_disk_and_in_memory_md(
     state_dir: Path, ui: UI, page: Any, screens: Path
 ) -> None:
-    """W4/W5: the entry page shows its frontmatter; an edit saved there (confirmed) is on
+    """V4/V5: the entry page shows its frontmatter; an edit saved there (confirmed) is on
     disk and MEMORY.md lists the new description."""
     with Memory(str(state_dir), agent="writer") as memory:
         memory.write_entry("deploy", "How we deploy", "Run `make deploy`.\n")
@@ -343,8 +343,8 @@ def test_w5_an_entry_edit_lands_on_disk_and_in_memory_md(
     assert "How we deploy, step by step" in index
 
 
-def test_w5_remove_an_entry_after_confirming(state_dir: Path, ui: UI, page: Any) -> None:
-    """W5: forget an entry: its file goes, MEMORY.md follows."""
+def test_v5_remove_an_entry_after_confirming(state_dir: Path, ui: UI, page: Any) -> None:
+    """V5: forget an entry: its file goes, MEMORY.md follows."""
     with Memory(str(state_dir)) as memory:
         memory.write_entry("old-vpn", "The old VPN", "Gone since May.\n")
     page.goto(ui.url)
@@ -356,10 +356,10 @@ def test_w5_remove_an_entry_after_confirming(state_dir: Path, ui: UI, page: Any)
     assert "old-vpn" not in (state_dir / "memory" / "MEMORY.md").read_text()
 
 
-def test_w5_a_conflicting_concurrent_write_is_shown_not_overwritten(
+def test_v5_a_conflicting_concurrent_write_is_shown_not_overwritten(
     state_dir: Path, ui: UI, page: Any, screens: Path
 ) -> None:
-    """W4/W5: HOT.md edited in the page while another process rewrites it: the save is
+    """V4/V5: HOT.md edited in the page while another process rewrites it: the save is
     refused (409), the page shows what is there now and the text that was not saved, and
     the other process's text stays."""
     cli(state_dir, "hot", "set", "- first version")
@@ -388,10 +388,10 @@ def test_w5_a_conflicting_concurrent_write_is_shown_not_overwritten(
     shot(page, screens, "hot")
 
 
-def test_w4_a_procedure_edit_and_the_task_and_daily_pages(
+def test_v4_a_procedure_edit_and_the_task_and_daily_pages(
     state_dir: Path, ui: UI, page: Any, screens: Path
 ) -> None:
-    """W4: a procedure with its frontmatter, edited; a task with its lineage, subtasks
+    """V4: a procedure with its frontmatter, edited; a task with its lineage, subtasks
     and notes; a daily log rendered."""
     cli(
         state_dir,
@@ -436,11 +436,11 @@ def test_w4_a_procedure_edit_and_the_task_and_daily_pages(
     shot(page, screens, "daily")
 
 
-# -- W6 ---------------------------------------------------------------------------------
+# -- V6 ---------------------------------------------------------------------------------
 
 
-def test_w6_a_request_without_the_token_gets_403(state_dir: Path, ui: UI, page: Any) -> None:
-    """W6: every request needs the token (or the session cookie its first use set)."""
+def test_v6_a_request_without_the_token_gets_403(state_dir: Path, ui: UI, page: Any) -> None:
+    """V6: every request needs the token (or the session cookie its first use set)."""
     for path in ("/", "/timeline", "/timeline/rows", "/search?q=x", "/fact/1", "/static/app.css"):
         assert _status(f"{ui.base}{path}") == 403, path
     assert _status(f"{ui.base}/?token=not-the-token") == 403
@@ -454,10 +454,10 @@ def test_w6_a_request_without_the_token_gets_403(state_dir: Path, ui: UI, page: 
     assert headers["x-frame-options"] == "DENY"
 
 
-def test_w6_a_write_without_the_csrf_token_changes_nothing(
+def test_v6_a_write_without_the_csrf_token_changes_nothing(
     state_dir: Path, ui: UI, page: Any
 ) -> None:
-    """W6: with a valid session cookie but no (or a wrong) CSRF token, a write is refused
+    """V6: with a valid session cookie but no (or a wrong) CSRF token, a write is refused
     with 403 and nothing changes."""
     cli(state_dir, "hot", "set", "- keep me")
     cli(state_dir, "fact", "add", "The build uses make", "-c", "convention")
@@ -499,8 +499,8 @@ def _status(url: str, form: dict[str, str] | None = None, cookie: str | None = N
         return int(exc.code)
 
 
-def test_w6_memory_holding_a_script_renders_as_text(state_dir: Path, ui: UI, page: Any) -> None:
-    """W6: memory is untrusted text: a `<script>` (and an onerror attribute) in a fact,
+def test_v6_memory_holding_a_script_renders_as_text(state_dir: Path, ui: UI, page: Any) -> None:
+    """V6: memory is untrusted text: a `<script>` (and an onerror attribute) in a fact,
     an entry, HOT.md and a task note is shown as text on every page, and never runs."""
     cli(state_dir, "hot", "set", f"- hot {SCRIPT}")
     cli(state_dir, "fact", "add", f"A fact {SCRIPT}", "-c", "learning")
@@ -524,3 +524,48 @@ def test_w6_memory_holding_a_script_renders_as_text(state_dir: Path, ui: UI, pag
         expect(page.locator("main")).to_contain_text("<script>window.__pwned = 1</script>")
         assert page.evaluate("window.__pwned") is None, path
         assert page.locator("main script, main img").count() == 0, path
+
+
+def test_v6_serve_http_ui_mounts_the_browser_beside_mcp_with_its_own_token(
+    state_dir: Path, tmp_path: Path, page: Any
+) -> None:
+    """V6: `memdir serve --http ... --ui` serves the browser at /ui/ behind its own token
+    (no bearer header needed from a browser), while /mcp keeps the bearer token given."""
+    port = free_port()
+    out, err = tmp_path / "serve.out", tmp_path / "serve.err"
+    bearer = "b" * 32
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen(
+            cli_command("serve", "--http", f"127.0.0.1:{port}", "--ui"),
+            env=cli_env(str(state_dir), {"MEMDIR_TOKEN": bearer}),
+            stdin=subprocess.DEVNULL,
+            stdout=o,
+            stderr=e,
+        )
+    try:
+        found = poll(
+            lambda: proc.poll() is None and re.search(r"memory browser: (\S+)", out.read_text()),
+            60,
+            "the browser's address",
+        )
+        poll(lambda: _listens(port), 60, "serve listening")
+        address = found.group(1)
+        assert address.startswith(f"http://127.0.0.1:{port}/ui/?token=")
+        assert _status(f"http://127.0.0.1:{port}/ui/") == 403
+        assert _status(f"http://127.0.0.1:{port}/mcp", {"x": "y"}) == 401  # bearer kept
+        cli(state_dir, "fact", "add", "Mounted pages work too", "-c", "learning")
+        page.goto(address)
+        expect(page.locator("h1")).to_have_text("Overview")
+        page.goto(f"http://127.0.0.1:{port}/ui/fact/1")
+        page.locator("#remove button").click()
+        page.locator("#confirm button").click()
+        expect(page.locator("h1")).to_contain_text("removed")
+        assert page.url.startswith(f"http://127.0.0.1:{port}/ui/fact/1")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in err.read_text(), err.read_text()

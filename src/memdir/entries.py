@@ -62,7 +62,7 @@ def write(
     body) rewrites nothing and comes back `duplicate`; any other write is stored. `twins`
     (the duplicate guard) names the other entries this body resembles; it runs under the
     lock, so what it compares with is not being rewritten meanwhile. `expected`: the
-    revision of the file the change was made from (W4); another one is refused."""
+    revision of the file the change was made from (V4); another one is refused."""
     path = layout.entry(name)
     description = check_description(description)
     body = content.strip("\n") + "\n"

@@ -34,7 +34,7 @@ def write(
     The name is the identity (X5): writing exactly the text the file holds rewrites
     nothing and comes back `duplicate`. `twins` (the duplicate guard) names the other
     procedures this one resembles, under the lock every procedure write takes.
-    `expected`: the revision of the file the change was made from (W4)."""
+    `expected`: the revision of the file the change was made from (V4)."""
     path = layout.procedure(name)
     text = content if content.endswith("\n") else content + "\n"
     frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))

@@ -1,4 +1,4 @@
-"""W4: the revision of a memory file, so that an edit made from what a person saw is
+"""V4: the revision of a memory file, so that an edit made from what a person saw is
 refused when the file changed since (a conflicting concurrent write is shown, never
 overwritten). A revision is a hash of the file's whole text; a file that does not exist
 has the revision NONE. The check runs under the lock the write takes, so nothing can slip

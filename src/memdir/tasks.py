@@ -92,7 +92,7 @@ def notes(layout: Layout, task: str) -> list[Note]:
 
 
 def all_notes(layout: Layout) -> list[Note]:
-    """Every task's notes (W2), task by task."""
+    """Every task's notes (V2), task by task."""
     out: list[Note] = []
     for task, path in _note_files(layout):
         text = files.read_inside(layout.memory_dir, path, f"tasks/{task}.md")

@@ -1,4 +1,4 @@
-"""W2: the timeline of what was written to memory, newest first, with who wrote it.
+"""V2: the timeline of what was written to memory, newest first, with who wrote it.
 
 It is read from what the store keeps, not from a journal of its own: a fact carries its
 session, surface and agent (F5) and the times it was added and changed; an entry its

@@ -1,4 +1,4 @@
-"""`memdir ui`: the memory browser (W), a local web page."""
+"""`memdir ui`: the memory browser (V), a local web page."""
 
 from __future__ import annotations
 

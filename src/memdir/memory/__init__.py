@@ -25,7 +25,7 @@ search.py (SearchMemory): search and what keeps it current, Q1-Q3.
     embed_pending, sync_index
 sessions.py (SessionMemory): sessions and statistics, U1-U4, D2.
     start_session, adopt_session, end_session, sessions, stats
-browse.py (BrowseMemory): what a person browsing memory sees, W.
+browse.py (BrowseMemory): what a person browsing memory sees, V.
     timeline, revision, task_family, daily_days
 This module: Memory itself, open_memory, init_project (InitResult) and ingest_output.
 """
@@ -51,7 +51,7 @@ from ..settings import config_template, load_settings
 # Under another name: importing the part .files binds `files` in this package's namespace.
 from ..storage import files as store_files
 from .agent import AgentMemory
-from .browse import BrowseMemory
+from .browse import BrowseMemory, TaskFamily
 from .facts import FactMemory
 from .files import FileMemory, Lines
 from .search import Reindexed, SearchMemory
@@ -71,6 +71,7 @@ __all__ = [
     "Lines",
     "Memory",
     "Reindexed",
+    "TaskFamily",
     "ingest_output",
     "init_project",
     "open_memory",

@@ -1,4 +1,4 @@
-"""The Memory facade's views for a person browsing memory (W): the timeline of writes,
+"""The Memory facade's views for a person browsing memory (V): the timeline of writes,
 the revision an edit is made from, a task's family."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class BrowseMemory(MemoryBase):
         agent: str | None = None,
         limit: int = 100,
     ) -> list[writes.Event]:
-        """W2: what was written to memory, newest first, each write with the session,
+        """V2: what was written to memory, newest first, each write with the session,
         surface and agent its tier records; filtered by tier, session and agent."""
         if tier is not None and tier not in writes.TIERS:
             raise ValidationError(f"unknown tier {tier!r}: choose one of {', '.join(writes.TIERS)}")
@@ -83,7 +83,7 @@ class BrowseMemory(MemoryBase):
         return daily.dates(self.layout)[::-1]
 
     def revision(self, kind: str, name: str | None = None) -> str:
-        """W4: the revision of HOT.md (kind "hot"), an entry or a procedure (by `name`) as
+        """V4: the revision of HOT.md (kind "hot"), an entry or a procedure (by `name`) as
         it is now, which an edit made from it hands back (`expected`) to be written."""
         from ..storage import files
 

@@ -70,7 +70,7 @@ class FileMemory(MemoryBase):
 
     def hot_set(self, text: str, *, expected: str | None = None) -> HotWrite:
         """Replace HOT.md with `text`, within its cap (H2, H3); the old one goes to .bak (H4).
-        `expected`: the revision the new text was made from (W4, `revision`); HOT.md
+        `expected`: the revision the new text was made from (V4, `revision`); HOT.md
         changed since is a ConflictError and nothing is written."""
         self.require_writable("hot")
         self.refuse_secrets("hot memory text", text=text)
@@ -120,7 +120,7 @@ class FileMemory(MemoryBase):
         The name is the identity (X5): a write that repeats the entry exactly (same
         description and body) changes nothing and answers it with `duplicate` set; other
         entries with the same or a near body are named in `similar`, never refused.
-        `expected`: the revision the change was made from (W4); another is refused."""
+        `expected`: the revision the change was made from (V4); another is refused."""
         self.layout.entry(name)
         facts.check_content(content, self.settings.max_entry_bytes, "entry")
         self.require_writable("global entries")

@@ -224,7 +224,7 @@ class SearchMemory(MemoryBase):
         return remote, status
 
     def explain(self, question: str, hits: list[Hit], *, as_of: bool = False) -> list[Why]:
-        """W3: for each hit of the last search of `question`, the question's words found
+        """V3: for each hit of the last search of `question`, the question's words found
         in it and how it was ranked (search/explain.py: read from the answer, after it)."""
         from ..search.explain import why
 

@@ -1,4 +1,4 @@
-"""W3: why a hit is in a search's answer, said from what the answer holds.
+"""V3: why a hit is in a search's answer, said from what the answer holds.
 
 The ranking (search/__init__.py) adds a hit's word score (bm25), its similarity by meaning
 (hybrid, semantic) and its context (Q3: its neighbours' and its group's scores) into one

@@ -80,7 +80,7 @@ class FactStore(Protocol):
     def remove_fact(self, fact_id: int, now: str) -> Fact: ...
 
     def recent_facts(self, limit: int) -> list[Fact]:
-        """W2: the `limit` facts written or changed last (added, superseded, removed), the
+        """V2: the `limit` facts written or changed last (added, superseded, removed), the
         latest change first (by `updated`, then id)."""
         ...
 

@@ -1,9 +1,9 @@
-"""The memory browser (W): `memdir ui` serves it on loopback, and `memdir serve --http
+"""The memory browser (V): `memdir ui` serves it on loopback, and `memdir serve --http
 ... --ui` mounts it at /ui beside the MCP endpoint.
 
 A Starlette app (the MCP SDK brings Starlette and uvicorn) rendering Jinja2 templates
 with autoescape, its stylesheet and one small script shipped in memdir/data/ui (no CDN:
-it works offline). guard.py holds who may use it (W6), app.py the pages (W1-W5).
+it works offline). guard.py holds who may use it (V6), app.py the pages (V1-V5).
 Nothing here is imported by any other command.
 """
 
@@ -43,6 +43,35 @@ def build_app(memory: Memory, token: str, port: int, prefix: str = "") -> ASGIAp
 
     browser = pages.Browser(opener(memory), prefix, memory.session_id)
     return Gate(pages.build(browser), token, pages.cookie_name(port), prefix or "/")
+
+
+def beside(app: ASGIApp, browser: ASGIApp, prefix: str = PREFIX) -> ASGIApp:
+    """`app` with the browser at `prefix` (`serve --http --ui`): a request under it goes
+    to the browser (its path kept whole, `root_path` set, as Starlette mounts do), every
+    other request and the lifespan events to `app`."""
+
+    async def dispatch(scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == prefix:
+            await _redirect(send, prefix + "/" + _query(scope))
+        elif path.startswith(prefix + "/"):
+            inner = {**scope, "root_path": scope.get("root_path", "") + prefix}
+            await browser(inner, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return dispatch
+
+
+def _query(scope: Any) -> str:
+    query = scope.get("query_string", b"").decode("latin-1")
+    return "?" + query if query else ""
+
+
+async def _redirect(send: Any, where: str) -> None:
+    headers = [(b"location", where.encode("latin-1")), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 307, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def url(access: Access, token: str, prefix: str = "") -> str:

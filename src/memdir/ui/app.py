@@ -1,4 +1,4 @@
-"""The memory browser's pages (W1-W5): each handler parses the request, calls the Memory
+"""The memory browser's pages (V1-V5): each handler parses the request, calls the Memory
 facade and renders a template. No memory logic lives here.
 
 Every request opens its own Memory on the store (cheap: the database opens on first use)
@@ -111,7 +111,7 @@ class Pages:
     def __init__(self, browser: Browser) -> None:
         self.b = browser
 
-    # -- W1: the overview -------------------------------------------------------------------
+    # -- V1: the overview -------------------------------------------------------------------
 
     def overview(self, request: Request) -> Response:
         from ..curation import doctor
@@ -135,7 +135,7 @@ class Pages:
             report=report,
         )
 
-    # -- W2: the timeline -------------------------------------------------------------------
+    # -- V2: the timeline -------------------------------------------------------------------
 
     def _events(self, request: Request) -> tuple[dict[str, str], list[Any]]:
         filters = {
@@ -179,7 +179,7 @@ class Pages:
         html = render.page("timeline_rows.html", events=events, url=self.b.url)
         return HTMLResponse(html)
 
-    # -- W3: search -------------------------------------------------------------------------
+    # -- V3: search -------------------------------------------------------------------------
 
     def search(self, request: Request) -> Response:
         params = request.query_params
@@ -237,7 +237,7 @@ class Pages:
             mode=mode,
         )
 
-    # -- W4: items --------------------------------------------------------------------------
+    # -- V4: items --------------------------------------------------------------------------
 
     def browse(self, request: Request) -> Response:
         with self.b.memory() as memory:
@@ -548,7 +548,7 @@ class Pages:
         content: str | None,
         fields: dict[str, Any],
     ) -> Response:
-        """W5: nothing is written until the person confirms: this page shows what will
+        """V5: nothing is written until the person confirms: this page shows what will
         be, and posts the same form again with confirm=yes."""
         kept = {k: str(v) for k, v in fields.items() if k not in ("csrf", "confirm")}
         return self.b.page(

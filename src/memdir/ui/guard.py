@@ -1,4 +1,4 @@
-"""W6: who may use the memory browser, checked in front of every request.
+"""V6: who may use the memory browser, checked in front of every request.
 
 - Host and Origin: http_access.Guard, as for `memdir serve --http` (a DNS-rebinding page
   or another site's form is refused before anything here runs).

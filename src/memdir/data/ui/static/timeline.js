@@ -1,4 +1,4 @@
-// W2: the timeline stays live. Every two seconds it asks the server for its rows (HTML the
+// V2: the timeline stays live. Every two seconds it asks the server for its rows (HTML the
 // server rendered and escaped) with the page's filters, and swaps them in when they changed.
 "use strict";
 (function () {
