@@ -12,6 +12,10 @@
    `Authorization: Bearer <token>`, compared in constant time; else 401 with a
    WWW-Authenticate header. Never logged, never in an error message.
 
+`serve --http --ui` mounts the memory browser at /ui/: there 1 and 2 hold, and 3 is the
+browser's own token and session cookie (ui/guard.py, V6), since a browser cannot send the
+bearer header; every other path keeps the bearer token.
+
 On loopback with no token given, 1 and 2 are the whole check: whatever else reaches
 127.0.0.1 runs on this machine, and a process of the same user can read and write the
 store's files directly. On a machine shared with other users, give a token.
