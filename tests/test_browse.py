@@ -127,3 +127,33 @@ def test_v3_why_a_hit_matched(state_dir: Path) -> None:
         assert why.terms == ["deploy", "staging"]  # "deploy" finds "Deploys"
         assert why.how == "by its words"
         assert memory.searched_mode == "lexical"
+
+
+def test_v6_memdir_ui_refuses_bad_input_in_one_line(state_dir: Path) -> None:
+    """V6/Z: a port in use, an address off loopback without --allow-remote, a bad port:
+    one line saying what to do, exit 1, no traceback, no server."""
+    import socket
+
+    from memdir.testing import free_port
+
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        cases = {
+            ("--port", str(port)): f"port {port} is in use",
+            ("--host", "192.0.2.7", "--port", "8767"): "not a loopback address",
+            ("--port", "70000"): "bad --port 70000",
+        }
+        for args, said in cases.items():
+            done = subprocess.run(
+                cli_command("ui", *args),
+                env=cli_env(str(state_dir)),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 1, (args, done.stderr)
+            assert said in done.stderr and "Traceback" not in done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1
+            assert done.stdout == ""

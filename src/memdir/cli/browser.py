@@ -56,7 +56,14 @@ def _ui(args: argparse.Namespace) -> Any:
 
     if not 0 <= args.port < 65536:
         raise ValidationError(f"bad --port {args.port}: give a port from 1 to 65535 (0: any)")
+    if not args.allow_remote and not _loopback(args.host):
+        raise ValidationError(
+            f"--host {args.host} is not a loopback address: memory would be open to the "
+            "network; add --allow-remote if that is what you want (the access token still "
+            "gates every request)"
+        )
     port = args.port or _any_port(args.host)
+    _check_free(args.host, port)
     saved = os.environ.pop(http_access.TOKEN_ENV, None)  # the browser has its own token
     try:
         access = http_access.plan(
@@ -78,6 +85,38 @@ def _ui(args: argparse.Namespace) -> Any:
 
 def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    name = host.strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_free(host: str, port: int) -> None:
+    """One clear line for a port in use, before the server tries it (uvicorn's own
+    refusal is a log line and exit 3)."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ValidationError(
+                    f"port {port} is in use on {host}: give another with --port N "
+                    "(--port 0: any free one)"
+                ) from None
+            raise ValidationError(f"cannot serve on {host}:{port}: {exc.strerror}") from None
 
 
 def _any_port(host: str) -> int:
