@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -106,6 +107,37 @@ def test_hand_edits_and_deletions_are_picked_up(memory: Memory) -> None:  # G4
     recalled = memory.recall().text
     assert "- alpha — edited by hand" in recalled and "beta" not in recalled
     assert "- gamma — made by hand" in recalled
+
+
+def test_recall_and_boot_see_every_hand_change_at_once_whatever_the_listing_kept(
+    memory: Memory,
+) -> None:  # G4, X1
+    """Recall and boot answer from the listing kept whole while no entry file changed; an
+    edit in place, a new file, a deletion, or a kept listing that lies (a name that is no
+    name, a wrong size) each sends them back to the files."""
+    memory.write_entry("alpha", "first", "a")
+    memory.write_entry("beta", "second", "b")
+    folder = Path(memory.path) / "global"
+    assert "- alpha — first" in memory.recall().text  # from the kept listing
+    path = folder / "alpha.md"
+    text = path.read_text().replace("description: first", "description: FIRST")
+    with open(path, "r+") as handle:  # in place: the folder's mtime does not move
+        handle.write(text)
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert "- alpha — FIRST" in memory.recall().text
+    (folder / "gamma.md").write_text("---\ndescription: made by hand\n---\nbody\n")
+    (folder / "Not A Name.md").write_text("---\ndescription: never listed\n---\n")
+    assert "- gamma — made by hand" in "".join(part.text for part in memory.boot().parts)
+    (folder / "beta.md").unlink()
+    recalled = memory.recall().text
+    assert "beta" not in recalled and "never listed" not in recalled
+    kept = json.loads(memory.store.entry_listing() or "")
+    lied = [["Not A Name", ["x" for _ in range(5)]], *kept]
+    memory.store.set_entry_listing(json.dumps(lied))
+    assert "never listed" not in memory.recall().text
+    wrong = [[name, [row[0], row[1] + 1, "a lie", *row[3:]]] for name, row in kept]
+    memory.store.set_entry_listing(json.dumps(wrong))
+    assert "a lie" not in memory.recall().text and "- alpha — FIRST" in memory.recall().text
 
 
 def test_broken_frontmatter_is_named_and_the_rest_keeps_working(memory: Memory) -> None:

@@ -92,18 +92,29 @@ def imported(stderr: str) -> set[str]:
     }
 
 
-def family(pid: int) -> list[int]:
-    """The server `pid` and the children it forked that still run."""
-    found = [pid]
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, name) of each live child of `pid`."""
+    found = []
     for other in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{other}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
+                head, tail = handle.read().rsplit(b")", 1)
         except OSError:
             continue
+        fields = tail.split()
         if int(fields[1]) == pid and fields[0] != b"Z":
-            found.append(int(other))
+            found.append((int(other), os.fsdecode(head.split(b"(", 1)[1])))
     return found
+
+
+def family(pid: int) -> list[int]:
+    """The server `pid` and the children it forked for calls that still run (its spare,
+    which waits for the next call, is not one of them)."""
+    return [pid] + [child for child, name in children(pid) if name != forkserver.SPARE_NAME]
+
+
+def spares(pid: int) -> list[int]:
+    return [child for child, name in children(pid) if name == forkserver.SPARE_NAME]
 
 
 def gone(pid: int) -> bool:
@@ -242,6 +253,50 @@ def test_a_stop_signal_to_the_caller_stops_its_forked_call(runtime: str, store: 
     wait_for(lambda: family(pid) == [pid], "the child gone, the server left")
 
 
+def test_a_call_is_run_by_the_spare_made_ready_before_it_and_no_spare_outlives_its_server(  # C1
+    runtime: str, store: Path
+) -> None:
+    """The server keeps one process forked ahead, which takes the next call (and is
+    replaced); it goes when the server goes, even when the server is killed."""
+    env = env_for(store, runtime)
+    assert run(env, "path").returncode == 0
+    pid = server_up()
+    wait_for(lambda: len(spares(pid)) == 1, "the spare forked")
+    (ready,) = spares(pid)
+    ran = served(env, "search", "--mode", "lexical", "kiwi")
+    assert ran.returncode == 0 and "kiwi harvest" in ran.stdout and forked(ran)
+    wait_for(lambda: gone(ready), "the spare that took the call gone with it")
+    wait_for(lambda: len(spares(pid)) == 1, "a new spare")
+    (after,) = spares(pid)
+    assert after != ready and family(pid) == [pid]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: gone(after), "the spare gone with its server")
+    ran = run(env, "search", "--mode", "lexical", "kiwi")  # and calls still answer
+    assert ran.returncode == 0 and "kiwi harvest" in ran.stdout
+
+
+def test_a_forked_write_leaves_the_wal_for_the_next_call_and_its_own_process_folds_it(  # C1
+    runtime: str, store: Path
+) -> None:
+    """A forked call ends without SQLite's close: its commit is in the WAL, which stays
+    for the next call (no checkpoint a call); every reader sees the fact; a call in a
+    process of its own closes the store, which folds the WAL into memory.db."""
+    env = env_for(store, runtime)
+    assert run(env, "path").returncode == 0
+    server_up()
+    wal = Path(Memory(str(store), create=False).layout.db + "-wal")
+    added = served(env, "fact", "add", "-c", "learning", "pears ripen late")
+    assert added.returncode == 0 and forked(added)
+    assert wal.exists()  # left for the next call
+    found = run(env, "search", "--mode", "lexical", "pears")
+    assert "pears ripen late" in found.stdout
+    alone = run({**env, "MEMDIR_FORKSERVER": "0"}, "fact", "add", "-c", "learning", "figs too")
+    assert alone.returncode == 0 and not wal.exists()  # folded by the last close
+    with Memory(str(store)) as memory:
+        texts = {hit.content for hit in memory.search("pears OR figs", mode="lexical")}
+    assert {"pears ripen late", "figs too"} <= texts
+
+
 def test_the_server_is_never_two_and_exits_when_idle_even_if_its_starter_crashed(  # C1
     runtime: str, store: Path
 ) -> None:
@@ -263,10 +318,12 @@ def test_the_server_is_never_two_and_exits_when_idle_even_if_its_starter_crashed
     assert [p.wait(timeout=60) for p in procs if p.pid != pid] == [0] * (
         4 - (pid in {p.pid for p in procs})
     )
+    spare = spares(pid)
     wait_for(lambda: forkserver_pid() is None, "the server's idle exit")
     for p in procs:
         p.wait(timeout=60)
     wait_for(lambda: gone(pid), "the server gone")
+    assert all(gone(child) for child in spare)  # its spare went with it
     assert not os.path.exists(forkserver.places()[1])  # its socket went with it
 
 

@@ -127,7 +127,8 @@ def test_an_older_store_gets_its_groups_built(memory: Memory, state_dir: Path) -
         "DROP TABLE search_groups; DROP TABLE groups_fts; DROP TABLE groups_dirty; "
         "DROP TRIGGER facts_group_ai; DROP TRIGGER facts_group_au; DROP TRIGGER facts_group_ad; "
         "DROP TRIGGER chunks_group_ai; DROP TRIGGER chunks_group_ad; "
-        "DELETE FROM schema_migrations WHERE version = 9; PRAGMA user_version = 8;"
+        "DROP TABLE entry_listing; "  # and what came after: a store of version 8
+        "DELETE FROM schema_migrations WHERE version >= 9; PRAGMA user_version = 8;"
     )
     db.close()
     with Memory() as reopened:

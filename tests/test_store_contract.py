@@ -370,6 +370,9 @@ def test_caches_and_values_round_trip(store: Store) -> None:  # G4
     assert store.procedure_prints() == {"deploy": prints}
     store.update_procedure_prints({}, ["deploy"])
     assert store.procedure_prints() == {}
+    assert store.entry_listing() is None
+    store.set_entry_listing('[["x", [1000, 42, "what it is", null, null]]]')
+    assert store.entry_listing() == '[["x", [1000, 42, "what it is", null, null]]]'
     assert store.get_value("distill") is None
     store.set_value("distill", T[0])
     store.set_value("distill", T[1])

@@ -15,7 +15,7 @@ from . import advice, revisions
 from .errors import MemdirError, NotFoundError, ValidationError
 from .lazy import lazy
 from .models import Entry, Similar
-from .names import is_name
+from .names import are_names, is_name
 from .paths import ENTRIES_LOCK, Layout
 from .storage import files, frontmatter
 from .storage.rows import CachedEntry
@@ -23,6 +23,7 @@ from .storage.rows import CachedEntry
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from . import similarity
     from .storage.base import Store
@@ -180,10 +181,69 @@ def list_all(layout: Layout, store: Store) -> list[Entry]:
 
 
 def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
-    """(name, description, updated) of every readable entry, by name: what MEMORY.md and
-    recall show. Cheap: nothing is decoded for files that did not change."""
-    rows = _refresh(layout, store, with_meta=False, with_prints=False)
-    return [(name, rows[name][2], rows[name][3]) for name in sorted(rows) if rows[name][4] is None]
+    """(name, description, updated) of every readable entry, by name: what MEMORY.md,
+    recall, boot and the session hooks show. What the listing said last time is kept
+    whole (Store.entry_listing: [[name, [mtime_ns, size, description, updated, error]],
+    ...]); when every file's (mtime, size) is still the one it holds, that
+    is the answer: a stat a file and no row a file. Otherwise the cache is refreshed and
+    the snapshot taken anew."""
+    snapshot = _snapshot(store)
+    if snapshot is not None and _unchanged(layout, snapshot):
+        rows: dict[str, Any] = snapshot
+    else:
+        rows = _refresh(layout, store, with_meta=False, with_prints=False)
+        _keep_snapshot(store, rows)
+    return [(n, rows[n][2], rows[n][3]) for n in sorted(rows) if rows[n][4] is None]
+
+
+def _snapshot(store: Store) -> dict[str, list[Any]] | None:
+    """name -> [mtime_ns, size, description, updated, error] as the store keeps it, or None
+    (none taken, or not one: then the rows)."""
+    import json
+
+    try:
+        text = store.entry_listing()
+        if text is None:
+            return None
+        snapshot = dict(json.loads(text))
+    except (MemdirError, ValueError, TypeError):
+        return None
+    return snapshot if are_names(list(snapshot)) else None  # X1, whatever memory.db says
+
+
+def _unchanged(layout: Layout, snapshot: dict[str, list[Any]]) -> bool:
+    """Whether global/ holds exactly the entry files of `snapshot`, each with its (mtime,
+    size): one pass, a stat a file, nothing built."""
+    get = snapshot.get
+    seen = 0
+    for item in files.scandir(layout.global_dir, root=layout.memory_dir):
+        name = item.name
+        if not name.endswith(".md"):
+            continue
+        row = get(name[:-3])
+        if row is None:
+            if is_name(name[:-3]):
+                return False  # a new entry
+            continue
+        try:
+            info = item.stat()
+        except OSError:
+            return False
+        if info.st_mtime_ns != row[0] or info.st_size != row[1]:
+            return False
+        seen += 1
+    return seen == len(snapshot)
+
+
+def _keep_snapshot(store: Store, rows: dict[str, CachedEntry]) -> None:
+    import json
+
+    text = json.dumps([[name, list(row[:5])] for name, row in sorted(rows.items())])
+    try:
+        if store.entry_listing() != text:
+            store.set_entry_listing(text)
+    except MemdirError:
+        pass  # only a cache: a read-only or locked database must not break reading
 
 
 def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, set[int]]]:
@@ -198,7 +258,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
 def reindex(layout: Layout, store: Store) -> list[Entry]:
     """G3: rebuild MEMORY.md (and the cache) from the files alone."""
     with files.locked(layout.locks_dir, LOCK):
-        _refresh(layout, store, trust_cache=False)
+        _keep_snapshot(store, _refresh(layout, store, trust_cache=False))  # trusts no cache
         _write_index(layout, store)
     return list_all(layout, store)
 
@@ -233,8 +293,8 @@ def _refresh(
     current: dict[str, CachedEntry] = {}
     changed: dict[str, CachedEntry] = {}
     bodies: dict[str, str] = {}
-    for name, path, mtime_ns, size in files_of(layout):
-        cached = cache.get(name) if trust_cache else None
+    known = cache if trust_cache else {}
+    for name, path, mtime_ns, size, cached in _listing(layout, known):
         if cached is not None and cached[0] == mtime_ns and cached[1] == size:
             current[name] = cached
             continue
@@ -274,19 +334,33 @@ def _refresh(
 
 def files_of(layout: Layout) -> list[tuple[str, str, int, int]]:
     """(name, path, mtime_ns, size) of each entry file."""
-    found = []
+    return [item[:4] for item in _listing(layout, {})]
+
+
+def _listing(
+    layout: Layout, cache: dict[str, CachedEntry]
+) -> list[tuple[str, str, int, int, CachedEntry | None]]:
+    """(name, path, mtime_ns, size, its cached row or None) of each entry file: one stat a
+    file and nothing else, since recall, boot and every hook list all of them each call."""
     folder = layout.global_dir
     prefix = os.path.join(folder, "")  # os.path.join(folder, name), once: recall and boot
-    for item in files.scandir(folder, root=layout.memory_dir):  # list every entry each call
-        name = item.name
-        stem = name[:-3]
-        if not (name.endswith(".md") and is_name(stem)):
-            continue  # not an entry's name: never listed or indexed raw (X1), doctor names it
+    listing = [
+        item
+        for item in files.scandir(folder, root=layout.memory_dir)  # every entry, each call
+        if item.name.endswith(".md")
+    ]
+    stems = [item.name[:-3] for item in listing]
+    if not are_names(stems):  # one regex over all: only a stray file costs a test each
+        kept = [(item, stem) for item, stem in zip(listing, stems, strict=True) if is_name(stem)]
+        listing, stems = [item for item, _ in kept], [stem for _, stem in kept]
+    found = []
+    get = cache.get
+    for item, stem in zip(listing, stems, strict=True):
         try:
             info = item.stat()
         except OSError:
             continue  # a dangling symlink, or deleted while we looked
-        found.append((stem, prefix + name, info.st_mtime_ns, info.st_size))
+        found.append((stem, prefix + item.name, info.st_mtime_ns, info.st_size, get(stem)))
     return found
 
 

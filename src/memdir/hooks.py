@@ -18,6 +18,7 @@ import os
 import sys
 import time
 
+from . import process
 from .errors import MemdirError, SecretError, ValidationError
 
 TYPE_CHECKING = False
@@ -118,10 +119,11 @@ class Hook:
         return settings.enabled and self.event not in settings.hooks_off
 
     def close(self) -> None:
-        """Done in time: the watchdog is called off before anything is printed."""
+        """Done in time: the watchdog is called off before anything is printed. The store
+        is closed, but in a forked call's child (cli/common.close_opened says why)."""
         if self._timer is not None:
             self._timer.cancel()
-        if self._memory is not None:
+        if self._memory is not None and not process.forked():
             self._memory.close()
 
 

@@ -21,6 +21,12 @@ def parent_pid() -> int:
     return os.getppid() if _parent_pid is None else _parent_pid
 
 
+def forked() -> bool:
+    """Whether this process runs a call forked for another (cli/forkserver.py), which
+    ends with os._exit: the stores it opened may be left to that exit (cli/common)."""
+    return _parent_pid is not None
+
+
 def act_for(parent: int) -> None:
     """From now on this process answers for a caller whose parent is `parent`."""
     global _parent_pid

@@ -90,13 +90,18 @@ def build(
     notes = []
     if "task" in policy.recall:
         notes = [
-            (task, [(n.time, _inert(_note_line(n))) for n in task_notes])
-            for task, task_notes in lineage
+            (task, [(n.time, _note_line(n)) for n in task_notes]) for task, task_notes in lineage
         ]
+        if has_marker("\n".join(line for _, lines in notes for _, line in lines)):
+            notes = [(task, [(t, _inert(line)) for t, line in lines]) for task, lines in notes]
     else:
         total_notes = 0
-    # Index lines are measured without being built: only the ones shown are rendered.
-    sizes = [_line_size(name, description) for name, description, _ in rows]
+    # Index lines are measured without being built: only the ones shown are rendered. A
+    # marker cannot span a line break, so one test of all the descriptions clears them all.
+    if has_marker("\n".join(description for _, description, _ in rows)):
+        sizes = [_line_size(name, description) for name, description, _ in rows]
+    else:
+        sizes = [len(name) + len(description) + 5 for name, description, _ in rows]
     index_need = len(_preamble(memory_dir)) + sum(sizes) + len(sizes) if rows else 0
     index_budget = _index_share(budget, index_need, _notes_size(notes))
     parts = [hot.rstrip("\n")] if hot.strip() else []
@@ -185,38 +190,47 @@ def _notes_size(notes: NoteLines) -> int:
 
 def _notes_section(notes: NoteLines, budget: int) -> tuple[str, int]:
     """Own notes first, then each ancestor's; past the budget the oldest notes go first
-    (untimed, hand-written lines count as oldest). Sizes are kept as running sums: one
-    sort, not a render per dropped note."""
-    per_task = [len(lines) for _, lines in notes]
+    (untimed, hand-written lines count as oldest): the newest are taken while they fit,
+    with the line saying how many were left out. The size only grows with each note
+    taken, so the first that does not fit ends it."""
     headers = [1 + len(_task_header(p, task)) for p, (task, _) in enumerate(notes)]
-    total = sum(per_task)
-    size = _notes_size(notes)
-    oldest_first = sorted(
-        (when, position, index)
-        for position, (_, lines) in enumerate(notes)
-        for index, (when, _) in enumerate(lines)
-    )
-    dropped: set[tuple[int, int]] = set()
-    for _, position, index in oldest_first:
-        left_out = 1 + len(_left_out(len(dropped))) if dropped else 0
-        if size + left_out <= budget:
-            break
-        dropped.add((position, index))
-        size -= 1 + len(notes[position][1][index][1])
-        per_task[position] -= 1
-        if per_task[position] == 0:
-            size -= headers[position]
-    if len(dropped) == total:
+    total = sum(len(lines) for _, lines in notes)
+    if _notes_size(notes) <= budget:
+        kept = None  # all of them
+        taken = total
+    else:
+        newest_first = sorted(
+            (
+                (when, position, index)
+                for position, (_, lines) in enumerate(notes)
+                for index, (when, _) in enumerate(lines)
+            ),
+            reverse=True,
+        )
+        kept = set()
+        used, taken = len(TASK_MEMORY), 0
+        shown = [False] * len(notes)
+        for _, position, index in newest_first[: total - 1]:  # all of them did not fit
+            add = 1 + len(notes[position][1][index][1])
+            if not shown[position]:
+                add += headers[position]
+            if used + add + 1 + len(_left_out(total - taken - 1)) > budget:
+                break
+            used += add
+            taken += 1
+            shown[position] = True
+            kept.add((position, index))
+    if not taken:
         return "", 0
     out = [TASK_MEMORY]
     for position, (task, lines) in enumerate(notes):
-        kept = [text for index, (_, text) in enumerate(lines) if (position, index) not in dropped]
-        if kept:
+        texts = [t for i, (_, t) in enumerate(lines) if kept is None or (position, i) in kept]
+        if texts:
             out.append(_task_header(position, task))
-            out.extend(kept)
-    if dropped:
-        out.append(_left_out(len(dropped)))
-    return "\n".join(out), total - len(dropped)
+            out.extend(texts)
+    if taken < total:
+        out.append(_left_out(total - taken))
+    return "\n".join(out), taken
 
 
 def _left_out(count: int) -> str:

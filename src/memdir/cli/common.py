@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from .. import process
 from ..errors import UsageError, ValidationError
 from ..memory import Memory
 
@@ -122,11 +123,17 @@ OPENED: list[Memory] = []  # what this call opened: closed when it ends (close_o
 
 
 def close_opened() -> None:
-    """Close the stores this call opened, once its output is written: a process's end
-    must not be what closes them (a forked call ends without tearing its modules down,
-    C1), and the last connection's close folds the WAL away."""
+    """Close the stores this call opened, once its output is written; but for a forked
+    call's child (C1, process.forked), which leaves them to its os._exit: that lets go of
+    each connection without SQLite's close, so the call does not fold the WAL into the
+    database and delete it for the next call to make again (a checkpoint and three syncs
+    a call). Every commit is on disk already; the WAL is folded as it grows (SQLite's
+    autocheckpoint) and by the close of a process that runs on its own."""
+    leave_open = process.forked()
     while OPENED:
-        OPENED.pop().close()
+        memory = OPENED.pop()
+        if not leave_open:
+            memory.close()
 
 
 class Raw(str):

@@ -28,9 +28,22 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+BUILT: dict[str, argparse.ArgumentParser] = {}  # command -> its parser, built ahead (prebuild)
+
+
+def prebuild() -> None:
+    """Build each command's parser now, for a process that forks calls (the fork server):
+    building one is most of a small command's time, and parsing leaves a parser as it was."""
+    for name in MODULES:
+        BUILT[name] = build_parser([name])
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for `argv`: only its command when that is known, else all of them (for
     `memdir --help` and for a helpful error)."""
+    name = command_name(argv) if argv is not None else None
+    if name in BUILT:
+        return BUILT[name]
     common = common_options()
     parser = Parser(
         prog="memdir",
@@ -43,7 +56,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
     builder = Builder(common, commands)
-    name = command_name(argv) if argv is not None else None
     names = [name] if name in MODULES else list(MODULES)
     added = set()
     for command in names:
@@ -151,4 +163,4 @@ def _error(line: str, kind: str, json_output: bool, exc: object = None) -> None:
     print(json.dumps(_inert(data), ensure_ascii=False) if _suspect(text) else text)
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "prebuild"]

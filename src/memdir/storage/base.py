@@ -160,6 +160,15 @@ class CacheStore(Protocol):
 
     def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None: ...
 
+    def entry_listing(self) -> str | None:
+        """The listing of global/ kept whole (JSON, entries.SNAPSHOT), or None."""
+        ...
+
+    def set_entry_listing(self, text: str) -> None:
+        """Keep `text` as the listing; nothing where there is no database yet (as
+        update_entry_cache)."""
+        ...
+
     def procedure_prints(self) -> dict[str, ProcedurePrint]: ...
 
     def update_procedure_prints(

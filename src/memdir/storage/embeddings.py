@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import sys
 
 from ..errors import MissingExtraError
 
@@ -48,10 +49,29 @@ def install_hint() -> str:
 
 
 def available() -> bool:
-    """Whether the embeddings extra is installed (cheap: finds, does not import)."""
-    from importlib.util import find_spec  # here: recall, boot and the hooks never ask
+    """Whether the embeddings extra is installed (cheap: finds, does not import). Known
+    while no folder of sys.path changes (an install or uninstall changes its folder, as
+    the import system's own caches assume), so a search asks the import system once per
+    process (or per fork server: a forked call inherits the answer) instead of each call."""
+    key = tuple(_mtime(folder) for folder in sys.path)
+    known = _AVAILABLE.get(key)
+    if known is None:
+        from importlib.util import find_spec  # here: recall, boot and the hooks never ask
 
-    return all(find_spec(name) is not None for name in REQUIRED)
+        known = all(find_spec(name) is not None for name in REQUIRED)
+        _AVAILABLE.clear()
+        _AVAILABLE[key] = known
+    return known
+
+
+_AVAILABLE: dict[tuple[int, ...], bool] = {}  # what available() found, by sys.path's mtimes
+
+
+def _mtime(folder: str) -> int:
+    try:
+        return os.stat(folder or ".").st_mtime_ns
+    except OSError:
+        return -1
 
 
 def to_blob(vector: Vectors) -> bytes:

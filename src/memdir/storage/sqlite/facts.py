@@ -522,6 +522,20 @@ class FactRows(CurationRows):
                 [(name, *row) for name, row in changed.items()],
             )
 
+    def entry_listing(self) -> str | None:
+        db = self._conn()
+        if db is None:
+            return None
+        with self._translated("read"):
+            row = db.execute("SELECT listing FROM entry_listing").fetchone()
+        return None if row is None else str(row[0])
+
+    def set_entry_listing(self, text: str) -> None:
+        if self._conn() is None:
+            return
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO entry_listing (id, listing) VALUES (1, ?)", (text,))
+
     # -- small named values (the distillation watermark) ---------------------------------
 
     def get_value(self, key: str) -> str | None:

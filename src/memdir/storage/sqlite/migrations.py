@@ -398,6 +398,14 @@ def _search_groups(db: sqlite3.Connection) -> None:
     groups.refresh(db)
 
 
+def _entry_listing(db: sqlite3.Connection) -> None:
+    """The whole listing of global/ in one row, so recall and boot read one value, not a
+    row an entry (Store.entry_listing). Derived, like entry_cache: never exported."""
+    db.execute(
+        "CREATE TABLE entry_listing (id INTEGER PRIMARY KEY CHECK (id = 1), listing TEXT NOT NULL)"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
@@ -412,4 +420,5 @@ MIGRATIONS: list[Migration] = [
         "search groups: pages of each session's facts and each file's chunks as documents",
         _search_groups,
     ),
+    (10, "the listing of global/ kept whole", _entry_listing),
 ]
