@@ -12,6 +12,9 @@ CLAUDE := $(VENV)/node/node_modules/.bin/claude
 # The second host: the Codex CLI from npm (docs/codex.md), in the same node prefix.
 CODEX_VERSION := 0.171.0
 CODEX := $(VENV)/node/node_modules/.bin/codex
+# The memory browser's end-to-end tests (tests/test_ui.py) drive Debian's Chromium through
+# Playwright (its own browser download cannot work here): installed when it is absent.
+CHROMIUM := /usr/bin/chromium
 
 # pytest-xdist workers: one per core (2 here). Tests that start many processes at once
 # share the xdist group "processes" (loadgroup): they take turns on one worker.
@@ -37,6 +40,10 @@ $(CODEX): Makefile
 	npm install --no-audit --no-fund --silent --prefix $(VENV)/node @openai/codex@$(CODEX_VERSION)
 	touch $(CODEX)
 
+$(CHROMIUM):
+	apt-get update -q
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+
 run: $(STAMP)
 	$(BIN)/memdir serve --http 127.0.0.1:8765
 
@@ -59,14 +66,14 @@ PG_LANE := tests/test_facts.py tests/test_entries.py tests/test_hot.py tests/tes
 	tests/test_search_context.py tests/test_duplicates.py tests/test_duplicates_x5.py \
 	tests/test_distill.py tests/test_doctor.py tests/test_embedding.py
 
-test: $(STAMP) $(CLAUDE) $(CODEX) postgres lint
+test: $(STAMP) $(CLAUDE) $(CODEX) $(CHROMIUM) postgres lint
 	$(PYTEST)
 	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
 
 test-postgres: $(STAMP) postgres
 	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
 
-test-fast: $(STAMP) $(CLAUDE) $(CODEX) postgres
+test-fast: $(STAMP) $(CLAUDE) $(CODEX) $(CHROMIUM) postgres
 	$(PYTEST) -q -m "not slow"
 
 lint: $(STAMP)

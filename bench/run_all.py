@@ -93,6 +93,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "secrets_fp": ([], ["--code-lines", "2000", "--package-lines", "2000", "--samples", "2"]),
     "secrets_recall": ([], ["--samples", "50", "--seeds", "1"]),
     "doctor": ([], ["--facts", "2000", "--entries", "20", "--notes", "10", "--runs", "3"]),
+    "ui": ([], ["--facts", "1000", "--starts", "1", "--runs", "3"]),
     "duplicates": ([], ["--facts", "2000", "--exact", "50", "--near", "80", "--distinct", "50"]),
     "first_search": ([], ["--facts", "300", "--runs", "2"]),
     "models": ([], ["--facts", "300", "--runs", "4"]),
@@ -129,6 +130,17 @@ def headline(name: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "ok": None,
             }
             for model, row in summary["by_model"].items()
+        ]
+    if name == "ui":
+        return [
+            {
+                "bench": name,
+                "figure": "`memdir ui` spawn to ready (address printed, listening), p50 ms"
+                f" (first page {summary['first_page_p50_ms']:.0f} ms)",
+                "value": summary["ready_p50_ms"],
+                "target": f"< {summary['ready_target_ms']}",
+                "ok": summary["ok"],
+            }
         ]
     if name == "search_cli":
         return [

@@ -108,6 +108,7 @@ TINY = {
         "--profile-calls",
         "2",
     ],
+    "ui": ["--facts", "300", "--starts", "1", "--runs", "2"],
     "doctor": [
         "--facts",
         "300",
@@ -231,6 +232,7 @@ SUMMARY_KEYS = {
         "ok",
     },
     "doctor": {"facts", "cli_p50_ms", "inprocess_fresh_p50_ms", "findings", "ok"},
+    "ui": {"ready_p50_ms", "first_page_p50_ms", "ready_target_ms", "ok"},
     "duplicates": {"facts", "precision", "recall", "add_fact_ms", "raw_insert_ms", "ok"},
     "first_search": {
         "facts",
@@ -293,6 +295,7 @@ ROW_KEYS = {
     "scale": {"table", "facts"},
     "hybrid_sessions": {"table", "side", "commit"},
     "doctor": {"side", "calls", "p50_ms", "p95_ms"},
+    "ui": {"side", "calls", "p50_ms", "p95_ms", "floor", "ratio_p50"},
     "duplicates": {"kind", "probes", "should_report", "caught", "missed", "false_reports"},
     "first_search": set(),  # two tables: imports and searches
     "models": {"model", "id", "load_s", "texts_per_s", "question_p50_ms", "reindex_per_s"},

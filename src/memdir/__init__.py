@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     )
     from .heartbeat import Check as HeartbeatCheck
     from .identity import Boot
-    from .memory import InitResult, Lines, Memory, Reindexed, init_project, open_memory
+    from .memory import (
+        InitResult,
+        Lines,
+        Memory,
+        Reindexed,
+        TaskFamily,
+        init_project,
+        open_memory,
+    )
     from .models import (
         CATEGORIES,
         Applied,
@@ -47,8 +55,10 @@ if TYPE_CHECKING:
         Similar,
         Task,
     )
+    from .search.explain import Why
     from .settings import Settings
     from .stats import Stats
+    from .timeline import Event as TimelineEvent
     from .types import Category, Embedder, FactStatus, Kind, SearchMode, Surface, TaskState
 
 # The one version source: hatch reads it for the package metadata (pyproject.toml,
@@ -61,7 +71,7 @@ _EXPORTS = {
         "ConfigError ConflictError DisabledError MemdirError MissingExtraError NotFoundError "
         "QueryError ReadOnlyError SecretError StorageError UsageError ValidationError"
     ),
-    "memdir.memory": "InitResult Lines Memory Reindexed init_project open_memory",
+    "memdir.memory": "InitResult Lines Memory Reindexed TaskFamily init_project open_memory",
     "memdir.models": (
         "CATEGORIES Applied Entry Fact Hit HotWrite ImportItem ImportReport Ingested Note "
         "Procedure Provenance Pruned Recalled Session Similar Task"
@@ -71,11 +81,13 @@ _EXPORTS = {
     "memdir.distill": "Distillation",
     "memdir.identity": "Boot",
     "memdir.stats": "Stats",
+    "memdir.search.explain": "Why",
     "memdir.types": "Category Embedder FactStatus Kind SearchMode Surface TaskState",
 }
 # name -> (module, attribute)
 _LAZY = {name: (module, name) for module, names in _EXPORTS.items() for name in names.split()}
 _LAZY["HeartbeatCheck"] = ("memdir.heartbeat", "Check")
+_LAZY["TimelineEvent"] = ("memdir.timeline", "Event")
 
 
 def __getattr__(name: str) -> object:
@@ -133,9 +145,12 @@ __all__ = [
     "StorageError",
     "Surface",
     "Task",
+    "TaskFamily",
     "TaskState",
+    "TimelineEvent",
     "UsageError",
     "ValidationError",
+    "Why",
     "init_project",
     "open_memory",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from . import advice
+from . import advice, revisions
 from .errors import MemdirError, NotFoundError, ValidationError
 from .lazy import lazy
 from .models import Entry, Similar
@@ -56,18 +56,21 @@ def write(
     now: str,
     provenance: dict[str, str | None],
     twins: Callable[[], tuple[Similar, ...]] | None = None,
+    expected: str | None = None,
 ) -> tuple[Entry, bool]:
     """G2 upsert: (the entry, True if it was created). Rewriting keeps `created`. The name
     is the identity (X5): a write that repeats the entry exactly (same description and
     body) rewrites nothing and comes back `duplicate`; any other write is stored. `twins`
     (the duplicate guard) names the other entries this body resembles; it runs under the
-    lock, so what it compares with is not being rewritten meanwhile."""
+    lock, so what it compares with is not being rewritten meanwhile. `expected`: the
+    revision of the file the change was made from (V4); another one is refused."""
     path = layout.entry(name)
     description = check_description(description)
     body = content.strip("\n") + "\n"
     similar: tuple[Similar, ...] = ()
     with files.locked(layout.locks_dir, LOCK):
         text = files.read_text(path, root=layout.memory_dir)
+        revisions.check(expected, text, f"entry {name}")
         previous = _meta_of(text, path, layout)
         if previous and _holds(text, previous, name, description, body):
             return read(layout, name)._replace(duplicate=True), False

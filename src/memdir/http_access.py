@@ -12,6 +12,10 @@
    `Authorization: Bearer <token>`, compared in constant time; else 401 with a
    WWW-Authenticate header. Never logged, never in an error message.
 
+`serve --http --ui` mounts the memory browser at /ui/: there 1 and 2 hold, and 3 is the
+browser's own token and session cookie (ui/guard.py, V6), since a browser cannot send the
+bearer header; every other path keeps the bearer token.
+
 On loopback with no token given, 1 and 2 are the whole check: whatever else reaches
 127.0.0.1 runs on this machine, and a process of the same user can read and write the
 store's files directly. On a machine shared with other users, give a token.
@@ -253,8 +257,12 @@ class Guard:
     """ASGI middleware: Host (421), then Origin (403), then the bearer token (401), for
     every HTTP request whatever its path; lifespan events pass through."""
 
-    def __init__(self, app: ASGIApp, access: Access) -> None:
+    def __init__(self, app: ASGIApp, access: Access, own_token: tuple[str, ...] = ()) -> None:
+        """`own_token`: path prefixes whose app checks a token of its own (the memory
+        browser's, V6: a browser cannot send the bearer header); Host and Origin are
+        checked there too."""
         self.app = app
+        self.own_token = own_token
         self.hosts = frozenset(access.allowed_hosts())
         self.origins = frozenset(access.allowed_origins())
         # Digests of equal length: compare_digest then takes the same time whatever the
@@ -286,12 +294,15 @@ class Guard:
             self._report("Origin", origin, "add --allow-origin ORIGIN to let that page in")
             await _refuse(send, 403, "Invalid Origin header: no web page may use this server")
             return
-        if self.digest is not None:
+        if self.digest is not None and not self._own_token(scope.get("path", "")):
             problem = self._token_problem(headers.get("authorization"))
             if problem is not None:
                 await _refuse(send, 401, problem[0], {"www-authenticate": problem[1]})
                 return
         await self.app(scope, receive, send)
+
+    def _own_token(self, path: str) -> bool:
+        return any(path == p or path.startswith(p + "/") for p in self.own_token)
 
     def _token_problem(self, authorization: str | None) -> tuple[str, str] | None:
         """None if the request carries the token, else (body, WWW-Authenticate)."""

@@ -28,7 +28,7 @@ from .tools import TOOLS, call_tool, tools
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .http_access import Access
+    from .http_access import Access, ASGIApp
     from .stopping import Stop
 
 Host = tuple[str, str]  # a host process (sessions.host_process) and its sessions' surface
@@ -347,9 +347,12 @@ def _claimed_stdin() -> Iterator[anyio.AsyncFile[str] | None]:
 GRACE = 5  # seconds open requests and streams get to finish once the server is stopped
 
 
-def serve_http(memory: Memory, access: Access, stop: Stop, host: Host | None = None) -> None:
+def serve_http(
+    memory: Memory, access: Access, stop: Stop, host: Host | None = None, ui: bool = False
+) -> None:
     """Streamable HTTP behind the Host, Origin and token checks of http_access.py; the
-    first stop signal ends it through uvicorn's graceful shutdown, bounded by GRACE."""
+    first stop signal ends it through uvicorn's graceful shutdown, bounded by GRACE.
+    `ui`: the memory browser too, at /ui/ behind its own token (V6)."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -372,8 +375,17 @@ def serve_http(memory: Memory, access: Access, stop: Stop, host: Host | None = N
             # once done.
             yield
 
+    served: ASGIApp = app
+    own_token: tuple[str, ...] = ()
+    if ui:
+        from . import ui as browser
+
+        token = browser.new_token()
+        served = browser.beside(app, browser.build_app(memory, token, access.port, browser.PREFIX))
+        own_token = (browser.PREFIX,)
+        print(f"memory browser: {browser.url(access, token, browser.PREFIX)}", flush=True)
     config = uvicorn.Config(
-        Guard(app, access),
+        Guard(served, access, own_token),
         host=access.host,
         port=access.port,
         log_level="warning",
@@ -387,7 +399,9 @@ def serve_http(memory: Memory, access: Access, stop: Stop, host: Host | None = N
         stop.when_asked(None)
 
 
-def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) -> int:
+def serve(
+    memory: Memory, http: Access | None = None, stop: Stop | None = None, ui: bool = False
+) -> int:
     """Serve until the client goes away or the process is stopped; returns the exit code
     (0, or 128 + the signal that stopped it).
 
@@ -458,7 +472,7 @@ def serve(memory: Memory, http: Access | None = None, stop: Stop | None = None) 
             if http is None:
                 serve_stdio(memory, stop, host, adopt_codex)
             else:
-                serve_http(memory, http, stop, host)
+                serve_http(memory, http, stop, host, ui)
         code = stop.code
     except SystemExit as exc:  # uvicorn's exit when it cannot start (port in use: 3)
         code = exc.code if isinstance(exc.code, int) else 1

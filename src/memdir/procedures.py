@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import advice, query
+from . import advice, query, revisions
 from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Procedure, Similar
 from .names import is_name
@@ -28,17 +28,21 @@ def write(
     name: str,
     content: str,
     twins: Callable[[], tuple[Similar, ...]] | None = None,
+    expected: str | None = None,
 ) -> Procedure:
     """Create or overwrite (P1). Frontmatter, if any, must parse: a broken one is refused.
     The name is the identity (X5): writing exactly the text the file holds rewrites
     nothing and comes back `duplicate`. `twins` (the duplicate guard) names the other
-    procedures this one resembles, under the lock every procedure write takes."""
+    procedures this one resembles, under the lock every procedure write takes.
+    `expected`: the revision of the file the change was made from (V4)."""
     path = layout.procedure(name)
     text = content if content.endswith("\n") else content + "\n"
     frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))
     similar: tuple[Similar, ...] = ()
     with files.locked(layout.locks_dir, LOCK):
-        if _held(layout, name) == text:
+        held = _held(layout, name)
+        revisions.check(expected, held, f"procedure {name}")
+        if held == text:
             return read(layout, name)._replace(duplicate=True)
         if twins is not None:
             similar = twins()

@@ -91,6 +91,15 @@ def notes(layout: Layout, task: str) -> list[Note]:
     return parse_notes(task, files.read_inside(layout.memory_dir, path, f"tasks/{task}.md") or "")
 
 
+def all_notes(layout: Layout) -> list[Note]:
+    """Every task's notes (V2), task by task."""
+    out: list[Note] = []
+    for task, path in _note_files(layout):
+        text = files.read_inside(layout.memory_dir, path, f"tasks/{task}.md")
+        out += parse_notes(task, text or "")
+    return out
+
+
 def lineage(tasks: dict[str, Task], task: str) -> list[str]:
     """T3: the task, its parent, its grandparent... (ids; the first may be unregistered)."""
     chain = [task]

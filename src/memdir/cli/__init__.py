@@ -53,10 +53,11 @@ MODULES = {
     "import": "portable",
     "migrate": "portable",
     "setup": "hosts",
+    "ui": "browser",
 }
 # what a forked process does not run: a server lives on, with its own signal handling
 # (stopping.py), so it is started as a process of its own
-LONG_RUNNING = frozenset({"serve"})
+LONG_RUNNING = frozenset({"serve", "ui"})
 
 VALUE_OPTIONS = ("--state-dir", "--session", "--agent")  # global options that take a value
 

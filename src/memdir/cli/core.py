@@ -163,6 +163,12 @@ def add_serve(b: Builder) -> None:
         "http://localhost:6274 (none by default); repeat for more",
     )
     serve.add_argument(
+        "--ui",
+        action="store_true",
+        help="with --http: also serve the memory browser at /ui/ (its address, with its own "
+        "access token, is printed at start)",
+    )
+    serve.add_argument(
         "--token-file",
         metavar="PATH",
         help="read the bearer token from this file (keep it outside the repository); "
@@ -338,6 +344,10 @@ def _serve(args: argparse.Namespace) -> Any:
             token_file=args.token_file,
         )
         os.environ.pop(http_access.TOKEN_ENV, None)  # not handed to processes started here
+    elif args.ui:
+        raise ValidationError(
+            "--ui goes with --http HOST:PORT: the memory browser is a web page (or run `memdir ui`)"
+        )
     elif args.allow_remote or args.host_name or args.allow_origin or args.token_file:
         raise ValidationError(
             "--allow-remote, --host-name, --allow-origin and --token-file go with --http "
@@ -347,7 +357,7 @@ def _serve(args: argparse.Namespace) -> Any:
     memory.use_worker = False  # a server lives long: it holds its own model (Q2)
     if access is not None:
         _banner(memory, access)
-    code = mcp_server.serve(memory, access, stop)
+    code = mcp_server.serve(memory, access, stop, ui=args.ui)
     if code:
         raise SystemExit(code)
     return None

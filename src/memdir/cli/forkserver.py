@@ -739,7 +739,7 @@ def run_call(job: Forked) -> int:
     args = [os.fsdecode(a) for a in argv.split(b"\0")] if argv else []
     sys.argv = ["memdir", *args]
     conn.sendall(f"pid {os.getpid()}\n".encode())
-    conn.close()
+    _REPORT.append(conn)  # leave() says how the call ended, before this process is torn down
     from .run import main
 
     try:
@@ -761,8 +761,9 @@ def leave(code: int) -> None:
     page by page (copy-on-write), ~15 ms a call. What a process's end does that a caller
     can see is done here: the non-daemon threads joined, the exit handlers run, every
     file the call left open flushed (what the objects' finalizers would have written),
-    the standard streams flushed (a failure is exit 120, as Python's). The stores the call
-    opened are closed by the command itself (cli/common.close_opened)."""
+    the standard streams flushed (a failure is exit 120, as Python's), then closed and
+    the exit code sent to the caller. The stores the call opened are left to os._exit
+    (cli/common.close_opened says why)."""
     import atexit
     import contextlib
     import gc
@@ -781,7 +782,20 @@ def leave(code: int) -> None:
             stream.flush()
         except (OSError, ValueError):
             code = code or 120
+    if _REPORT:  # the caller may go now: what it must see is written
+        for fd in (0, 1, 2):  # and a host reading its pipes sees them end with it
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            _REPORT[0].sendall(f"exit {code & 0xFF}\n".encode())
     os._exit(code)
+
+
+# the caller's connection, in a forked call's child: leave() reports the exit code on it
+# itself, since the server learns of it only once the kernel has torn this process down
+# (its whole address space: up to ~10 ms); an end that skips leave() (a signal, a hook's
+# watchdog) is reported by the server
+_REPORT: list[Socket] = []
 
 
 def _exit_code(value: object) -> int:

@@ -25,6 +25,8 @@ search.py (SearchMemory): search and what keeps it current, Q1-Q3.
     embed_pending, sync_index
 sessions.py (SessionMemory): sessions and statistics, U1-U4, D2.
     start_session, adopt_session, end_session, sessions, stats
+browse.py (BrowseMemory): what a person browsing memory sees, V.
+    timeline, revision, task_family, daily_days
 This module: Memory itself, open_memory, init_project (InitResult) and ingest_output.
 """
 
@@ -49,6 +51,7 @@ from ..settings import config_template, load_settings
 # Under another name: importing the part .files binds `files` in this package's namespace.
 from ..storage import files as store_files
 from .agent import AgentMemory
+from .browse import BrowseMemory, TaskFamily
 from .facts import FactMemory
 from .files import FileMemory, Lines
 from .search import Reindexed, SearchMemory
@@ -68,13 +71,16 @@ __all__ = [
     "Lines",
     "Memory",
     "Reindexed",
+    "TaskFamily",
     "ingest_output",
     "init_project",
     "open_memory",
 ]
 
 
-class Memory(SearchMemory, FactMemory, FileMemory, TaskMemory, AgentMemory, SessionMemory):
+class Memory(
+    SearchMemory, FactMemory, FileMemory, TaskMemory, AgentMemory, SessionMemory, BrowseMemory
+):
     """One store, seen by one caller. Cheap to create; the database opens on first use.
 
     Memory(state_dir=None, *, session=None, surface="cli", agent=None, env=None, cwd=None,

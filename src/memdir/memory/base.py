@@ -391,6 +391,7 @@ class MemoryBase:
         content: str,
         task: str | None,
         workflow: str | None,
+        expected: str | None = None,
     ) -> tuple[Entry, bool]:
         # the content's size was checked by the caller; X2 here, over every stored field
         self.refuse_secrets(
@@ -406,6 +407,7 @@ class MemoryBase:
             self._now(),
             provenance,
             twins=lambda: self._entry_twins(name, content),
+            expected=expected,
         )
         if entry.duplicate:
             same = duplicates.named_hint("entry", entry.name, self.settings.marker_prefix)

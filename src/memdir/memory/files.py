@@ -68,13 +68,21 @@ class FileMemory(MemoryBase):
         boot): within its cap whatever a hand edit put on disk, saying so when cut."""
         return hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
 
-    def hot_set(self, text: str) -> HotWrite:
-        """Replace HOT.md with `text`, within its cap (H2, H3); the old one goes to .bak (H4)."""
+    def hot_set(self, text: str, *, expected: str | None = None) -> HotWrite:
+        """Replace HOT.md with `text`, within its cap (H2, H3); the old one goes to .bak (H4).
+        `expected`: the revision the new text was made from (V4, `revision`); HOT.md
+        changed since is a ConflictError and nothing is written."""
         self.require_writable("hot")
         self.refuse_secrets("hot memory text", text=text)
+        from .. import revisions
         from ..quoting import hot_text
 
-        return self._hot_update(lambda _current: hot_text(text), replace=True)
+        def change(current: str) -> str:
+            on_disk = current if current or os.path.exists(self.layout.hot) else None
+            revisions.check(expected, on_disk, "HOT.md")
+            return hot_text(text)
+
+        return self._hot_update(change, replace=True)
 
     def hot_append(self, text: str) -> HotWrite:
         """Append `text` to HOT.md, within its cap (H2, H3)."""
@@ -106,15 +114,19 @@ class FileMemory(MemoryBase):
         *,
         task: str | None = None,
         workflow: str | None = None,
+        expected: str | None = None,
     ) -> Entry:
         """G2: create or update global/<name>.md (keeps `created`); MEMORY.md follows.
         The name is the identity (X5): a write that repeats the entry exactly (same
         description and body) changes nothing and answers it with `duplicate` set; other
-        entries with the same or a near body are named in `similar`, never refused."""
+        entries with the same or a near body are named in `similar`, never refused.
+        `expected`: the revision the change was made from (V4); another is refused."""
         self.layout.entry(name)
         facts.check_content(content, self.settings.max_entry_bytes, "entry")
         self.require_writable("global entries")
-        entry, _created = self._write_entry(name, description, content, task, workflow)
+        entry, _created = self._write_entry(
+            name, description, content, task, workflow, expected=expected
+        )
         return entry
 
     def entry(self, name: str) -> Entry:
@@ -131,7 +143,7 @@ class FileMemory(MemoryBase):
         self.require_writable("global entries")
         return entries.remove(self.layout, self.store, name)
 
-    def write_procedure(self, name: str, content: str) -> Procedure:
+    def write_procedure(self, name: str, content: str, *, expected: str | None = None) -> Procedure:
         """P1: create or overwrite. The name is the identity (X5): writing exactly what
         the procedure holds changes nothing (the answer has `duplicate` set); other
         procedures with the same or a near body are named in `similar`, never refused."""
@@ -151,7 +163,7 @@ class FileMemory(MemoryBase):
                 "procedure", name, body, others, self.settings.duplicate_lexical
             )
 
-        result = procedures.write(self.layout, name, content, twins)
+        result = procedures.write(self.layout, name, content, twins, expected=expected)
         if result.duplicate:
             return result._replace(hint=duplicates.named_hint("procedure", result.name))
         self._count("procedures")

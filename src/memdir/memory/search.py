@@ -20,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import entries, search
     from ..search import index, vectors, worker
+    from ..search.explain import Why
     from ..types import Category, Embedder, Kind, SearchMode
 else:
     entries = lazy("memdir.entries")
@@ -221,6 +222,19 @@ class SearchMemory(MemoryBase):
         if status is None or status.get("model") != self.model_id():
             return None, {}  # it failed (its model cannot load here): this process tries
         return remote, status
+
+    def explain(self, question: str, hits: list[Hit], *, as_of: bool = False) -> list[Why]:
+        """V3: for each hit of the last search of `question`, the question's words found
+        in it and how it was ranked (search/explain.py: read from the answer, after it)."""
+        from ..search.explain import why
+
+        mode = self._searched
+        return [why(question, mode, h.content, h.lexical_only, as_of) for h in hits]
+
+    @property
+    def searched_mode(self) -> str:
+        """The mode the last search ran in (lexical when it fell back from another)."""
+        return self._searched
 
     def search_mode(self, mode: SearchMode | None = None) -> str:
         """The mode a search runs in: `mode`, else [search] mode; "auto" is hybrid when the

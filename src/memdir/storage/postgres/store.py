@@ -189,6 +189,16 @@ class PostgresStore(Connection):
         assert fact is not None
         return fact
 
+    def recent_facts(self, limit: int) -> list[Fact]:
+        with self._read() as cur:
+            if cur is None:
+                return []
+            cur.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts ORDER BY updated DESC, id DESC LIMIT %s",
+                (limit,),
+            )
+            return [_fact(row) for row in cur.fetchall()]
+
     def get_fact(self, fact_id: int) -> Fact | None:
         with self._read() as cur:
             return None if cur is None else self._get(cur, fact_id)

@@ -148,6 +148,17 @@ class FactRows(CurationRows):
         assert fact is not None
         return fact
 
+    def recent_facts(self, limit: int) -> list[Fact]:
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            rows = db.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts ORDER BY updated DESC, id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [Fact(*row) for row in rows]
+
     def get_fact(self, fact_id: int) -> Fact | None:
         db = self._conn()
         if db is None:
