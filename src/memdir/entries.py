@@ -191,8 +191,7 @@ def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
     if snapshot is not None and _unchanged(layout, snapshot):
         rows: dict[str, Any] = snapshot
     else:
-        rows = _refresh(layout, store, with_meta=False, with_prints=False)
-        _keep_snapshot(store, rows)
+        rows = _refresh(layout, store, with_meta=False, with_prints=False, keep_listing=True)
     return [(n, rows[n][2], rows[n][3]) for n in sorted(rows) if rows[n][4] is None]
 
 
@@ -235,15 +234,10 @@ def _unchanged(layout: Layout, snapshot: dict[str, list[Any]]) -> bool:
     return seen == len(snapshot)
 
 
-def _keep_snapshot(store: Store, rows: dict[str, CachedEntry]) -> None:
+def _listing_text(rows: dict[str, CachedEntry]) -> str:
     import json
 
-    text = json.dumps([[name, list(row[:5])] for name, row in sorted(rows.items())])
-    try:
-        if store.entry_listing() != text:
-            store.set_entry_listing(text)
-    except MemdirError:
-        pass  # only a cache: a read-only or locked database must not break reading
+    return json.dumps([[name, list(row[:5])] for name, row in sorted(rows.items())])
 
 
 def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, set[int]]]:
@@ -258,7 +252,7 @@ def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, se
 def reindex(layout: Layout, store: Store) -> list[Entry]:
     """G3: rebuild MEMORY.md (and the cache) from the files alone."""
     with files.locked(layout.locks_dir, LOCK):
-        _keep_snapshot(store, _refresh(layout, store, trust_cache=False))  # trusts no cache
+        _refresh(layout, store, trust_cache=False, keep_listing=True)  # trusts no cache
         _write_index(layout, store)
     return list_all(layout, store)
 
@@ -282,10 +276,12 @@ def _refresh(
     trust_cache: bool = True,
     with_meta: bool = True,
     with_prints: bool = True,
+    keep_listing: bool = False,
 ) -> dict[str, CachedEntry]:
     """What every file of global/ says now: the cached row when its (mtime, size) is the
     one cached, else the file parsed again (G4). The cache is brought up to date (a row
-    read without its metadata or keys is never written back: only changed rows are)."""
+    read without its metadata or keys is never written back: only changed rows are);
+    with `keep_listing`, the whole listing is kept too (index)."""
     try:
         cache = store.entry_cache(with_meta, with_prints)
     except MemdirError:
@@ -324,11 +320,14 @@ def _refresh(
                 body_key=fingerprint[0], sketch=fingerprint[1]
             )
     gone = [name for name in cache if name not in current]
-    if changed or gone:
-        try:
-            store.update_entry_cache(changed, gone)
-        except MemdirError:
-            pass  # only a cache: a read-only or locked database must not break reading
+    listing = _listing_text(current) if keep_listing else None
+    try:
+        if changed or gone:
+            store.update_entry_cache(changed, gone, listing)  # one transaction for both
+        elif listing is not None and store.entry_listing() != listing:
+            store.set_entry_listing(listing)
+    except MemdirError:
+        pass  # only a cache: a read-only or locked database must not break reading
     return current
 
 

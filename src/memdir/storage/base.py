@@ -158,7 +158,12 @@ class CacheStore(Protocol):
         without `with_prints` the body key and band keys are left out (None, "")."""
         ...
 
-    def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None: ...
+    def update_entry_cache(
+        self, changed: dict[str, CachedEntry], gone: list[str], listing: str | None = None
+    ) -> None:
+        """Rows changed and gone; with `listing`, the whole listing too, in the same
+        transaction (entry_listing)."""
+        ...
 
     def entry_listing(self) -> str | None:
         """The listing of global/ kept whole (JSON, entries.SNAPSHOT), or None."""

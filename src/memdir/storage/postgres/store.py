@@ -745,10 +745,18 @@ class PostgresStore(Connection):
             rows = cur.fetchall()
         return {str(row[0]): CachedEntry(*row[1:]) for row in rows}  # type: ignore[arg-type]  # psycopg rows are tuples of object
 
-    def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None:
+    def update_entry_cache(
+        self, changed: dict[str, CachedEntry], gone: list[str], listing: str | None = None
+    ) -> None:
         if self._conn() is None:
             return
         with self._write() as cur:
+            if listing is not None:
+                cur.execute(
+                    "INSERT INTO entry_listing (id, listing) VALUES (1, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET listing = excluded.listing",
+                    (listing,),
+                )
             cur.execute("DELETE FROM entry_cache WHERE name = ANY(%s)", (gone,))
             cur.executemany(
                 "INSERT INTO entry_cache (name, mtime_ns, size, description, updated, error, "

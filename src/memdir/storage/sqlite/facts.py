@@ -510,10 +510,16 @@ class FactRows(CurationRows):
         make = tuple.__new__  # CachedEntry(*row) runs a Python __new__: 1,000 rows a recall
         return {row[0]: make(CachedEntry, row[1:]) for row in rows}
 
-    def update_entry_cache(self, changed: dict[str, CachedEntry], gone: list[str]) -> None:
+    def update_entry_cache(
+        self, changed: dict[str, CachedEntry], gone: list[str], listing: str | None = None
+    ) -> None:
         if self._conn() is None:
             return
         with self._write() as db:
+            if listing is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO entry_listing (id, listing) VALUES (1, ?)", (listing,)
+                )
             db.executemany("DELETE FROM entry_cache WHERE name = ?", [(n,) for n in gone])
             db.executemany(
                 "INSERT OR REPLACE INTO entry_cache "
