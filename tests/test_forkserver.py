@@ -273,6 +273,8 @@ def test_a_call_is_run_by_the_spare_made_ready_before_it_and_no_spare_outlives_i
     wait_for(lambda: gone(after), "the spare gone with its server")
     ran = run(env, "search", "--mode", "lexical", "kiwi")  # and calls still answer
     assert ran.returncode == 0 and "kiwi harvest" in ran.stdout
+    # it started a new server, which the fixture stops once it holds the lock
+    wait_for(lambda: (forkserver_pid() or 0) > 0 and forkserver_pid() != pid, "a new server")
 
 
 def test_a_forked_write_leaves_the_wal_for_the_next_call_and_its_own_process_folds_it(  # C1
