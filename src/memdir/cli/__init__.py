@@ -103,4 +103,4 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return build(argv)
 
 
-__all__ = ["MODULES", "build_parser", "main"]
+__all__ = ["LONG_RUNNING", "MODULES", "build_parser", "main"]
