@@ -4,6 +4,7 @@ the agent tools and the CLI — and its measures (similarity.py)."""
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import subprocess
 import sys
@@ -422,3 +423,37 @@ def test_remembered_words_and_hashes_change_no_measure(texts: list[str]) -> None
     expected = [plain_keys(bag) for bag in bags]
     assert [similarity.band_keys(bag) for bag in bags] == expected
     assert similarity.band_keys_many(bags) == expected
+
+
+def test_the_bulk_sketcher_gives_the_keys_of_one_text_at_a_time() -> None:
+    # N1: the vectorised path of a bulk import (words coded at once, minima over repeats)
+    # gives every text the keys band_keys gives it alone: stopwords-only texts, markup,
+    # edge punctuation, empty texts, Unicode, and a vocabulary that starts again
+    rnd = random.Random(7)
+    vocabulary = ["the", "a", "of", "dark", "mode", "-", "*", "•", "C++", "(x)", "«ok»", "é",
+                  "e\u0301", "#tag", "##", "...", "don't", "—", "x²", "🙂", "node.js"]  # fmt: skip
+    texts = ["", "the a of", "- * •", "**Bold** (see C++).", "ǰ ﬁ", "# ## ###"]
+    texts += [" ".join(rnd.choices(vocabulary, k=rnd.randint(0, 9))) for _ in range(3000)]
+    normals = [similarity.normalize(text) for text in texts]
+    expected = [similarity.band_keys(similarity.words_of_normal(n)) for n in normals]
+    assert similarity.Sketcher().keys(normals) == expected
+    small = similarity.Sketcher()
+    small.LIMIT = 5  # forgets its words every few texts
+    assert small.keys(normals) == expected
+    assert similarity.sketches(texts) == expected
+
+
+def test_a_bulk_import_stores_every_text_exactly(tmp_path: Path) -> None:
+    # F1: the facts of a bulk import go in as one JSON document: quotes, backslashes,
+    # control characters, line breaks and characters outside the BMP come back unchanged
+    odd = ['say "hi" \\n not a break', "tab\there\r\nline", "emoji 🙂 and 𝔘𝔫𝔦", "nul\x01\x1f end",
+           "json: {\"a\": [1, 2]}", "ünïcödé ", "inner   spacing kept"]  # fmt: skip
+    rows = [(f"{text} #{i}", "learning") for i in range(200) for text in odd]
+    memory = Memory(tmp_path / "s", env={}, cwd=tmp_path, create=True)
+    ids = memory.add_facts(rows)
+    assert len(set(ids)) == len(rows)
+    stored = {fact_id: memory.get_fact(fact_id) for fact_id in ids[:50] + ids[-50:]}
+    for fact_id, (content, _) in zip(ids[:50] + ids[-50:], rows[:50] + rows[-50:], strict=True):
+        fact = stored[fact_id]
+        assert fact.content == content
+    memory.close()

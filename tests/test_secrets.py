@@ -222,3 +222,22 @@ def test_a_bulk_import_refuses_the_first_secret_as_one_write_would(tmp_path: Pat
         )
     assert memory.stats().facts_active == 0
     memory.close()
+
+
+def test_a_big_import_with_a_secret_in_a_late_part_writes_nothing(tmp_path: Path) -> None:
+    # X2: a bulk import is checked part by part while earlier parts are being inserted
+    # (storage/ahead.py); a secret in a late part still refuses the whole import, names the
+    # first secret, and leaves no fact of the earlier parts behind
+    github, aws = SECRETS["a GitHub token"], SECRETS["an AWS access key id"]
+    rows = [(f"fact number {i} about sockets", "learning") for i in range(3000)]
+    rows[2100] = (f"deploy with {github}", "decision")
+    rows[2900] = (f"key {aws}", "decision")
+    memory = Memory(tmp_path / "s", env={}, cwd=tmp_path, create=True)
+    with pytest.raises(SecretError) as refused:
+        memory.add_facts(rows)
+    assert "GitHub" in str(refused.value)
+    assert memory.stats().facts_active == 0
+    assert memory.search("sockets", mode="lexical") == []
+    ids = memory.add_facts(rows[:2000])  # the rest of the import goes in as before
+    assert len(set(ids)) == 2000 and memory.stats().facts_active == 2000
+    memory.close()

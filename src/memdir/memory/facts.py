@@ -4,7 +4,7 @@ tool."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from .. import advice, facts
 from ..errors import MemdirError, NotFoundError, ValidationError
@@ -78,10 +78,13 @@ class FactMemory(MemoryBase):
             for content, category in rows
         ]
         self.require_writable("facts")
-        self.refuse_secrets_each(
-            "fact", ({"text": content, "category": category} for category, content in checked)
-        )
-        ids = self.store.add_facts(checked, self._now(), self._provenance())
+
+        def refuse_secrets(part: Sequence[NewFact]) -> None:  # in the store's transaction
+            self.refuse_secrets_each(
+                "fact", ({"text": content, "category": category} for category, content in part)
+            )
+
+        ids = self.store.add_facts(checked, self._now(), self._provenance(), refuse_secrets)
         self._embed_written(ids)
         return ids
 

@@ -13,7 +13,7 @@ checking only: `typing` costs the CLI's cold path ~6 ms.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Protocol
 
 from ..models import Fact, Provenance, Session, Task
@@ -61,8 +61,16 @@ class FactStore(Protocol):
         """A new active fact, or the active fact that says the same, marked `duplicate`."""
         ...
 
-    def add_facts(self, rows: list[NewFact], now: str, by: Provenance) -> list[int]:
-        """Bulk: the id of each row, an exact duplicate's being the fact it repeats."""
+    def add_facts(
+        self,
+        rows: list[NewFact],
+        now: str,
+        by: Provenance,
+        check: Callable[[Sequence[NewFact]], None] | None = None,
+    ) -> list[int]:
+        """Bulk: the id of each row, an exact duplicate's being the fact it repeats.
+        `check(part)` is called on the rows, in parts, in order, before they are
+        committed; if it raises, nothing is written (an import holding a secret)."""
         ...
 
     def supersede_fact(

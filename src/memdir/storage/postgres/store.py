@@ -7,7 +7,7 @@ that changes a row does it here, in its transaction (connection.py).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from ... import advice
 from ...errors import ConflictError, NotFoundError
@@ -96,7 +96,15 @@ class PostgresStore(Connection):
         assert fact is not None
         return fact
 
-    def add_facts(self, rows: list[NewFact], now: str, by: Provenance) -> list[int]:
+    def add_facts(
+        self,
+        rows: list[NewFact],
+        now: str,
+        by: Provenance,
+        check: Callable[[Sequence[NewFact]], None] | None = None,
+    ) -> list[int]:
+        if check is not None:
+            check(rows)
         normals = [similarity.normalize(text) for _, text in rows]
         keys = [similarity.key_of_normal(normal) for normal in normals]
         sketches = similarity.sketches(normals, normal=True)

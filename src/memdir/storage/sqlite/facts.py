@@ -9,14 +9,16 @@ from ... import advice
 from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
+from .. import ahead
 from ..rows import CachedEntry, ScoredFact
 from . import bounded
-from .curation import F_COLUMNS, CurationRows
+from .curation import F_COLUMNS, SKETCH_ONE_BY_ONE, CurationRows
 from .index import FACT_COLUMNS, or_words, to_fts5
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable, Sequence
 
     from ... import similarity
     from ..rows import Node
@@ -50,50 +52,79 @@ class FactRows(CurationRows):
         assert fact is not None
         return fact
 
-    def add_facts(self, rows: list[NewFact], now: str, by: Provenance) -> list[int]:
-        """Bulk import: the id of each row, an exact duplicate's being the fact it repeats."""
-        normals = [similarity.normalize(text) for _, text in rows]
-        keys = [similarity.key_of_normal(normal) for normal in normals]
-        sketches = similarity.sketches(normals, normal=True)
+    def add_facts(
+        self,
+        rows: list[NewFact],
+        now: str,
+        by: Provenance,
+        check: Callable[[Sequence[NewFact]], None] | None = None,
+    ) -> list[int]:
+        """Bulk import: the id of each row, an exact duplicate's being the fact it repeats.
+        `check(part)` raises to refuse the import (a secret): run on each part before it
+        is written, in order, and nothing is written if it raises. The Python work of a
+        part (check, normal forms, sketches) runs one part ahead of its insert (ahead.py)."""
+        sketch = similarity.sketcher()
+
+        def prepare(
+            part: Sequence[NewFact],
+        ) -> tuple[Sequence[NewFact], list[str], list[int], list[list[int]]]:
+            if check is not None:
+                check(part)
+            normals = [similarity.normalize(text) for _, text in part]
+            return part, normals, list(map(similarity.key_of_normal, normals)), sketch(normals)
+
         ids: list[int] = []
-        new_rows: list[tuple[object, ...]] = []
-        flat: list[int | None] = []  # the new facts' band keys, BANDS a fact, in id order
         unsketched = [None] * similarity.BANDS  # a text without words
         with self._write() as db:
-            known = self._active_keys(db, keys)
-            first = next_id = self._next_id(db)
-            for (category, text), wanted, key, sketch in zip(
-                rows, normals, keys, sketches, strict=True
-            ):
-                fact_id = known.get((key, wanted)) if wanted else None
-                if fact_id is None:
-                    fact_id = next_id
-                    if wanted:
-                        known[(key, wanted)] = fact_id
-                    next_id += 1
-                    new_rows.append(
-                        (
-                            fact_id,
-                            category,
-                            text,
-                            now,
-                            now,
-                            by.session_id,
-                            by.surface,
-                            by.agent,
-                            now,
-                            key,
-                        )
-                    )
-                    flat += sketch or unsketched
-                ids.append(fact_id)
-            db.executemany(
-                "INSERT INTO facts (id, category, content, created, updated, session_id, "
-                "surface, agent, valid_from, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                new_rows,
-            )
-            self._sketch_run(db, first, flat)
+            next_id = self._next_id(db)
+            for part, normals, keys, sketches in ahead.ahead(list(ahead.parts(rows)), prepare):
+                known = self._active_keys(db, keys)
+                first = next_id
+                new_rows: list[tuple[object, ...]] = []
+                flat: list[int | None] = []  # the new facts' band keys, BANDS a fact, by id
+                for (category, text), wanted, key, keys_of in zip(
+                    part, normals, keys, sketches, strict=True
+                ):
+                    fact_id = known.get((key, wanted)) if wanted else None
+                    if fact_id is None:
+                        fact_id = next_id
+                        if wanted:
+                            known[(key, wanted)] = fact_id
+                        next_id += 1
+                        new_rows.append((fact_id, category, text, key))
+                        flat += keys_of or unsketched
+                    ids.append(fact_id)
+                self._insert_facts(db, new_rows, now, by)
+                self._sketch_run(db, first, flat)
         return ids
+
+    def _insert_facts(
+        self, db: sqlite3.Connection, rows: list[tuple[object, ...]], now: str, by: Provenance
+    ) -> None:
+        """New active facts, (id, category, content, norm) each, as one statement over one
+        JSON array: the whole insert runs in SQLite without the GIL (so ahead.py's thread
+        works beside it) and at ~2.5x the rate of executemany, which binds row by row."""
+        shared = (now, now, by.session_id, by.surface, by.agent, now)
+        if len(rows) > SKETCH_ONE_BY_ONE:
+            import json  # a bulk write only: not on the CLI's cold path
+
+            try:
+                db.execute(
+                    "INSERT INTO facts (id, category, content, norm, created, updated, "
+                    "session_id, surface, agent, valid_from) SELECT json_extract(value, '$[0]'), "
+                    "json_extract(value, '$[1]'), json_extract(value, '$[2]'), "
+                    "json_extract(value, '$[3]'), ?, ?, ?, ?, ?, ? FROM json_each(?)",
+                    (*shared, json.dumps(rows, ensure_ascii=False)),
+                )
+                return
+            except sqlite3.OperationalError as exc:
+                if "json_each" not in str(exc) and "json_extract" not in str(exc):
+                    raise  # else an SQLite built without JSON: the rows one by one
+        db.executemany(
+            "INSERT INTO facts (id, category, content, norm, created, updated, session_id, "
+            "surface, agent, valid_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*row, *shared) for row in rows],
+        )
 
     def supersede_fact(
         self,
