@@ -343,9 +343,12 @@ class Sketcher:
             self._columns[:, known:have] = _hash_rows(fresh).T
 
 
-def sketcher() -> Callable[[list[str]], list[list[int]]]:
-    """A function from normalised texts to their band keys, for the chunks of one bulk
-    import: a Sketcher's when numpy is installed, else band_keys text by text."""
+def sketcher(count: int) -> Callable[[list[str]], list[list[int]]]:
+    """A function from normalised texts to their band keys, for the parts of one bulk
+    import of `count` texts: a Sketcher's when numpy is installed and the texts are more
+    than a few (numpy costs ~60 ms to import), else band_keys text by text."""
+    if count <= 16:
+        return _one_by_one
     try:
         return Sketcher().keys
     except ImportError:
@@ -360,7 +363,7 @@ def sketches(texts: list[str], normal: bool = False) -> list[list[int]]:
     """band_keys of many texts (`normal`: already normalised): vectorised when numpy is
     installed (the embeddings extra)."""
     normals = texts if normal else [normalize(text) for text in texts]
-    return (sketcher() if len(normals) > 16 else _one_by_one)(normals)
+    return sketcher(len(normals))(normals)
 
 
 def sketches_of(bags: list[frozenset[str]]) -> list[list[int]]:

@@ -63,7 +63,7 @@ class FactRows(CurationRows):
         `check(part)` raises to refuse the import (a secret): run on each part before it
         is written, in order, and nothing is written if it raises. The Python work of a
         part (check, normal forms, sketches) runs one part ahead of its insert (ahead.py)."""
-        sketch = similarity.sketcher()
+        sketch = similarity.sketcher(len(rows))
 
         def prepare(
             part: Sequence[NewFact],
