@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, MemdirError, NotFoundError, ValidationError
@@ -105,6 +106,58 @@ def build(browser: Browser) -> Starlette:
         Mount("/static", StaticFiles(directory=render.STATIC), name="static"),
     ]
     return Starlette(routes=routes)
+
+
+@dataclass(frozen=True)
+class File:
+    """What differs between the edit pages of two kinds of markdown file (an entry, a
+    procedure): the flow around them (page, V5 confirmation, save, conflict) is one."""
+
+    kind: str  # its URL's first part, and the word the pages use
+    title: str
+    template: str
+    fields: tuple[str, ...]  # the form's fields besides `revision`
+    what: Callable[[str], str]  # the confirmation's line: what the save will do
+    load: Callable[[Memory, str], dict[str, Any]]  # the page's context; NotFoundError
+    missing: dict[str, Any]  # the context when there is no such file yet
+    save: Callable[[Memory, str, dict[str, str]], Any]  # the write; has .duplicate
+
+
+def _load_entry(memory: Memory, name: str) -> dict[str, Any]:
+    entry = memory.entry(name)
+    revision = memory.revision("entry", name)
+    return {"entry": entry, "revision": revision, "raw": memory.get(entry.path).text}
+
+
+def _load_procedure(memory: Memory, name: str) -> dict[str, Any]:
+    proc = memory.procedure(name)
+    return {"proc": proc, "revision": memory.revision("procedure", name)}
+
+
+ENTRY = File(
+    kind="entry",
+    title="Entry",
+    template="entry.html",
+    fields=("description", "content"),
+    what=lambda name: f"global/{name}.md will hold this (MEMORY.md follows):",
+    load=_load_entry,
+    missing={"entry": None, "revision": "none", "raw": ""},
+    save=lambda memory, name, draft: memory.write_entry(
+        name, draft["description"], draft["content"], expected=draft["revision"]
+    ),
+)
+PROCEDURE = File(
+    kind="procedure",
+    title="Procedure",
+    template="procedure.html",
+    fields=("content",),
+    what=lambda name: f"procedures/{name}.md will hold this:",
+    load=_load_procedure,
+    missing={"proc": None, "revision": "none"},
+    save=lambda memory, name, draft: memory.write_procedure(
+        name, draft["content"], expected=draft["revision"]
+    ),
+)
 
 
 class Pages:
@@ -321,64 +374,64 @@ class Pages:
             return self.fact(request, error=str(exc), status=_status(exc))
         return self.b.redirect(f"/fact/{fact_id}", f"fact {fact_id} removed")
 
-    def _entry_page(
+    # entries and procedures: one edit flow (page, confirm, save), told apart by a File
+
+    def _file_page(
         self,
         request: Request,
+        file: File,
         name: str,
         error: str | None = None,
         status: int = 200,
         draft: dict[str, str] | None = None,
     ) -> Response:
+        """The file's page; with a draft (a save refused), the draft shown beside what the
+        file holds now, or alone when there is no such file yet."""
         with self.b.memory() as memory:
             try:
-                entry = memory.entry(name)
-                revision = memory.revision("entry", name)
-                raw = memory.get(entry.path).text
+                shown = file.load(memory, name)
             except NotFoundError as exc:
                 if draft is None:
                     return self.b.problem(request, exc)
-                entry, revision, raw = None, "none", ""
+                shown = file.missing
             except MemdirError as exc:
                 return self.b.problem(request, exc)
         return self.b.page(
             request,
-            "entry.html",
+            file.template,
             status=status,
-            title=f"Entry {name}",
+            title=f"{file.title} {name}",
             name=name,
-            entry=entry,
-            raw=raw,
-            revision=revision,
             error=error,
             draft=draft,
+            **shown,
         )
 
-    async def entry(self, request: Request) -> Response:
+    async def _file_edit(self, request: Request, file: File) -> Response:
+        """GET: the page. POST: V5's confirmation, then the save (refused: the page again,
+        with the error and the draft)."""
         name = request.path_params["name"]
         if request.method == "GET":
-            return self._entry_page(request, name)
+            return self._file_page(request, file, name)
         form = await request.form()
-        draft = {k: str(form.get(k, "")) for k in ("description", "content", "revision")}
+        draft = {k: str(form.get(k, "")) for k in (*file.fields, "revision")}
         if form.get("confirm") != "yes":
             return await self._confirm(
                 request,
-                f"Save entry {name}",
-                f"global/{name}.md will hold this (MEMORY.md follows):",
+                f"Save {file.kind} {name}",
+                file.what(name),
                 draft["content"],
                 dict(form),
             )
-
-        def write(memory: Memory) -> Any:
-            return memory.write_entry(
-                name, draft["description"], draft["content"], expected=draft["revision"]
-            )
-
         try:
-            entry = await self._write(write)
+            saved = await self._write(lambda memory: file.save(memory, name, draft))
         except MemdirError as exc:
-            return self._entry_page(request, name, str(exc), _status(exc), draft)
-        note = "unchanged: it held exactly this" if entry.duplicate else "saved"
-        return self.b.redirect(f"/entry/{name}", note)
+            return self._file_page(request, file, name, str(exc), _status(exc), draft)
+        note = "unchanged: it held exactly this" if saved.duplicate else "saved"
+        return self.b.redirect(f"/{file.kind}/{name}", note)
+
+    async def entry(self, request: Request) -> Response:
+        return await self._file_edit(request, ENTRY)
 
     async def entry_remove(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -394,63 +447,11 @@ class Pages:
         try:
             await self._write(lambda memory: memory.remove_entry(name))
         except MemdirError as exc:
-            return self._entry_page(request, name, str(exc), _status(exc))
+            return self._file_page(request, ENTRY, name, str(exc), _status(exc))
         return self.b.redirect("/browse", f"entry {name} removed")
 
-    def _procedure_page(
-        self,
-        request: Request,
-        name: str,
-        error: str | None = None,
-        status: int = 200,
-        draft: dict[str, str] | None = None,
-    ) -> Response:
-        with self.b.memory() as memory:
-            try:
-                proc = memory.procedure(name)
-                revision = memory.revision("procedure", name)
-            except NotFoundError as exc:
-                if draft is None:
-                    return self.b.problem(request, exc)
-                proc, revision = None, "none"
-            except MemdirError as exc:
-                return self.b.problem(request, exc)
-        return self.b.page(
-            request,
-            "procedure.html",
-            status=status,
-            title=f"Procedure {name}",
-            name=name,
-            proc=proc,
-            revision=revision,
-            error=error,
-            draft=draft,
-        )
-
     async def procedure(self, request: Request) -> Response:
-        name = request.path_params["name"]
-        if request.method == "GET":
-            return self._procedure_page(request, name)
-        form = await request.form()
-        draft = {k: str(form.get(k, "")) for k in ("content", "revision")}
-        if form.get("confirm") != "yes":
-            return await self._confirm(
-                request,
-                f"Save procedure {name}",
-                f"procedures/{name}.md will hold this:",
-                draft["content"],
-                dict(form),
-            )
-
-        def write(memory: Memory) -> Any:
-            return memory.write_procedure(name, draft["content"], expected=draft["revision"])
-
-        try:
-            proc = await self._write(write)
-        except MemdirError as exc:
-            return self._procedure_page(request, name, str(exc), _status(exc), draft)
-        note = "unchanged: it held exactly this" if proc.duplicate else "saved"
-        return self.b.redirect(f"/procedure/{name}", note)
+        return await self._file_edit(request, PROCEDURE)
 
     async def hot(self, request: Request) -> Response:
         if request.method == "GET":
