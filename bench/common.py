@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -108,13 +108,14 @@ def code_key() -> str:
     return f"c{CORPUS_VERSION}-v{memdir.__version__}-s{MIGRATIONS[-1][0]}"
 
 
-def open_memory(state_dir: str, **options: Any) -> Any:
-    """A Memory on exactly this state dir, made when missing: no MEMDIR_* variable of ours
-    may redirect it. `options` go to Memory (e.g. clock=...)."""
+def open_memory(state_dir: str, env: Mapping[str, str] | None = None, **options: Any) -> Any:
+    """A Memory on exactly this state dir, made when missing: no MEMDIR_* variable but
+    those in `env` (e.g. MEMDIR_DATABASE_URL) may redirect it. `options` go to Memory
+    (e.g. clock=...)."""
     from memdir import Memory
 
     state_dir = os.path.abspath(state_dir)
-    return Memory(state_dir, env={}, cwd=state_dir, create=True, **options)
+    return Memory(state_dir, env=dict(env or {}), cwd=state_dir, create=True, **options)
 
 
 def db_path(state_dir: str) -> str:

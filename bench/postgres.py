@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import time
+from functools import partial
 from typing import Any
 
 import common
@@ -65,9 +65,7 @@ def migrate(state: str, url: str) -> dict[str, Any]:
     from memdir.curation.migrate import migrate as run
 
     with common.open_memory(state) as memory:
-        started = time.perf_counter()
-        done = run(memory, url)
-        took = time.perf_counter() - started
+        took, done = common.timed(run, memory, url)
     facts = done.counts["fact"]
     log(f"migrated {facts:,} facts and {done.vectors:,} vectors in {took:.1f} s")
     return {"seconds": took, "facts": facts, "vectors": done.vectors, "facts_per_s": facts / took}
@@ -75,12 +73,9 @@ def migrate(state: str, url: str) -> dict[str, Any]:
 
 def search(state: str, url: str, runs: int) -> dict[tuple[str, str, str], list[float]]:
     """(side, kind, mode) -> the durations of every search of that kind and mode."""
-    from memdir import Memory
-
-    state = os.path.abspath(state)
     memories = {
-        "sqlite": Memory(state, env={}, cwd=state),
-        "postgres": Memory(state, env={"MEMDIR_DATABASE_URL": url}, cwd=state),
+        "sqlite": common.open_memory(state),
+        "postgres": common.open_memory(state, env={"MEMDIR_DATABASE_URL": url}),
     }
     times: dict[tuple[str, str, str], list[float]] = {
         (s, k, m): [] for s in SIDES for k in KINDS for m in MODES
@@ -96,9 +91,9 @@ def search(state: str, url: str, runs: int) -> dict[tuple[str, str, str], list[f
                 for text in common.rotate(run_no, list(texts)):
                     for mode in common.rotate(run_no, list(MODES)):
                         for side in common.alternate(run_no, SIDES):
-                            started = time.perf_counter()
-                            memories[side].search(text, limit=LIMIT, mode=mode)
-                            times[(side, kind, mode)].append(time.perf_counter() - started)
+                            query = partial(memories[side].search, text, limit=LIMIT, mode=mode)
+                            took, _ = common.timed(query)
+                            times[(side, kind, mode)].append(took)
             log(f"round {run_no + 1}/{runs} (load {scale.load()})")
     finally:
         for memory in memories.values():
@@ -123,17 +118,17 @@ with Memory(state, agent=me) as memory:
 """
 
 
-def writes(work: str, side: str, url: str, writers: int, seconds: float) -> dict[str, Any]:
+def writes(
+    work: str, side: str, url: str, writers: int, seconds: float, cache_dir: str
+) -> dict[str, Any]:
     """Acknowledged writes per second of `writers` processes on one fresh store."""
     import subprocess
-
-    from memdir import Memory
 
     state = os.path.join(work, f"writes-{side}")
     os.makedirs(state)
     with open(os.path.join(state, "config.toml"), "w", encoding="utf-8") as handle:
         handle.write('[search]\nembed_on_write = "loaded"\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
+    env = common.child_env(state, cache_dir)
     if side == "postgres":
         env["MEMDIR_DATABASE_URL"] = url
         env["MEMDIR_DATABASE_SCOPE"] = "writes"
@@ -149,7 +144,7 @@ def writes(work: str, side: str, url: str, writers: int, seconds: float) -> dict
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     open(go, "w").close()
     acked = sum(int(proc.communicate()[0].strip()) for proc in procs)
-    with Memory(state, env=env, cwd=state) as memory:
+    with common.open_memory(state, env=env) as memory:
         stored = memory.store.count_facts().get("active", 0)
     if stored != acked:
         raise SystemExit(f"{NAME}: {side}: {acked} writes acknowledged, {stored} stored")
@@ -175,42 +170,19 @@ def main(argv: list[str] | None = None) -> int:
         url = server.url(server.new_database())
         moved = migrate(state, url)
         times = search(state, url, args.runs)
-        written = [writes(work, side, url, args.writers, args.seconds) for side in SIDES]
+        written = [
+            writes(work, side, url, args.writers, args.seconds, args.cache_dir) for side in SIDES
+        ]
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
     rows = []
     for kind in KINDS:
         for mode in MODES:
-            base = common.stats_ms(times[("sqlite", kind, mode)])
+            stats = {side: common.stats_ms(times[(side, kind, mode)]) for side in SIDES}
             for side in SIDES:
-                mine = common.stats_ms(times[(side, kind, mode)])
-                rows.append(
-                    {
-                        "kind": kind,
-                        "mode": mode,
-                        "side": side,
-                        "calls": mine["n"],
-                        "p50_ms": mine["p50"],
-                        "p95_ms": mine["p95"],
-                        "min_ms": mine["min"],
-                        "max_ms": mine["max"],
-                        "ratio_p50": common.ratio(mine["p50"], base["p50"]),
-                        "ratio_p95": common.ratio(mine["p95"], base["p95"]),
-                    }
-                )
-    columns = [
-        ("kind", "queries", ""),
-        ("mode", "mode", ""),
-        ("side", "store", ""),
-        ("calls", "calls", ",d"),
-        ("p50_ms", "p50 ms", ".1f"),
-        ("p95_ms", "p95 ms", ".1f"),
-        ("min_ms", "min", ".1f"),
-        ("max_ms", "max", ".1f"),
-        ("ratio_p50", "p50 / sqlite", ".2f"),
-        ("ratio_p95", "p95 / sqlite", ".2f"),
-    ]
+                rows.append({"kind": kind, "mode": mode, **common.side_row(side, stats, "sqlite")})
+    columns = [("kind", "queries", ""), ("mode", "mode", ""), *common.SIDE_COLUMNS]
     common.print_table(f"search at {n:,} facts: PostgreSQL beside memory.db", columns, rows)
     common.print_table(
         f"memdir migrate --to URL of {n:,} facts",
