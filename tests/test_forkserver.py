@@ -329,6 +329,59 @@ def test_the_server_is_never_two_and_exits_when_idle_even_if_its_starter_crashed
     assert not os.path.exists(forkserver.places()[1])  # its socket went with it
 
 
+# Holds a fork server where it starts: before it takes its lock (`start`: as Python
+# starts), or holding it with no pid written (`preload`: at the first import of its
+# preload that the launcher never makes). It writes the marker file once there.
+HOLD = """
+import os, sys, time
+
+stage, marker = os.environ["HOLD_STAGE"], os.environ["HOLD_MARKER"]
+
+
+def hold():
+    open(marker, "w").close()
+    while True:
+        time.sleep(0.05)
+
+
+class Held:
+    def find_spec(self, name, path=None, target=None):
+        if name == "memdir.ui.app":
+            hold()
+        return None
+
+
+if stage == "start":
+    hold()
+sys.meta_path.insert(0, Held())
+"""
+
+
+@pytest.mark.parametrize("stage", ["start", "preload"])
+def test_a_server_still_starting_is_stopped_too(  # C1
+    runtime: str, store: Path, tmp_path: Path, stage: str
+) -> None:
+    """memdir.testing.stop_forkserver ends a server a call just started, that has not
+    written its pid (or not even taken its lock): a test leaves no process behind."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "sitecustomize.py").write_text(HOLD)
+    marker = tmp_path / "held"
+    env = env_for(store, runtime, PYTHONPATH=str(hold), HOLD_STAGE=stage, HOLD_MARKER=str(marker))
+    server = subprocess.Popen([sys.executable, "-m", forkserver.MODULE], env=env)
+    try:
+        wait_for(marker.exists, "the server held where it starts")
+        assert forkserver_pid() == (None if stage == "start" else -1)  # no pid written
+        assert not os.path.exists(forkserver.places()[1])  # no socket
+        stop_forkserver(timeout=WAIT_S)
+        assert server.wait(timeout=WAIT_S) in (0, -signal.SIGTERM)
+        assert forkserver_pid() is None
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 def test_a_change_of_memdirs_code_retires_the_server(
     runtime: str, tmp_path: Path, store: Path
 ) -> None:  # C1

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 SUN_PATH_MAX = 107  # bytes of a socket's path, its NUL aside (Linux: sun_path[108])
 
 _parent_pid: int | None = None  # the caller's parent, when this process runs its call
@@ -33,11 +37,12 @@ def act_for(parent: int) -> None:
     _parent_pid = parent
 
 
-def runtime_path(name: str) -> tuple[str, str]:
+def runtime_path(name: str, env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(folder, path) of a socket named `name` in the user's private runtime folder:
     $XDG_RUNTIME_DIR/memdir/, or /tmp/memdir-<uid>/ when that is unset or too deep for a
-    socket's path. The folder is made and checked by whoever binds there (private_dir)."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    socket's path. The folder is made and checked by whoever binds there (private_dir).
+    `env`: another process's environment (default: this one's)."""
+    runtime = (os.environ if env is None else env).get("XDG_RUNTIME_DIR")
     bases = [os.path.join(runtime, "memdir")] if runtime else []
     bases.append(f"/tmp/memdir-{os.getuid()}")
     for base in bases:

@@ -209,10 +209,52 @@ def stop_worker(state_dir: str, timeout: float = 30.0) -> None:
     _stop(lambda: worker_pid(state_dir), timeout)
 
 
+def starting_forkservers() -> list[int]:
+    """Fork servers of this installation and environment that are still starting: their
+    pid is not in the lock yet (it is written once the socket is bound), they may not
+    even hold it. Found by what they run (this Python, `-m memdir.cli.forkserver`) and
+    where their environment puts the lock; only this user's processes. Not a server's
+    forked calls and spare (they run the same command: their parent is one), nor a
+    server that let go of its lock and still waits for its calls (it has them)."""
+    from .cli.forkserver import MODULE, places
+
+    argv = [os.fsencode(sys.executable), b"-m", MODULE.encode()]
+    lock = places()[2]
+    parents: dict[int, int] = {}  # every process running that command -> its parent
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != os.getuid():
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                if handle.read().split(b"\0")[:3] != argv:
+                    continue
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                pairs = [item.partition(b"=") for item in handle.read().split(b"\0") if item]
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        env = {os.fsdecode(k): os.fsdecode(v) for k, _, v in pairs}
+        if places(env)[2] == lock:
+            parents[int(name)] = parent
+    busy = set(parents.values())
+    return [pid for pid, parent in parents.items() if parent not in parents and pid not in busy]
+
+
 def stop_forkserver(timeout: float = 30.0) -> None:
-    """End the fork server this environment's calls reach, if one runs, and wait until it
-    has let go of its lock."""
-    _stop(forkserver_pid, timeout)
+    """End the fork server this environment's calls reach, if one runs or is starting
+    (a call just started it: it may hold its lock with no pid written yet, or not hold it
+    yet), and wait until it is gone."""
+
+    def holder() -> int | None:
+        pid = forkserver_pid()
+        if pid is not None and pid > 0:
+            return pid
+        return next(iter(starting_forkservers()), pid)
+
+    _stop(holder, timeout)
 
 
 def stop_workers_under(root: str) -> None:

@@ -35,7 +35,7 @@ from .. import process
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _socket import socket as RawSocket
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from socket import socket as Socket
     from types import FrameType
     from typing import Any, TextIO
@@ -73,12 +73,13 @@ def key() -> str:
     return f"{sys.executable}\0{os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}"
 
 
-def places() -> tuple[str, str, str]:
-    """(folder, socket, lock) of this installation's server for this user."""
+def places(env: Mapping[str, str] | None = None) -> tuple[str, str, str]:
+    """(folder, socket, lock) of this installation's server for this user (`env`: as
+    another process of it, with that environment, finds them)."""
     import zlib
 
     tag = f"{zlib.crc32(key().encode()):08x}"
-    folder, sock = process.runtime_path(f"cli-{tag}.sock")
+    folder, sock = process.runtime_path(f"cli-{tag}.sock", env)
     return folder, sock, os.path.join(folder, f"cli-{tag}.lock")
 
 
