@@ -1,5 +1,7 @@
 """Stress: N processes write to one store through every write path for T seconds while
-readers search and recall; then every acknowledged write is checked (L3, X, Z).
+readers search and recall; then every acknowledged write is checked (L3, X, Z). With
+--ops N each writer makes exactly N writes instead (as long as they take, the readers
+reading until the last is done): a run whose count of writes no machine's load changes.
 
 Each writer logs what returned without error (one JSON line per acknowledged write). At
 the end: every acknowledged fact, hot line, task note and daily entry is there exactly
@@ -8,7 +10,7 @@ one complete acknowledged version (its writer's last for names only it writes), 
 matches global/, PRAGMA integrity_check is ok, no temp file is left, and no operation
 failed, with a lock error or any other. Prints a table and writes JSON.
 
-    python bench/stress.py [--procs 8] [--seconds 20] [--readers 2]
+    python bench/stress.py [--procs 8] [--seconds 20 | --ops N] [--readers 2]
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import json, os, random, sys, time
 from memdir import Memory, MemdirError
 
 worker, seconds, log_path = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-seed = int(sys.argv[4])
+seed, ops = int(sys.argv[4]), int(sys.argv[5])  # ops: writes to make (0: for `seconds`)
 rng = random.Random(seed)
 log = open(log_path, "a", buffering=1)
 deadline = time.monotonic() + seconds
@@ -47,11 +49,13 @@ mem.start_task(f"task-w{worker}")
 def ack(op, started, **data):
     log.write(json.dumps({"op": op, "ms": (time.perf_counter() - started) * 1000, **data}) + "\n")
 
-while time.monotonic() < deadline:
+while (n < ops) if ops else (time.monotonic() < deadline):
     n += 1
     tag = f"w{worker}n{n}"
     op = rng.choice(["fact", "fact", "supersede", "remove", "hot", "procedure", "entry",
                      "note", "shared_note", "daily", "evolution", "session"])
+    if op in ("supersede", "remove") and not mine:
+        op = "fact"  # nothing of mine to change yet: every turn is one write
     started = time.perf_counter()
     try:
         if op == "fact":
@@ -101,14 +105,14 @@ while time.monotonic() < deadline:
 """
 
 READER = r"""
-import json, sys, time
+import json, os, sys, time
 from memdir import Memory, MemdirError
 
-seconds, log_path = float(sys.argv[1]), sys.argv[2]
+seconds, log_path, stop = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 log = open(log_path, "a", buffering=1)
 deadline = time.monotonic() + seconds
 mem = Memory()
-while time.monotonic() < deadline:
+while time.monotonic() < deadline and not os.path.exists(stop):  # stop: the writers are done
     for op, call in (("search", lambda: mem.search("stress fact topic7", mode="lexical")),
                      ("recall", lambda: mem.recall(task="task-shared"))):
         started = time.perf_counter()
@@ -120,7 +124,12 @@ while time.monotonic() < deadline:
 """
 
 
-def run(procs: int, seconds: float, readers: int, seed: int, workdir: str) -> dict[str, Any]:
+WAIT_S = 600  # how long a run with --ops may take (no machine should come close)
+
+
+def run(
+    procs: int, seconds: float, readers: int, seed: int, workdir: str, ops: int = 0
+) -> dict[str, Any]:
     state = os.path.join(workdir, "state")
     os.makedirs(state, exist_ok=True)
     with open(os.path.join(state, "config.toml"), "w", encoding="utf-8") as handle:
@@ -137,20 +146,22 @@ def run(procs: int, seconds: float, readers: int, seed: int, workdir: str) -> di
     for w in range(procs):
         path = os.path.join(workdir, f"writer-{w}.jsonl")
         logs.append(path)
-        children.append(
-            subprocess.Popen(
-                [sys.executable, "-c", worker_code, str(w), str(seconds), path, str(seed + w)],
-                env=env,
-            )
-        )
+        argv = [sys.executable, "-c", worker_code, str(w), str(seconds), path, str(seed + w)]
+        children.append(subprocess.Popen([*argv, str(ops)], env=env))
+    writers = list(children)
+    stop = os.path.join(workdir, "writers-done")
+    reading = WAIT_S if ops else seconds
     for r in range(readers):
         path = os.path.join(workdir, f"reader-{r}.jsonl")
         logs.append(path)
         children.append(
-            subprocess.Popen([sys.executable, "-c", READER, str(seconds), path], env=env)
+            subprocess.Popen([sys.executable, "-c", READER, str(reading), path, stop], env=env)
         )
+    for child in writers:
+        child.wait(timeout=WAIT_S if ops else seconds + 120)
+    open(stop, "w").close()
     for child in children:
-        child.wait(timeout=seconds + 120)
+        child.wait(timeout=120)
     wall = time.perf_counter() - started
     records = [
         json.loads(line)
@@ -250,13 +261,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--procs", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--ops", type=int, default=0, help="writes per writer, not --seconds")
     parser.add_argument("--readers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=common.DEFAULT_SEED)
     parser.add_argument("--out-dir", default=common.RESULTS_DIR)
     parser.add_argument("--cache-dir", help="unused: every run starts from an empty store")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memdir-stress-") as workdir:
-        outcome = run(args.procs, args.seconds, args.readers, args.seed, workdir)
+        outcome = run(args.procs, args.seconds, args.readers, args.seed, workdir, args.ops)
         checked = verify(outcome["state"], outcome["records"])
     records = outcome["records"]
     errors = [r for r in records if "error" in r]
@@ -276,8 +288,9 @@ def main() -> int:
     writes = sum(len(v) for op, v in latencies.items() if op not in ("search", "recall"))
     lost = sum(k["acknowledged"] - k["found"] for k in checked["kinds"].values())
     common.print_table(
-        f"stress: {args.procs} writers + {args.readers} readers for {args.seconds:g} s, "
-        "latency per operation (ms)",
+        f"stress: {args.procs} writers + {args.readers} readers "
+        + (f"for {args.ops:,} writes each, " if args.ops else f"for {args.seconds:g} s, ")
+        + "latency per operation (ms)",
         [
             ("op", "op", ""),
             ("count", "count", ",d"),
@@ -303,7 +316,8 @@ def main() -> int:
         kinds,
     )
     summary = {
-        "writes_per_s": writes / args.seconds,
+        "writes": writes,  # acknowledged, of every kind (removals too)
+        "writes_per_s": writes / (outcome["wall"] if args.ops else args.seconds),
         "acknowledged": sum(k["acknowledged"] for k in kinds),
         "lost": lost,
         "errors": len(errors),
