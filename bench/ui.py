@@ -3,13 +3,13 @@ each page costs over the facade call behind it.
 
 - start: from spawning `memdir ui --port N` to its address printed (it prints it once it
   listens: "ready"), and to the overview page answered (200, after the token's redirect:
-  "first page", which runs doctor over the store), beside `memdir serve --http` spawned
+  "first page"), beside `memdir serve --http` spawned
   the same way to its first HTTP answer (the MCP server the browser can also be mounted
   in). Target: ready under 1 s.
-- pages: GET /, /timeline and /search?q=... (lexical) against the running browser on a
+- pages: GET /, /doctor, /timeline and /search?q=... (lexical) against the running browser on a
   store of --facts facts (common.build_store, copied: the browser records its session),
-  each beside the same facade call made in this process (stats + both boots + doctor for
-  the overview; timeline; search), so the ratio is what serving and rendering add.
+  each beside the same facade call made in this process (stats + both boots for the
+  overview; doctor; timeline; search), so the ratio is what serving and rendering add.
 
     python bench/ui.py [--facts 10k] [--starts 5] [--runs 20]
 """
@@ -175,10 +175,10 @@ def main() -> None:
             memory.stats()
             memory.boot(subagent=False)
             memory.boot(subagent=True)
-            doctor.run(memory)
 
         pages = {
             "/": overview,
+            "/doctor": lambda: doctor.run(memory),
             "/timeline": lambda: memory.timeline(limit=200),
             f"/search?q={urllib.parse.quote(QUERY)}&mode=lexical": lambda: memory.search(
                 QUERY, mode="lexical", limit=20

@@ -152,7 +152,7 @@ def test_v1_overview_shows_hot_md_and_the_boot_preview_with_sizes(
 ) -> None:
     """V1: HOT.md with its size against the cap; the exact boot context of the next main
     session and of the next subagent, with chars and tokens (those `memdir boot` gives);
-    counts per tier; doctor's findings."""
+    counts per tier; doctor's findings a link away."""
     cli(state_dir, "hot", "set", "# Hot\n- deploys go out on Fridays\n- use uv, never pip")
     cli(state_dir, "fact", "add", "The staging database is Postgres 16", "-c", "learning")
     with Memory(str(state_dir)) as memory:
@@ -175,8 +175,28 @@ def test_v1_overview_shows_hot_md_and_the_boot_preview_with_sizes(
     expect(main_box).to_contain_text("MEMORY.md")
     expect(page.locator(".cards")).to_contain_text("1 active facts")
     expect(page.locator(".cards")).to_contain_text("1 entries")
-    expect(page.locator("#doctor h2")).to_contain_text("errors")
+    assert (page.locator("#doctor a").get_attribute("href") or "").endswith("/doctor")
     shot(page, screens, "overview")
+
+
+def test_v1_doctors_findings_are_checked_when_their_page_is_opened(
+    state_dir: Path, ui: UI, page: Any
+) -> None:
+    """V1/N2: the overview does not run doctor (it reads every file of the store); its
+    page does, on every visit, so what it shows is never an older run's: a stray file
+    made after one visit is found on the next, and is gone from it once removed."""
+    page.goto(ui.url)
+    page.locator("#doctor a").click()
+    expect(page.locator("#doctor h2")).to_contain_text("0 errors")
+    expect(page.locator(".findings")).not_to_contain_text("layout.stray")
+    stray = state_dir / "memory" / "notes-by-hand.txt"
+    stray.write_text("not memdir's\n")
+    page.reload()
+    expect(page.locator(".findings")).to_contain_text("layout.stray")
+    expect(page.locator(".findings")).to_contain_text("notes-by-hand.txt")
+    stray.unlink()
+    page.reload()
+    expect(page.locator(".findings")).not_to_contain_text("layout.stray")
 
 
 # -- V2 ---------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ def build(browser: Browser) -> Starlette:
     pages = Pages(browser)
     routes = [
         Route("/", pages.overview),
+        Route("/doctor", pages.doctor),
         Route("/timeline", pages.timeline),
         Route("/timeline/rows", pages.timeline_rows),
         Route("/search", pages.search),
@@ -167,14 +168,13 @@ class Pages:
     # -- V1: the overview -------------------------------------------------------------------
 
     def overview(self, request: Request) -> Response:
-        from ..curation import doctor
-
+        """Cheap: doctor reads every file of the store, so its findings are a page of
+        their own (`doctor`), run when opened, never a cached run shown as fresh."""
         with self.b.memory() as memory:
             try:
                 stats = memory.stats()
                 main = memory.boot(subagent=False)
                 sub = memory.boot(subagent=True)
-                report = doctor.run(memory, fix=False)
             except MemdirError as exc:
                 return self.b.problem(request, exc)
             hot = memory.hot()
@@ -185,8 +185,18 @@ class Pages:
             hot=hot,
             stats=stats,
             boots=[("Next main session", main), ("Next subagent", sub)],
-            report=report,
         )
+
+    def doctor(self, request: Request) -> Response:
+        """V1: doctor's findings (N2), from a run made for this request."""
+        from ..curation import doctor
+
+        with self.b.memory() as memory:
+            try:
+                report = doctor.run(memory, fix=False)
+            except MemdirError as exc:
+                return self.b.problem(request, exc)
+        return self.b.page(request, "doctor.html", title="Doctor", report=report)
 
     # -- V2: the timeline -------------------------------------------------------------------
 
