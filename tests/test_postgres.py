@@ -30,6 +30,7 @@ from memdir.storage.base import Store
 from memdir.storage.hashing import text_hash
 from memdir.storage.rows import FileState, Node, Op, Word
 from memdir.storage.rows_cold import FileChunks, NewChunk, NewFact, NewVector
+from memdir.testing import poll
 
 BY = Provenance(None, "cli", "agent-a")
 NOW = "2026-03-01T10:00:00Z"
@@ -40,8 +41,8 @@ def layout_at(root: Path) -> Layout:
     return Layout(str(root), str(root / "memory"))
 
 
-def pg(url: str, scope: str = "default") -> Settings:
-    return Settings(storage_url=url, storage_scope=scope)
+def pg(url: str, scope: str = "default", **settings: Any) -> Settings:
+    return Settings(storage_url=url, storage_scope=scope, **settings)
 
 
 # -- the backend is chosen by a URL -----------------------------------------------------------
@@ -460,27 +461,145 @@ def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
         assert [h.id for h in mem.search("tuesdays", mode="lexical")] == [first.id + 3]
 
 
-def test_w1_a_lost_connection_is_reported_and_the_next_call_connects_again(
-    pg_url: str, tmp_path: Path
-) -> None:  # W1
-    """The server ends the store's connection (a restart, a failover, an idle timeout): the
-    call that meets it fails with one line and takes nothing as done; the next connects
-    again and finds every acknowledged write."""
+def _backend(store: Store) -> int:
+    """The server process behind the store's connection (connected first if need be)."""
+    with store._read() as cur:  # type: ignore[attr-defined]
+        cur.execute("SELECT pg_backend_pid()")
+        return int(cur.fetchone()[0])
+
+
+def _terminate(url: str, backend: int) -> None:
+    """What a restart, a failover or an idle timeout does to one connection: ended, and
+    gone (it said so on its socket before it went)."""
     import psycopg
 
+    with psycopg.connect(url, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone()[0]
+        there = "SELECT 1 FROM pg_stat_activity WHERE pid = %s"
+        poll(lambda: admin.execute(there, (backend,)).fetchone() is None, 60, "the backend gone")
+
+
+def test_w1_a_connection_ended_between_two_calls_is_opened_again_by_the_next(
+    pg_url: str, tmp_path: Path
+) -> None:  # W1
+    """The server ends the store's idle connection: the next call, a write or a read,
+    runs on a new connection as if nothing happened, and every acknowledged write is
+    there once."""
     store = open_store(layout_at(tmp_path / "a"), pg(pg_url))
     try:
         kept = store.add_fact("learning", "written before the cut", NOW, BY)
-        cur = store._require()  # type: ignore[attr-defined]
-        cur.execute("SELECT pg_backend_pid()")
-        backend = cur.fetchone()[0]
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
-        with pytest.raises(StorageError) as caught:
-            store.add_fact("learning", "met the cut", NOW, BY)
-        assert "\n" not in str(caught.value) and "nothing was taken as done" in str(caught.value)
-        assert store.get_fact(kept.id) == kept  # connected again
-        again = store.add_fact("learning", "met the cut", NOW, BY)  # the retry is stored once
-        assert store.count_facts() == {"active": 2} and not again.duplicate
+        first = _backend(store)
+        _terminate(pg_url, first)
+        after = store.add_fact("learning", "written after the cut", NOW, BY)
+        second = _backend(store)
+        assert second != first and not after.duplicate
+        _terminate(pg_url, second)
+        assert store.get_fact(kept.id) == kept  # a read, too
+        assert _backend(store) != second
+        assert store.count_facts() == {"active": 2}
     finally:
         store.close()
+
+
+def _blocked_write(
+    pg_url: str, store: Store, content: str, hold: tuple[int, int]
+) -> tuple[BaseException | None, Any]:
+    """store.add_fact(content) made on a thread while a second connection holds the
+    advisory lock `hold` it waits for; its backend terminated once it waits: what it
+    raised (None: nothing) and what it returned."""
+    import threading
+
+    import psycopg
+
+    outcome: list[Any] = [None, None]
+
+    def write() -> None:
+        try:
+            outcome[1] = store.add_fact("learning", content, NOW, BY)
+        except BaseException as exc:  # handed to the test thread, which asserts on it
+            outcome[0] = exc
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(%s, %s)", hold)
+        thread = threading.Thread(target=write)
+        thread.start()
+        waiting = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() " + (
+            "AND application_name = 'memdir' AND wait_event_type = 'Lock'"
+        )
+        backend = poll(lambda: admin.execute(waiting).fetchone(), 60, "the write waiting")[0]
+        admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        thread.join(60)
+        assert not thread.is_alive()
+        admin.execute("SELECT pg_advisory_unlock(%s, %s)", hold)
+    return outcome[0], outcome[1]
+
+
+def test_w1_a_write_cut_off_mid_transaction_is_reported_absent_and_a_retry_stores_it(
+    pg_url: str, tmp_path: Path
+) -> None:  # W1
+    """The connection goes while a write waits inside its transaction (here: for the
+    scope's write lock, held by another connection): one clear StorageError, the write
+    not stored at all (nothing half-written), and the caller's
+    retry stores it once."""
+    from memdir.storage.postgres.connection import LOCK_CLASS
+
+    store = open_store(layout_at(tmp_path / "a"), pg(pg_url, "cut", busy_timeout_ms=600_000))
+    try:
+        kept = store.add_fact("learning", "written before the cut", NOW, BY)
+        schema_lock = (LOCK_CLASS, _hashtext(pg_url, store.schema))  # type: ignore[attr-defined]
+        raised, returned = _blocked_write(pg_url, store, "met the cut", schema_lock)
+        assert isinstance(raised, StorageError) and returned is None
+        message = str(raised)
+        assert "\n" not in message and "nothing was taken as done" in message
+        assert store.count_facts() == {"active": 1}
+        assert [f.id for f in store.recent_facts(10)] == [kept.id]
+        again = store.add_fact("learning", "met the cut", NOW, BY)
+        assert not again.duplicate and store.count_facts() == {"active": 2}
+    finally:
+        store.close()
+
+
+def test_w1_a_write_cut_off_while_it_commits_is_reported_as_unknown(
+    pg_url: str, tmp_path: Path
+) -> None:  # W1
+    """The connection goes while the server commits a write (here a deferred trigger
+    makes COMMIT wait on a lock another connection holds): the answer is lost, so the
+    write may be stored or not; the StorageError says that, in one line (never "nothing
+    was stored"), and nothing retries it silently. Looking, then writing again, stores
+    it once."""
+    import psycopg
+
+    store = open_store(layout_at(tmp_path / "a"), pg(pg_url, "commit", busy_timeout_ms=600_000))
+    try:
+        store.add_fact("learning", "made the scope", NOW, BY)
+        schema = store.schema  # type: ignore[attr-defined]
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                f'CREATE FUNCTION "{schema}".hold() RETURNS trigger LANGUAGE plpgsql AS '
+                "$$ BEGIN PERFORM pg_advisory_xact_lock(7, 7); RETURN NULL; END $$"
+            )
+            admin.execute(
+                f'CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON "{schema}".facts '
+                "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+                f'EXECUTE FUNCTION "{schema}".hold()'
+            )
+        raised, returned = _blocked_write(pg_url, store, "committed or not", (7, 7))
+        assert isinstance(raised, StorageError) and returned is None
+        message = str(raised)
+        assert "\n" not in message and "cannot tell whether the write" in message
+        assert "nothing was taken as done" not in message
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f'DROP TRIGGER hold ON "{schema}".facts')
+        found = [f for f in store.recent_facts(10) if f.content == "committed or not"]
+        if not found:  # what the caller does: look, then write again
+            store.add_fact("learning", "committed or not", NOW, BY)
+        assert [f.content for f in store.recent_facts(10)].count("committed or not") == 1
+    finally:
+        store.close()
+
+
+def _hashtext(url: str, text: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        return int(admin.execute("SELECT hashtext(%s)", (text,)).fetchone()[0])

@@ -6,15 +6,24 @@ Every write is one transaction that first takes the scope's advisory lock
 writer lock serializes them, so the duplicate guard's check-then-insert and the ids given
 in advance (max + 1, as SQLite gives them) hold across processes and hosts. Readers never
 wait for it. A write killed or cut off mid-transaction is rolled back by the server: no
-half-written record. A connection lost between two calls is opened again by the next one;
-a call that fails on a lost connection reports it and is never taken as done.
+half-written record.
+
+A connection the server ended between two calls (a restart, a failover, an idle timeout,
+pg_terminate_backend) is opened again by the next call, which then runs as usual: the
+server says so on the socket, and a call looks there first (`_live`: a poll, no round
+trip, unless something arrived). A call that fails on a lost connection anyway (it went
+during the call, or without a word) raises one StorageError and is never taken as done:
+nothing is retried behind the caller's back. A write cut off before its COMMIT was sent
+is rolled back by the server, so the message says nothing was stored; one cut off while
+committing may have committed or not (the answer was lost), and the message says that
+instead: look before writing it again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ...errors import StorageError
 from . import lexical
@@ -28,6 +37,7 @@ if TYPE_CHECKING:
     Cursor = psycopg.Cursor[tuple[object, ...]]
 
 LOCK_CLASS = 0x6D656D64  # "memd": the advisory lock space of memdir's scopes
+IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open (not imported to say it)
 
 
 class Connection:
@@ -81,9 +91,7 @@ class Connection:
         """A cursor on the open connection; None when the scope does not exist and may not
         be made (a look, or memory turned off)."""
         with self._translated("connect to"):
-            if self._db is None or self._db.closed:
-                self._db, self._present = self._connect(), False
-            db = self._db
+            db = self._live()
             if not self._present:
                 found = db.execute(
                     "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
@@ -104,12 +112,35 @@ class Connection:
         with self._lock, self._translated("connect to"):
             if self._present:
                 return True
-            if self._db is None or self._db.closed:
-                self._db, self._present = self._connect(), False
-            found = self._db.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-            ).fetchone()
+            found = (
+                self._live()
+                .execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
+                .fetchone()
+            )
             return found is not None
+
+    def _live(self) -> psycopg.Connection[tuple[object, ...]]:
+        """The open connection, connected (again) when there is none or the server ended
+        it since the last call. An idle connection's socket holds nothing unless the server
+        sent something unasked (we LISTEN to nothing): then, and only then, a round trip
+        tells whether it is still there."""
+        import select
+
+        import psycopg
+
+        db = self._db
+        if db is not None and not db.closed and db.info.transaction_status == IDLE:
+            try:
+                sent = select.select([db.fileno()], [], [], 0)[0]
+                if sent:
+                    db.execute("SELECT 1")
+            except (OSError, ValueError, psycopg.OperationalError):
+                with contextlib.suppress(Exception):
+                    db.close()
+        if db is None or db.closed:
+            self._db, self._present = self._connect(), False
+        assert self._db is not None
+        return self._db
 
     def _migrate(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
         """Bring the scope's schema up to date, under its lock: when several processes open
@@ -155,7 +186,8 @@ class Connection:
         with self._lock:
             cur = self._require()
             assert self._db is not None
-            with self._translated("write to"):
+            committing = False
+            with self._translated("write to", lambda: committing):
                 with self._db.transaction():
                     cur.execute(
                         "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
@@ -164,12 +196,26 @@ class Connection:
                     self._dirty = set()
                     yield cur
                     self._refresh_groups(cur)
-                if self._analyze:
-                    self._analyze = False
-                    cur.execute(  # this scope's tables (the search path), not the database's
-                        "ANALYZE facts, fact_sketch, vectors, chunks, search_groups, lex_docs, "
-                        "lex_terms, lex_stats"
-                    )
+                    committing = True  # leaving the block sends COMMIT
+            if self._analyze:
+                self._analyze = False
+                self._renew_statistics(cur)
+
+    def _renew_statistics(self, cur: Cursor) -> None:
+        """ANALYZE after a bulk write. The write has committed: a failure here is not the
+        write's (the planner's statistics wait for the next one), so it is not reported as
+        the write failing; a connection lost here is opened again by the next call."""
+        import psycopg
+
+        try:
+            cur.execute(  # this scope's tables (the search path), not the database's
+                "ANALYZE facts, fact_sketch, vectors, chunks, search_groups, lex_docs, "
+                "lex_terms, lex_stats"
+            )
+        except psycopg.Error:
+            self._analyze = True
+            if self._db is not None and self._db.closed:
+                self._db = None
 
     @contextlib.contextmanager
     def _read(self, doing: str = "read") -> Iterator[Cursor | None]:
@@ -183,8 +229,11 @@ class Connection:
         """Set by the groups part (store.py): bring the touched groups up to date."""
 
     @contextlib.contextmanager
-    def _translated(self, doing: str) -> Iterator[None]:
-        """psycopg errors -> one-line StorageError naming the database (no password)."""
+    def _translated(
+        self, doing: str, committing: Callable[[], bool] = lambda: False
+    ) -> Iterator[None]:
+        """psycopg errors -> one-line StorageError naming the database (no password).
+        `committing`: whether the write's COMMIT was under way (its outcome unknown)."""
         import psycopg  # loaded already: a store of this backend connected with it
 
         try:
@@ -199,6 +248,12 @@ class Connection:
         except psycopg.OperationalError as exc:
             if self._db is not None and self._db.closed:
                 self._db = None  # the next call connects again
+            if committing():
+                raise StorageError(
+                    f"cannot tell whether the write to {self.path} was stored: "
+                    f"{self._said(exc)} (the connection went while it committed; look "
+                    "before writing it again)"
+                ) from exc
             raise StorageError(
                 f"cannot {doing} {self.path}: {self._said(exc)} (nothing was taken as done: "
                 "check that the server is up and the URL right, then try again)"
