@@ -13,6 +13,7 @@ from ... import advice
 from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
+from .. import bulk
 from ..rows import (
     ARCHIVE_FIELDS,
     FACT_FIELDS,
@@ -108,27 +109,15 @@ class PostgresStore(Connection):
         normals = [similarity.normalize(text) for _, text in rows]
         keys = [similarity.key_of_normal(normal) for normal in normals]
         sketches = similarity.sketches(normals, normal=True)
-        ids: list[int] = []
-        new_rows: list[tuple[object, ...]] = []
-        sketch_rows: list[tuple[int, int]] = []
         with self._write() as cur:
             known = self._active_keys(cur, keys)
             next_id = self._next_id(cur, "facts")
-            for (category, text), wanted, key, sketch in zip(
-                rows, normals, keys, sketches, strict=True
-            ):
-                fact_id = known.get((key, wanted)) if wanted else None
-                if fact_id is None:
-                    fact_id = next_id
-                    if wanted:
-                        known[(key, wanted)] = fact_id
-                    next_id += 1
-                    new_rows.append(
-                        (fact_id, category, text, now, now, by.session_id, by.surface,
-                         by.agent, now, key)
-                    )  # fmt: skip
-                    sketch_rows += [(k, fact_id) for k in sketch]
-                ids.append(fact_id)
+            ids, new, _ = bulk.number_new(rows, normals, keys, sketches, known, next_id)
+            new_rows = [
+                (fact_id, category, text, now, now, by.session_id, by.surface, by.agent, now, key)
+                for fact_id, category, text, key, _ in new
+            ]
+            sketch_rows = [(k, fact_id) for fact_id, *_, sketch in new for k in sketch]
             with cur.copy(
                 "COPY facts (id, category, content, created, updated, session_id, surface, "
                 "agent, valid_from, norm) FROM STDIN"

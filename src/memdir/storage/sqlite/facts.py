@@ -9,7 +9,7 @@ from ... import advice
 from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
-from .. import ahead
+from .. import ahead, bulk
 from ..rows import CachedEntry, ScoredFact
 from . import bounded
 from .curation import F_COLUMNS, SKETCH_ONE_BY_ONE, CurationRows
@@ -80,21 +80,14 @@ class FactRows(CurationRows):
             for part, normals, keys, sketches in ahead.ahead(list(ahead.parts(rows)), prepare):
                 known = self._active_keys(db, keys)
                 first = next_id
-                new_rows: list[tuple[object, ...]] = []
+                numbered, new, next_id = bulk.number_new(
+                    part, normals, keys, sketches, known, next_id
+                )
+                ids += numbered
                 flat: list[int | None] = []  # the new facts' band keys, BANDS a fact, by id
-                for (category, text), wanted, key, keys_of in zip(
-                    part, normals, keys, sketches, strict=True
-                ):
-                    fact_id = known.get((key, wanted)) if wanted else None
-                    if fact_id is None:
-                        fact_id = next_id
-                        if wanted:
-                            known[(key, wanted)] = fact_id
-                        next_id += 1
-                        new_rows.append((fact_id, category, text, key))
-                        flat += keys_of or unsketched
-                    ids.append(fact_id)
-                self._insert_facts(db, new_rows, now, by)
+                for *_, keys_of in new:
+                    flat += keys_of or unsketched
+                self._insert_facts(db, [row[:4] for row in new], now, by)
                 self._sketch_run(db, first, flat)
         return ids
 
