@@ -1,12 +1,12 @@
 """The writers of a team-mode host for tests/test_team_hosts.py (W1): scripts run as real
-processes inside a host's network namespace (tests/netns.py), each writing one tier in a loop until a stop file appears and logging,
-one JSON line each, what it is about to write (`try`) and whether the store acknowledged it
-(`ack`) or refused it as not done (`refused`: the scope's lock stayed busy past
-memory.busy_timeout_ms, "nothing was changed"; never retried). A writer writes at most a
-given number of times, then idles until the stop file, so no tier outgrows what it may hold
-(HOT.md's cap, H2) however unevenly the writers run. A line is one write() of a
-line-buffered file: a SIGKILL cuts between lines, never inside one, so the log says exactly
-which write was in flight when its host died.
+processes inside a host's network namespace (tests/netns.py), each writing one tier in a
+loop until a stop file appears and logging, one JSON line each, what it is about to write
+(`try`) and whether the store acknowledged it (`ack`) or refused it as not done (`refused`:
+the scope's lock stayed busy past memory.busy_timeout_ms, "nothing was changed"; never
+retried). A writer writes at most a given number of times, then idles until the stop file,
+so no tier outgrows what it may hold (HOT.md's cap, H2) however unevenly the writers run.
+A line is one write() of a line-buffered file: a SIGKILL cuts between lines, never inside
+one, so the log says exactly which write was in flight when its host died.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def host_memory(tmp: Path, k: int, server: pg_server.Server, database: str) -> M
 
 def test_w1_three_hosts_write_one_scope_and_a_dead_host_loses_or_halves_nothing(
     team: tuple[netns.Hosts, pg_server.Server], tmp_path: Path
-) -> None:  # W1 L3 F1 H1 E1 P1 G2 T1 T3 A2
+) -> None:  # W1 L3 H1 E1 P1 G2 T1 T3 A2
     hosts, server = team
     database = server.new_database()
     writers, stops = start_writers(hosts, tmp_path, server.tcp_url(database), LIMIT)
