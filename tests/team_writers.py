@@ -5,8 +5,11 @@ loop until a stop file appears and logging, one JSON line each, what it is about
 the scope's lock stayed busy past memory.busy_timeout_ms, "nothing was changed"; never
 retried). A writer writes at most a given number of times, then idles until the stop file,
 so no tier outgrows what it may hold (HOT.md's cap, H2) however unevenly the writers run.
-A line is one write() of a line-buffered file: a SIGKILL cuts between lines, never inside
-one, so the log says exactly which write was in flight when its host died.
+A line is one write() of a line-buffered file, logged before the write starts and after it
+is answered, so the log says which write was in flight when its host died. A line may be
+read before it is all there (a reader is not held off by a write), and a SIGKILL may cut
+one short: a line without its newline is left out. A cut `try` had not started its write;
+a cut `ack` leaves its `try` last, a write in flight, whole or absent.
 """
 
 from __future__ import annotations
@@ -194,7 +197,8 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     """A writer's log, line by line (a missing log: a writer that never started)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    complete = path.read_text(encoding="utf-8", errors="replace").split("\n")[:-1]
+    return [json.loads(line) for line in complete]
 
 
 def acks(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
