@@ -18,12 +18,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-# CLI writers: one kind of write each, every call a `memdir` process of its own
+# CLI writers: one kind of write each, every call a `memdir` process of its own. Every writer
+# starts writing when the go file appears: the test makes it once every MCP writer has its
+# server up and its client connected ("ready"), so a server's start does not queue behind
+# the others' writes.
 CLI_KINDS = ("fact", "hot", "daily", "procedure", "entry", "task")
 
 CLI_WRITER = r"""
 import json, os, subprocess, sys, time
-kind, host, log_path, stop, limit = sys.argv[1:6]
+kind, host, log_path, stop, limit, go = sys.argv[1:7]
 limit = int(limit)  # writes at most (0: no limit)
 BEGIN, END = "MEMDIR_MEMORIZE_" + "BEGIN", "MEMDIR_MEMORIZE_" + "END"
 REFUSED = "is locked by another writer"
@@ -45,6 +48,8 @@ def memdir(*args, stdin=None):
 def blocks(*items):
     return "".join(f"{BEGIN}\n{json.dumps(item)}\n{END}\n" for item in items)
 
+while not os.path.exists(go):  # every host's writers start together
+    time.sleep(0.01)
 n = 0
 while not os.path.exists(stop):
     if limit and n >= limit:  # enough of this tier: idle until told to stop
@@ -101,7 +106,7 @@ MCP_WRITER = r"""
 import json, os, signal, socket, subprocess, sys, time
 import anyio
 from mcp import Client
-host, log_path, stop, port, limit = sys.argv[1:6]
+host, log_path, stop, port, limit, go = sys.argv[1:7]
 limit = int(limit)
 REFUSED = "is locked by another writer"
 log = open(log_path, "a", buffering=1, encoding="utf-8")
@@ -136,6 +141,9 @@ async def call(client, tool, arguments):
 
 async def main():
     async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=120) as client:
+        say(op="ready")
+        while not os.path.exists(go):
+            await anyio.sleep(0.01)
         n = 0
         while not os.path.exists(stop):
             if limit and n >= limit:

@@ -61,8 +61,8 @@ pytestmark = [
 HOSTS, VICTIM = 3, 1
 SCOPE = "team"
 MCP_PORT = 8765  # each host has its own loopback: the same port on every one
-BEFORE_KILL = 3  # writes every writer of the victim has acknowledged when it dies
-AFTER_KILL = 3  # writes every other writer has acknowledged after it died
+BEFORE_KILL = 2  # writes every writer of the victim has acknowledged when it dies
+AFTER_KILL = 2  # writes every other writer has acknowledged after it died
 LIMIT = 100  # writes a writer makes at most: 100 HOT.md lines stay well inside its cap (H2)
 HANG = 240.0  # a bound on a hung run, not a measure
 
@@ -105,20 +105,21 @@ class Writer:
 def start_writers(
     hosts: netns.Hosts, tmp: Path, url: str, limit: int = 0
 ) -> tuple[list[Writer], list[Path]]:
-    """Every writer of every host, started; and each host's stop file."""
+    """Every writer of every host, started and let go together once every MCP server is up
+    and its client connected; and each host's stop file."""
     cli, mcp = tw.write_scripts(tmp)
-    writers, stops = [], []
+    writers, stops, go = [], [], tmp / "go"
     for k in range(HOSTS):
         env = tw.host_env(tmp, k, url, SCOPE)
         stop = tmp / f"host{k}" / "stop"
         stops.append(stop)
         argvs = {
             kind: [sys.executable, str(cli), kind, f"h{k}", str(tmp / f"host{k}" / f"{kind}.log"),
-                   str(stop), str(limit)]
+                   str(stop), str(limit), str(go)]
             for kind in tw.CLI_KINDS
         }  # fmt: skip
         argvs["mcp"] = [sys.executable, str(mcp), f"h{k}", str(tmp / f"host{k}" / "mcp.log"),
-                        str(stop), str(MCP_PORT), str(limit)]  # fmt: skip
+                        str(stop), str(MCP_PORT), str(limit), str(go)]  # fmt: skip
         for name, argv in argvs.items():
             log = tmp / f"host{k}" / f"{name}.log"
             with open(log.with_suffix(".err"), "wb") as err:
@@ -127,6 +128,9 @@ def start_writers(
                     stdout=subprocess.DEVNULL, stderr=err,
                 )  # fmt: skip
             writers.append(Writer(k, name, log, proc))
+    servers = [w for w in writers if w.name == "mcp"]
+    wait_for(servers, lambda w: any(line.get("op") == "ready" for line in w.lines()), "servers")
+    go.touch()
     return writers, stops
 
 
