@@ -20,8 +20,7 @@ from typing import Any
 
 # CLI writers: one kind of write each, every call a `memdir` process of its own. Every writer
 # starts writing when the go file appears: the test makes it once every MCP writer has its
-# server up and its client connected ("ready"), so a server's start does not queue behind
-# the others' writes.
+# server listening ("ready"), so a server's start does not queue behind the others' writes.
 CLI_KINDS = ("fact", "hot", "daily", "procedure", "entry", "task")
 
 CLI_WRITER = r"""
@@ -38,11 +37,12 @@ def say(**line):
 def memdir(*args, stdin=None):
     proc = subprocess.run([sys.executable, "-m", "memdir", "--json", *args], input=stdin,
                           capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0 and REFUSED in proc.stderr:
+    said = proc.stdout + proc.stderr  # with --json, an error is JSON on stdout
+    if proc.returncode != 0 and REFUSED in said:
         return None  # the scope's lock was busy past memory.busy_timeout_ms: not done
     if proc.returncode != 0:
-        say(failed=" ".join(args), code=proc.returncode, err=proc.stderr[-2000:])
-        sys.exit(f"memdir {' '.join(args)} exited with {proc.returncode}: {proc.stderr}")
+        say(failed=" ".join(args), code=proc.returncode, err=said[-2000:])
+        sys.exit(f"memdir {' '.join(args)} exited with {proc.returncode}: {said}")
     return json.loads(proc.stdout)
 
 def blocks(*items):
@@ -129,6 +129,10 @@ while True:
             sys.exit("memdir serve did not listen in 60 s")
         time.sleep(0.05)
 
+say(op="ready")
+while not os.path.exists(go):
+    time.sleep(0.01)
+
 async def call(client, tool, arguments):
     result = await client.call_tool(tool, arguments)
     text = result.content[0].text
@@ -140,10 +144,9 @@ async def call(client, tool, arguments):
     return json.loads(text)
 
 async def main():
+    # connected only once let go: a connection idle for uvicorn's keep-alive (5 s) is closed
+    # by the server, and a call sent as it closes fails (httpx ReadError)
     async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=120) as client:
-        say(op="ready")
-        while not os.path.exists(go):
-            await anyio.sleep(0.01)
         n = 0
         while not os.path.exists(stop):
             if limit and n >= limit:

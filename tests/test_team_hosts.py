@@ -105,8 +105,8 @@ class Writer:
 def start_writers(
     hosts: netns.Hosts, tmp: Path, url: str, limit: int = 0
 ) -> tuple[list[Writer], list[Path]]:
-    """Every writer of every host, started and let go together once every MCP server is up
-    and its client connected; and each host's stop file."""
+    """Every writer of every host, started and let go together once every MCP server
+    listens; and each host's stop file."""
     cli, mcp = tw.write_scripts(tmp)
     writers, stops, go = [], [], tmp / "go"
     for k in range(HOSTS):
