@@ -21,7 +21,7 @@ CHROMIUM := /usr/bin/chromium
 WORKERS ?= auto
 PYTEST := PATH="$(CURDIR)/$(VENV)/node/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n $(WORKERS) --dist loadgroup
 
-.PHONY: run test test-fast test-postgres lint bench docs clean postgres
+.PHONY: run test test-fast test-postgres lint bench docs clean postgres iproute2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,22 +56,33 @@ ifeq ($(PG_INITDB),)
 	apt-get install -y -q postgresql-15 || (apt-get update -q && apt-get install -y -q postgresql-15)
 endif
 
+# The three-host team test (tests/test_team_hosts.py, W1) makes network namespaces with
+# iproute2's `ip` (as root): installed when it is missing; the test fails without it.
+IP := $(shell command -v ip)
+
+iproute2:
+ifeq ($(IP),)
+	apt-get install -y -q iproute2 || (apt-get update -q && apt-get install -y -q iproute2)
+endif
+
 # The PostgreSQL lane (W1): the tier tests again with only a database URL changed (each
 # test a fresh database of the suite's server), memory.db's own tests left out
-# (-m "not sqlite_only"). The store contract and tests/test_postgres.py run in the main
-# suite.
+# (-m "not sqlite_only"). The store contract, tests/test_postgres.py and the three-host
+# test (tests/test_team_hosts.py, a server of its own) run in the main suite;
+# `make test-postgres` runs the last two after the lane.
 PG_LANE := tests/test_facts.py tests/test_entries.py tests/test_hot.py tests/test_tasks.py \
 	tests/test_daily.py tests/test_sessions.py tests/test_validity.py tests/test_heartbeat.py \
 	tests/test_procedures.py tests/test_get.py tests/test_recall.py tests/test_search.py \
 	tests/test_search_context.py tests/test_duplicates.py tests/test_duplicates_x5.py \
 	tests/test_distill.py tests/test_doctor.py tests/test_embedding.py
 
-test: $(STAMP) $(CLAUDE) $(CODEX) $(CHROMIUM) postgres lint
+test: $(STAMP) $(CLAUDE) $(CODEX) $(CHROMIUM) postgres iproute2 lint
 	$(PYTEST)
 	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
 
-test-postgres: $(STAMP) postgres
+test-postgres: $(STAMP) postgres iproute2
 	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
+	$(PYTEST) -q tests/test_postgres.py tests/test_team_hosts.py
 
 test-fast: $(STAMP) $(CLAUDE) $(CODEX) $(CHROMIUM) postgres
 	$(PYTEST) -q -m "not slow"

@@ -11,8 +11,8 @@ keyword query (scale.QUESTIONS, scale.KEYWORDS) in each mode, --runs rounds, the
 the queries taking turns going first; reported per mode and side: p50/p95/min/max, and the
 ratio PostgreSQL / SQLite (the baseline, measured beside it in the same run).
 
-Then acknowledged writes per second: --writers processes on this one host (the issue's
-3 hosts x 4 writers without the network namespaces, which are not built), each adding
+Then acknowledged writes per second: --writers processes on this one host (the same
+writers on 3 hosts, network namespaces over TCP, are bench/team_hosts.py), each adding
 distinct facts through Memory.add_fact for --seconds, into one fresh store on each side
 (embedding left to later: `[search] embed_on_write = "loaded"`); every fact a writer was
 told was stored is counted, and the store's count must match.

@@ -89,8 +89,9 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str
     return proc
 
 
-def start(host: str = "127.0.0.1") -> Server:
-    """A new server, initialised and started; stop() removes it."""
+def start(host: str = "127.0.0.1", clients: str | None = None) -> Server:
+    """A new server, initialised and started; stop() removes it. `clients`, a subnet such as
+    10.213.7.0/24, may connect over TCP too (with the password), beside loopback."""
     # short: a socket's path has at most 107 bytes
     root = tempfile.mkdtemp(prefix="memdir-pg-", dir="/tmp")
     os.chmod(root, 0o755)
@@ -102,6 +103,9 @@ def start(host: str = "127.0.0.1") -> Server:
     _run(_as_owner([os.path.join(bindir, "initdb"), "-D", server.data, "-U", "postgres",
                     "-E", "UTF8", "--locale=C.UTF-8", "--auth-local=trust",
                     "--auth-host=scram-sha-256", "--no-sync"]))  # fmt: skip
+    if clients:
+        with open(os.path.join(server.data, "pg_hba.conf"), "a", encoding="utf-8") as hba:
+            hba.write(f"host all all {clients} scram-sha-256\n")
     options = (
         f"-k {root} -p {server.port} -c listen_addresses={host} -c fsync=off "
         "-c full_page_writes=off -c synchronous_commit=off -c max_connections=300"
