@@ -242,3 +242,26 @@ def test_bad_serve_options_are_one_line_errors(
     assert len(lines) == 1 and lines[0].startswith("memdir: error: "), result.err
     assert says in lines[0]
     assert "short" not in lines[0]  # a token is never echoed, not even a bad one
+
+
+def test_an_idle_keep_alive_connection_outlives_the_clients_expiry(serve: object) -> None:  # A2
+    """A client keeps an idle connection for 5 s (httpx, under the MCP SDK) and then sends
+    its next call on it: the server must not have closed it at that moment (uvicorn's
+    default is the same 5 s, and a call racing the close failed with a ReadError). One
+    connection, two requests 6 s apart: both answered on it."""
+    import http.client
+
+    served = serve("127.0.0.1")  # type: ignore[operator]
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=20)
+    answers = []
+    for pause in (0, 6):
+        time.sleep(pause)
+        conn.request("POST", "/mcp", body=json.dumps(MCP_INITIALIZE), headers=MCP_HEADERS)
+        answer = conn.getresponse()
+        answer.read()
+        answers.append(answer.status)
+        if pause == 0:
+            first = conn.sock
+    assert answers == [200, 200]
+    assert conn.sock is first  # the same connection: http.client reconnects silently
+    conn.close()

@@ -278,6 +278,23 @@ def test_w1_a_password_in_the_url_is_never_shown(
     assert database["facts"] == {"active": 1} and "***" in database["path"]
 
 
+def test_w1_a_short_password_is_masked_where_it_stands_not_inside_words(
+    pg_server: Any, pg_url: str
+) -> None:  # W1 X2
+    """A one-letter password is not cut out of every word that holds its letter (the
+    server's "port" became "***ort"): the message stays readable, the password hidden."""
+    import pg_server as server_module
+
+    name = pg_url.split("?")[0].rsplit("/", 1)[1]
+    bad = pg_server.tcp_url(name).replace(server_module.PASSWORD, "p")
+    with Memory(env={**os.environ, "MEMDIR_DATABASE_URL": bad}) as mem:
+        with pytest.raises(StorageError) as caught:
+            mem.add_fact("refused", "learning")
+    message = str(caught.value)
+    assert "port" in message and "password" in message and "***ort" not in message
+    assert ":p@" not in message and "***" in message
+
+
 # -- many writers on one scope, one killed mid-transaction (W1, L3) --------------------------
 
 WRITER = """

@@ -345,6 +345,11 @@ def _claimed_stdin() -> Iterator[anyio.AsyncFile[str] | None]:
 
 
 GRACE = 5  # seconds open requests and streams get to finish once the server is stopped
+# How long an idle keep-alive connection stays open. Longer than what HTTP clients keep an
+# idle connection for (httpx, which the MCP SDK uses: 5 s; browsers and Node: 5-60 s), so
+# it is the client that drops it first: uvicorn's 5 s default equals httpx's, and a call
+# sent just as the server closed the connection failed with a ReadError, nothing logged.
+KEEP_ALIVE = 75
 
 
 def serve_http(
@@ -390,6 +395,7 @@ def serve_http(
         port=access.port,
         log_level="warning",
         timeout_graceful_shutdown=GRACE,
+        timeout_keep_alive=KEEP_ALIVE,
     )
     server = Server(config)
     stop.when_asked(lambda: setattr(server, "should_exit", True))

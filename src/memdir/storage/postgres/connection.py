@@ -269,7 +269,7 @@ class Connection:
         with contextlib.suppress(ValueError):
             secret = urlsplit(self.url).password
             if secret:
-                text = text.replace(secret, "***")
+                text = hide(text, secret)
         return text
 
     def __del__(self) -> None:
@@ -290,3 +290,17 @@ class Connection:
 
 
 __all__ = ["LOCK_CLASS", "Connection", "lexical"]
+
+
+SHORT_SECRET = 6  # a password shorter than this is masked only where it stands alone
+
+
+def hide(text: str, secret: str) -> str:
+    """`text` with `secret` replaced by `***`: everywhere, or, for a password too short to
+    be told from the letters of words (password `p` would turn "port" into "***ort"), where
+    no letter or digit touches it."""
+    if len(secret) >= SHORT_SECRET:
+        return text.replace(secret, "***")
+    import re
+
+    return re.sub(rf"(?<![^\W_]){re.escape(secret)}(?![^\W_])", "***", text)
