@@ -19,6 +19,8 @@ from ..records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..models import Fact
 
 
@@ -96,3 +98,34 @@ ARCHIVE_FIELDS: dict[str, tuple[str, ...]] = {
     "kv": ("key", "value"),
 }
 ARCHIVE_KINDS = tuple(ARCHIVE_FIELDS)  # fact, fact_usage, task, session, session_write, kv
+
+# A fact's history (F3): its first version and every version whose `supersedes` leads back
+# there, which a fork (two successors of one fact) makes a tree. FORK_POINTS: the facts
+# with two or more successors (the facts that supersede them, and the one they are
+# superseded by), in the SQL both backends speak.
+FORK_POINTS = (
+    "SELECT id FROM (SELECT supersedes AS id, id AS next FROM facts WHERE supersedes IS NOT "
+    "NULL UNION SELECT id, superseded_by FROM facts WHERE superseded_by IS NOT NULL) AS links "
+    "GROUP BY id HAVING count(*) > 1 ORDER BY id"
+)
+
+
+def history(root: Fact, successors: Callable[[list[int]], list[Fact]]) -> list[Fact]:
+    """`root` and its versions, oldest first: each branch of a fork in turn, depth first
+    (a version comes after the one it supersedes). `successors(ids)`: the facts whose
+    `supersedes` is one of ids, one query a generation."""
+    children: dict[int, list[Fact]] = {}
+    seen, generation = {root.id}, [root.id]
+    while generation:
+        later = [f for f in successors(generation) if f.id not in seen]
+        for f in later:
+            seen.add(f.id)
+            children.setdefault(f.supersedes or 0, []).append(f)
+        generation = [f.id for f in later]
+    order: list[Fact] = []
+    todo = [root]
+    while todo:
+        fact = todo.pop()
+        order.append(fact)
+        todo.extend(sorted(children.get(fact.id, []), key=lambda f: -f.id))
+    return order

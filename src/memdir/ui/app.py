@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import facts
 from ..errors import ConflictError, MemdirError, NotFoundError, ValidationError
 from ..models import CATEGORIES
 from . import render
@@ -336,6 +337,7 @@ class Pages:
             title=f"Fact #{fact.id}",
             fact=fact,
             chain=chain,
+            successors=facts.successors(chain),
             categories=CATEGORIES,
             error=error,
         )
