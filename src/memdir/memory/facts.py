@@ -137,9 +137,10 @@ class FactMemory(MemoryBase):
             f"{advice.fact_supersede(first, f'<text of fact {new.id}>')}), or remove one "
             f"({advice.fact_remove(new.id)})"
         )
-        if new.hint:
-            note = f"{note}. {new.hint}"
-        return new._replace(forked=others, hint=note)
+        similar = tuple(s for s in new.similar if s.ref not in others)  # said above
+        also = duplicates.similar_hint(similar, new.id)
+        note = f"{note}. {also}" if also else note
+        return new._replace(forked=others, similar=similar, hint=note)
 
     def _settled(self, old: Fact, new: Fact) -> str:
         """The hint when a version took the text of another that holds (a fork settled)."""
