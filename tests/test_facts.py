@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from memdir import advice
 from memdir import (
     CATEGORIES,
     ConflictError,
@@ -15,6 +14,7 @@ from memdir import (
     NotFoundError,
     QueryError,
     ValidationError,
+    advice,
 )
 from memdir.testing import FixedClock
 
@@ -95,7 +95,7 @@ def test_superseding_a_superseded_fact_forks_and_says_so(memory: Memory) -> None
     assert (c.status, c.supersedes, c.forked) == ("active", a.id, (b.id,))
     assert c.hint is not None and "\n" not in c.hint
     assert f"fact {a.id} was superseded already by fact {b.id}" in c.hint
-    assert advice.fact_supersede(c.id, f"<text of fact {b.id}>") in c.hint
+    assert advice.fact_supersede(b.id, c.content) in c.hint
     assert advice.fact_remove(c.id) in c.hint and "resembles" not in c.hint
     assert c.to_dict()["forked"] == [b.id]
     old = memory.get_fact(a.id)

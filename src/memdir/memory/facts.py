@@ -131,11 +131,9 @@ class FactMemory(MemoryBase):
         both = ", ".join(f"fact {i}" for i in others) + (" holds" if len(others) == 1 else " hold")
         first = others[0]
         note = (
-            f"{said}: its history forked, and {both} beside fact {new.id}. "
-            "Keep one: give one the other's text ("
-            f"{advice.fact_supersede(new.id, f'<text of fact {first}>')}, or "
-            f"{advice.fact_supersede(first, f'<text of fact {new.id}>')}), or remove one "
-            f"({advice.fact_remove(new.id)})"
+            f"{said}: its history forked, and {both} beside fact {new.id}. Keep one: if this "
+            f"version is right, {advice.fact_supersede(first, new.content)}; if fact {first} "
+            f"is, {advice.fact_remove(new.id)}"
         )
         similar = tuple(s for s in new.similar if s.ref not in others)  # said above
         also = duplicates.similar_hint(similar, new.id)
