@@ -367,7 +367,10 @@ class Pages:
             return self.fact(request, error=str(exc), status=_status(exc))
         if new.duplicate:
             return self.fact(request, error=new.hint or "nothing changed", status=409)
-        return self.b.redirect(f"/fact/{new.id}", f"fact {new.id} supersedes fact {fact_id}")
+        done = f"fact {new.id} supersedes fact {fact_id}"
+        if new.forked:  # superseded meanwhile by another writer: both versions hold (F3)
+            done = f"{done}; {new.hint}"
+        return self.b.redirect(f"/fact/{new.id}", done)
 
     async def fact_remove(self, request: Request) -> Response:
         form = await request.form()
