@@ -25,6 +25,7 @@ from ..rows import (
     ScoredChunk,
     ScoredFact,
     history,
+    successor_ids,
 )
 from ..sqlite import groups
 from ..sqlite.index import or_words
@@ -229,7 +230,7 @@ class PostgresStore(Connection):
             if first is None:
                 return []
             root = self._get(cur, self._root(cur, first)) or first
-            return history(root, lambda ids: self._successors(cur, ids))
+            return history(root, lambda gen: self._successors(cur, gen))
 
     def forked_facts(self) -> list[int]:
         with self._read() as cur:
@@ -383,11 +384,18 @@ class PostgresStore(Connection):
             fact = earlier
         return fact.id
 
-    def _successors(self, cur: Cursor, ids: list[int]) -> list[Fact]:
-        cur.execute(
-            f"SELECT {FACT_COLUMNS} FROM facts WHERE supersedes = ANY(%s) ORDER BY id", (ids,)
-        )
-        return [_fact(row) for row in cur.fetchall()]
+    def _successors(self, cur: Cursor, generation: list[Fact]) -> list[Fact]:
+        """rows.history's lookup, as on SQLite: newer rows naming the generation, and the
+        rows it is superseded by."""
+        floor, ids, targets = successor_ids(generation)
+        found = list(self._facts_in(cur, targets).values())
+        if ids:
+            cur.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE id > %s AND supersedes = ANY(%s)",
+                (floor, ids),
+            )
+            found += [_fact(row) for row in cur.fetchall()]
+        return found
 
     def _supersedable(self, cur: Cursor, fact_id: int) -> Fact:
         """Active, or superseded already (a fork, F3); never a removed fact."""

@@ -10,7 +10,7 @@ from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
 from .. import ahead, bulk
-from ..rows import FORK_POINTS, CachedEntry, ScoredFact, history
+from ..rows import FORK_POINTS, CachedEntry, ScoredFact, history, successor_ids
 from . import bounded
 from .curation import F_COLUMNS, SKETCH_ONE_BY_ONE, CurationRows
 from .index import FACT_COLUMNS, or_words, to_fts5
@@ -213,7 +213,7 @@ class FactRows(CurationRows):
             if first is None:
                 return []
             root = self._fact(db, self._root(db, first)) or first
-            return history(root, lambda ids: self._successors(db, ids))
+            return history(root, lambda gen: self._successors(db, gen))
 
     def forked_facts(self) -> list[int]:
         db = self._conn()
@@ -354,12 +354,19 @@ class FactRows(CurationRows):
             fact = earlier
         return fact.id
 
-    def _successors(self, db: sqlite3.Connection, ids: list[int]) -> list[Fact]:
-        marks = ", ".join("?" * len(ids))
-        rows = db.execute(
-            f"SELECT {FACT_COLUMNS} FROM facts WHERE supersedes IN ({marks}) ORDER BY id", ids
-        ).fetchall()
-        return [Fact(*row) for row in rows]
+    def _successors(self, db: sqlite3.Connection, generation: list[Fact]) -> list[Fact]:
+        """rows.history's lookup: `supersedes` has no index, so the rows that name the
+        generation are looked for among the newer ones only (a range of the primary key)."""
+        floor, ids, targets = successor_ids(generation)
+        found = list(self._facts_in(db, targets).values())
+        if ids:
+            rows = db.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE id > ? AND supersedes IN "
+                f"({', '.join('?' * len(ids))})",
+                (floor, *ids),
+            ).fetchall()
+            found += [Fact(*row) for row in rows]
+        return found
 
     def _supersedable(self, db: sqlite3.Connection, fact_id: int) -> Fact:
         """The fact a supersede replaces: active, or superseded already (the new version
