@@ -630,3 +630,34 @@ def test_export_holds_the_hits_searches_left_in_the_journal(tmp_path: Path) -> N
         if json.loads(line).get("kind") == "fact_usage"
     ]
     assert [(u["fact_id"], u["hits"]) for u in usage] == [(kiwi.id, 1)]
+
+
+def test_a_forked_history_travels_whole_with_its_links(tmp_path: Path) -> None:  # N3 F3
+    """A fact superseded twice, and a version that ended in its sibling: both links come
+    along, with the same ids into an empty store and with new ids in a merge."""
+    source, out = tmp_path / "a", tmp_path / "backup.jsonl"
+    with Memory(str(source), create=True) as mem:
+        a = mem.add_fact("Reviews need one approval", "convention")
+        mem.supersede_fact(a.id, "Reviews need two approvals")
+        c = mem.supersede_fact(a.id, "Reviews need a code owner")
+        d = mem.supersede_fact(a.id, "Reviews need a green CI run")
+        mem.supersede_fact(d.id, "Reviews need two approvals")  # d ends in its sibling b
+        before = [tuple(f) for f in mem.fact_history(a.id)]
+    export_file(source, out)
+    import_file(tmp_path / "b", out)
+    with Memory(str(tmp_path / "b"), create=True) as mem:
+        assert [tuple(f) for f in mem.fact_history(c.id)] == before
+        assert mem.store.forked_facts() == [a.id]
+    target = tmp_path / "c"
+    with Memory(str(target), create=True) as mem:
+        mem.add_fact("The target's own fact", "learning")
+    import_file(target, out, force=True)
+    with Memory(str(target), create=True) as mem:
+        [hit] = mem.search("code owner", kinds="fact", mode="lexical")
+        chain = mem.fact_history(hit.id)
+        shape = [(f.content, f.status) for f in chain]
+        assert shape == [(f[2], f[3]) for f in before]
+        ids = {f.content: f.id for f in chain}
+        late = next(f for f in chain if f.content == "Reviews need a green CI run")
+        assert late.superseded_by == ids["Reviews need two approvals"]  # the settled link
+        assert mem.store.forked_facts() == [ids["Reviews need one approval"]]

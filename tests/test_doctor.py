@@ -310,6 +310,32 @@ def test_facts_no_search_found_in_n_days(healthy: Memory, clock: FixedClock) -> 
     assert find(doctor.run(healthy, stale_days=200), "facts.stale") == []
 
 
+def test_a_forked_fact_is_flagged_until_one_version_is_kept(healthy: Memory, run: Callable) -> None:
+    """F3 W1 N2: a fact superseded twice holds in two versions; doctor names the fact, both
+    versions and the commands that settle it, and says nothing once one is kept."""
+    a = healthy.add_fact("Builds run on Jenkins", "decision")
+    b = healthy.supersede_fact(a.id, "Builds run on GitHub Actions")
+    c = healthy.supersede_fact(a.id, "Nightly builds run on Buildkite agents")
+    [fork] = find(doctor.run(healthy), "facts.forked")
+    assert fork.where == [a.id, b.id, c.id] and fork.severity == "warning"
+    assert not fork.fixable  # which version holds is the user's call
+    assert f"fact {a.id} was superseded twice" in fork.message
+    out = run("doctor").out
+    assert f"facts.forked: fact {a.id} was superseded twice" in out
+    assert f"`memdir fact supersede {c.id} '<text of fact {b.id}>'`" in out
+    assert f"`memdir fact rm {c.id}`" in out and f"`memdir fact history {a.id}`" in out
+    # settled by giving one version the other's text: the report goes away
+    healthy.supersede_fact(c.id, "Builds run on GitHub Actions")
+    assert find(doctor.run(healthy), "facts.forked") == []
+    # a fork of a fork is one finding at the later fork point; removing one settles it
+    d = healthy.supersede_fact(b.id, "Builds run on GitHub Actions, 4 runners")
+    e = healthy.supersede_fact(b.id, "Builds run on self-hosted GitLab runners")
+    [again] = find(doctor.run(healthy), "facts.forked")
+    assert again.where == [b.id, d.id, e.id]
+    healthy.remove_fact(e.id)
+    assert find(doctor.run(healthy), "facts.forked") == []
+
+
 # -- the database -----------------------------------------------------------------------------
 
 

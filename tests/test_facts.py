@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from memdir import (
     NotFoundError,
     QueryError,
     ValidationError,
+    advice,
 )
 from memdir.testing import FixedClock
 
@@ -73,14 +75,73 @@ def test_supersede_chain_of_three_and_category_change(memory: Memory) -> None:  
     assert c.category == "decision"
 
 
-def test_supersede_needs_an_active_fact(memory: Memory) -> None:  # F3
+def test_supersede_needs_a_fact_that_was_not_removed(memory: Memory) -> None:  # F3
     a = memory.add_fact("v1", "learning")
-    b = memory.supersede_fact(a.id, "v2")
-    with pytest.raises(ConflictError, match=f"superseded by fact {b.id}"):
-        memory.supersede_fact(a.id, "v3")
+    memory.remove_fact(a.id)
+    with pytest.raises(ConflictError, match=f"fact {a.id} was removed on .*; nothing to supersede"):
+        memory.supersede_fact(a.id, "v2")
     with pytest.raises(NotFoundError):
         memory.supersede_fact(999, "v3")
-    assert len(memory.fact_history(a.id)) == 2
+    assert len(memory.fact_history(a.id)) == 1
+
+
+def test_superseding_a_superseded_fact_forks_and_says_so(memory: Memory) -> None:  # F3 W1
+    """Two writers superseding one fact both keep their version: the second is told in its
+    hint which version holds beside it and how to keep one; both are found by search."""
+    a = memory.add_fact("Releases are cut on Mondays", "decision")
+    b = memory.supersede_fact(a.id, "Releases are cut on Tuesdays")
+    assert b.forked == ()
+    c = memory.supersede_fact(a.id, "Releases are cut on Thursdays")
+    assert (c.status, c.supersedes, c.forked) == ("active", a.id, (b.id,))
+    assert c.hint is not None and "\n" not in c.hint
+    assert f"fact {a.id} was superseded already by fact {b.id}" in c.hint
+    assert advice.fact_supersede(b.id, c.content) in c.hint
+    assert advice.fact_remove(c.id) in c.hint and "resembles" not in c.hint
+    assert c.to_dict()["forked"] == [b.id]
+    old = memory.get_fact(a.id)
+    assert (old.superseded_by, old.valid_to) == (b.id, b.valid_from)  # the first supersede's
+    history = memory.fact_history(c.id)
+    assert [f.id for f in history] == [a.id, b.id, c.id]
+    found = {h.id for h in memory.search("releases cut", mode="lexical")}
+    assert found == {b.id, c.id}
+
+
+def test_a_fork_whose_first_version_was_removed_is_no_fork_to_settle(memory: Memory) -> None:
+    """F3: the earlier successor no longer holds, so the new version simply holds."""
+    a = memory.add_fact("The cache lives in Redis", "decision")
+    b = memory.supersede_fact(a.id, "The cache lives in Memcached")
+    memory.remove_fact(b.id)
+    c = memory.supersede_fact(a.id, "The cache lives in Valkey")
+    assert c.forked == () and c.status == "active"
+    assert c.hint is not None and f"fact {b.id}, which no longer holds" in c.hint
+
+
+def test_settling_a_fork_by_the_other_versions_text(memory: Memory) -> None:  # F3 W1
+    a = memory.add_fact("Lint with flake8", "convention")
+    b = memory.supersede_fact(a.id, "Lint with ruff")
+    c = memory.supersede_fact(a.id, "Lint with pylint")
+    kept = memory.supersede_fact(c.id, "Lint with ruff")
+    assert kept.id == b.id and not kept.duplicate
+    assert kept.hint is not None and f"fact {c.id} now ends in it" in kept.hint
+    assert "still forked" not in kept.hint
+    statuses = {f.id: f.status for f in memory.fact_history(a.id)}
+    assert statuses == {a.id: "superseded", b.id: "active", c.id: "superseded"}
+    assert memory.get_fact(c.id).superseded_by == b.id
+
+
+def test_fact_history_on_the_cli_shows_both_branches_of_a_fork(run: Any) -> None:  # F3 C
+    assert run("fact", "add", "Use Node 18", "-c", "decision").code == 0
+    assert run("fact", "supersede", "1", "Use Node 20").out.strip() == "fact 2 supersedes fact 1"
+    forked = run("fact", "supersede", "1", "Use Node 22")
+    assert forked.code == 0 and forked.out.strip() == "fact 3 supersedes fact 1"
+    [warning] = forked.err.strip().splitlines()  # one line: what happened, what to do
+    assert "fact 1 was superseded already by fact 2" in warning and "fact rm 3" in warning
+    history = run("fact", "history", "3").out
+    assert "superseded by #2 and #3 (forked: 2 successors)" in history
+    assert "\n#2 [decision]" in history and "\n  #3 (another version of #1) [decision]" in history
+    assert "    Use Node 22" in history
+    as_json = run("fact", "history", "1", "--json").json()
+    assert [(f["id"], f["supersedes"]) for f in as_json] == [(1, None), (2, 1), (3, 1)]
 
 
 def test_remove_takes_a_fact_out_of_search_but_not_history(memory: Memory) -> None:  # F3

@@ -193,13 +193,29 @@ async def test_every_hint_over_mcp_is_a_tool_call_that_succeeds(state_dir: Path)
         [done] = await agent.follow(near["hint"])
         assert done["fact"]["id"] == tea["id"] and done["fact"]["status"] == "removed"
 
-        # F3 conflicts: an id superseded already, a text another fact holds, no such id
-        await agent.follow(
-            await agent.error(
-                "memory_update",
-                {"action": "supersede", "supersedes": first["id"], "content": "Cut on Mondays"},
+        # F3: a fact superseded already forks; the hint's calls settle it (this version
+        # given to the other, then removed: both succeed, and nothing holds twice)
+        plan = (
+            await agent.call(
+                "memory_update", {"category": "decision", "content": "Ship on Fridays"}
             )
-        )
+        )["fact"]
+        later = (
+            await agent.call(
+                "memory_update",
+                {"action": "supersede", "supersedes": plan["id"], "content": "Ship on Mondays"},
+            )
+        )["fact"]
+        fork = (
+            await agent.call(
+                "memory_update",
+                {"action": "supersede", "supersedes": plan["id"], "content": "Ship on Tuesdays"},
+            )
+        )["fact"]
+        assert fork["forked"] == [later["id"]]
+        kept, gone = await agent.follow(fork["hint"])
+        assert kept["fact"]["id"] == fork["id"] and gone["fact"]["status"] == "removed"
+        # F3 conflicts: an id superseded already (remove), a text another fact holds, no id
         await agent.follow(
             await agent.error("memory_update", {"action": "remove", "id": first["id"]})
         )

@@ -429,7 +429,7 @@ def _everything(store: Store) -> dict[str, list[dict[str, Any]]]:
 
 def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
     pg_url: str, state_dir: Path, tmp_path: Path, run: Any
-) -> None:  # W1 (migrate)
+) -> None:  # W1 (migrate) F3
     with Memory() as mem:
         session = mem.start_session()
         mem.bind_session(session.id)
@@ -438,6 +438,7 @@ def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
         gone = mem.add_fact("A fact removed later", "learning")
         mem.remove_fact(gone.id)
         mem.add_fact("Deploys go out on Tuesdays", "convention")
+        mem.supersede_fact(first.id, "The API lives at v3")  # a fork (F3): two successors
         mem.start_task("build")
         mem.store.set_value("distill", "2026-03-01T00:00:00Z")
         mem.store.record_hits({first.id + 1: "2026-03-02T00:00:00Z"})
@@ -450,8 +451,8 @@ def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
     res = run("migrate", "--to", pg_url, "--json")
     assert res.code == 0, res.err
     done = res.json()
-    assert done["counts"]["fact"] == 4 and done["counts"]["session"] == 1
-    assert len(active) == 2 and "m" in vectors  # and what the write embedded, if it did
+    assert done["counts"]["fact"] == 5 and done["counts"]["session"] == 1
+    assert len(active) == 3 and "m" in vectors  # and what the write embedded, if it did
     assert done["vectors"] == sum(len(found) for found in vectors.values())
     res = run("migrate", "--to", pg_url)  # a second time: the target holds memory
     assert res.code != 0 and "holds memory already" in res.err and res.err.count("\n") == 1
@@ -461,6 +462,7 @@ def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
         assert _everything(mem.store) == before
         assert {m: sorted(mem.store.iter_vectors(m)) for m in vectors} == vectors
         assert mem.store.count_unembedded("m") == 0
+        assert mem.store.forked_facts() == [first.id]  # the fork came along
     # and back: a new memory root on the same database, migrated to its own memory.db
     other = tmp_path / "other-state"
     other.mkdir()
@@ -472,6 +474,7 @@ def test_w1_migrate_moves_a_store_to_postgres_and_back_record_for_record(
         assert type(back.store).__name__ == "SQLiteStore"
         assert _everything(back.store) == before
         assert {m: sorted(back.store.iter_vectors(m)) for m in vectors} == vectors
+        assert back.store.forked_facts() == [first.id]
     res = run("migrate", "--to", "local")
     assert res.code != 0 and "local already" in res.err
     with Memory(env=env) as mem:  # the migrated store is searched as any other

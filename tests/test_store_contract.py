@@ -162,13 +162,58 @@ def test_supersede_keeps_the_history_and_its_validity_windows(store: Store) -> N
     chain = store.fact_chain(done.new.id)
     assert [f.content for f in chain] == ["Use Postgres 14", "Use Postgres 16", "Use Postgres 17"]
     assert store.fact_chain(old.id) == chain
-    with pytest.raises(ConflictError):  # a superseded fact is not superseded twice
-        store.supersede_fact(old.id, None, "Use MySQL", T[4], BY)
     with pytest.raises(ConflictError):  # nor may the new version begin before the old one
         store.supersede_fact(last.new.id, None, "Use SQLite", T[5], BY, valid_from=T[0])
     unchanged = store.supersede_fact(last.new.id, None, "Use Postgres 17", T[5], BY)
     assert unchanged.new.duplicate and unchanged.new.id == last.new.id
     assert store.count_facts() == {"active": 1, "superseded": 2}
+
+
+def test_superseding_a_superseded_fact_forks_and_keeps_both_versions(store: Store) -> None:
+    """F3 W1: two writers that supersede one fact from the same view of it both keep their
+    version; the old fact keeps its first successor and the window the first supersede
+    ended it at; a removed fact still cannot be superseded."""
+    old = store.add_fact("decision", "Use Postgres 14", T[0], BY)
+    first = store.supersede_fact(old.id, None, "Use Postgres 16", T[1], BY).new
+    second = store.supersede_fact(old.id, "convention", "Use MySQL 8", T[2], BY)
+    assert second.new.supersedes == old.id and second.new.status == "active"
+    assert second.new.category == "convention" and second.new.valid_from == T[2]
+    assert second.old == store.get_fact(old.id)  # untouched by the second supersede
+    assert (second.old.superseded_by, second.old.valid_to) == (first.id, T[1])
+    assert store.get_fact(first.id) == first  # the first successor stays active
+    assert store.count_facts() == {"active": 2, "superseded": 1}
+    chain = store.fact_chain(second.new.id)
+    assert [f.id for f in chain] == [old.id, first.id, second.new.id]
+    assert store.fact_chain(first.id) == chain == store.fact_chain(old.id)
+    assert store.forked_facts() == [old.id]
+    # a text an active version of the same history says already: nothing new
+    again = store.supersede_fact(old.id, None, "use mysql 8", T[3], BY)
+    assert again.new.duplicate and again.new.id == second.new.id
+    assert store.count_facts() == {"active": 2, "superseded": 1}
+    # a removed fact is not superseded: it no longer holds
+    gone = store.add_fact("learning", "A fact then removed", T[0], BY)
+    store.remove_fact(gone.id, T[1])
+    with pytest.raises(ConflictError, match="removed"):
+        store.supersede_fact(gone.id, None, "It came back", T[2], BY)
+
+
+def test_a_fork_is_settled_by_giving_one_version_the_others_text(store: Store) -> None:
+    """F3 W1: a version superseded by the exact text of a sibling that holds ends in that
+    sibling (its `superseded_by`), and no new row is written; the fork point stays one."""
+    old = store.add_fact("decision", "Deploy on Fridays", T[0], BY)
+    a = store.supersede_fact(old.id, None, "Deploy on Mondays", T[1], BY).new
+    b = store.supersede_fact(old.id, None, "Deploy on Tuesdays", T[2], BY).new
+    done = store.supersede_fact(b.id, None, "deploy on mondays", T[3], BY)
+    assert done.new == a and not done.new.duplicate
+    assert (done.old.id, done.old.status, done.old.superseded_by) == (b.id, "superseded", a.id)
+    assert done.old.valid_to == T[3]
+    assert store.count_facts() == {"active": 1, "superseded": 2}
+    assert [f.id for f in store.fact_chain(a.id)] == [old.id, a.id, b.id]
+    assert [h.fact.id for h in store.search_facts(Word("deploy"), None, None, 10)] == [a.id]
+    # an unrelated fact's text is still refused (X5): it is no version of this history
+    other = store.add_fact("learning", "Tests run in parallel", T[0], BY)
+    with pytest.raises(ConflictError, match=f"fact {other.id} already says this"):
+        store.supersede_fact(a.id, None, "tests run in parallel", T[4], BY)
 
 
 def test_supersede_refuses_a_text_another_active_fact_says(store: Store) -> None:  # F3 X5
@@ -583,8 +628,6 @@ from memdir.paths import Layout
 from memdir.settings import Settings, with_env
 from memdir.storage import open_store
 
-from memdir.errors import ConflictError
-
 root, backend, me = sys.argv[1:4]
 n, target = int(sys.argv[4]), int(sys.argv[5])
 settings = with_env(Settings(), os.environ)  # PostgreSQL: the URL and scope come from there
@@ -598,14 +641,11 @@ for i in range(n):
     ids.append(store.add_fact("learning", f"writer {me} fact {i}", "2026-03-01T10:00:00Z", by).id)
     shared.append(store.add_fact("learning", f"said by both {i}", "2026-03-01T10:00:00Z", by).id)
     store.count_write("s-shared", "hot")
-# then both replace the same fact at once: one wins, the other is told it lost
+# then both replace the same fact at once: both versions are kept (a fork, F3)
 open(os.path.join(root, "done-" + me), "w").close()
 while not all(os.path.exists(os.path.join(root, "done-" + w)) for w in "ab"):
     time.sleep(0.001)
-try:
-    won = store.supersede_fact(target, None, f"the plan of {me}", "2026-03-02T10:00:00Z", by).new.id
-except ConflictError:
-    won = None
+won = store.supersede_fact(target, None, f"the plan of {me}", "2026-03-02T10:00:00Z", by).new.id
 store.close()
 print(json.dumps({"ids": ids, "shared": shared, "won": won}))
 """
@@ -659,10 +699,11 @@ def test_two_processes_writing_through_two_stores_lose_and_double_nothing(
         own = [i for r in results for i in r["ids"]]
         assert len(set(own)) == 2 * n  # every fact of each writer, each its own id
         assert results[0]["shared"] == results[1]["shared"]  # the same text stored once
-        won = [r["won"] for r in results if r["won"] is not None]
-        assert len(won) == 1  # one supersede won, the other conflicted
-        assert [f.id for f in store.fact_chain(target.id)] == [target.id, won[0]]
-        assert store.count_facts() == {"active": 3 * n + 1, "superseded": 1}
+        won = sorted(r["won"] for r in results)
+        assert None not in won and won[0] != won[1]  # both supersedes kept: a fork (F3)
+        assert [f.id for f in store.fact_chain(target.id)] == [target.id, *won]
+        assert store.count_facts() == {"active": 3 * n + 2, "superseded": 1}
+        assert store.forked_facts() == [target.id]
         session = store.get_session("s-shared")
         assert session is not None and session.counts == {"hot": 2 * n}
         assert store.inspect().problems == ["ok"]

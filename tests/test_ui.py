@@ -303,6 +303,22 @@ def test_v5_a_supersede_from_the_page_shows_in_its_timeline_and_in_fact_history(
     assert history[1]["session_id"]
 
 
+def test_v4_a_forked_history_shows_both_branches_on_the_fact_page(
+    state_dir: Path, ui: UI, page: Any
+) -> None:
+    """V4 F3: a fact superseded twice names both successors; both versions are listed."""
+    cli(state_dir, "fact", "add", "Standup is at 9:00", "-c", "convention")
+    cli(state_dir, "fact", "supersede", "1", "Standup is at 9:30")
+    cli(state_dir, "fact", "supersede", "1", "Standup is at 10:00")
+    page.goto(ui.url)
+    page.goto(f"{ui.base}/fact/3")
+    versions = page.locator(".history .version")
+    expect(versions).to_have_count(3)
+    expect(versions.nth(0)).to_contain_text("superseded by #2 and #3 (forked)")
+    expect(versions.nth(1)).to_contain_text("Standup is at 9:30")
+    expect(versions.nth(2)).to_contain_text("Standup is at 10:00")
+
+
 def test_v5_a_secret_is_refused_from_the_page_as_from_every_front_end(
     state_dir: Path, ui: UI, page: Any
 ) -> None:

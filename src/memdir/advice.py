@@ -98,6 +98,10 @@ def fact_show(fact_id: int | str) -> str:
     return _call(None, ("fact", "show", fact_id), ("memory.get_fact", fact_id))
 
 
+def fact_history(fact_id: int | str) -> str:
+    return _call(None, ("fact", "history", fact_id), ("memory.fact_history", fact_id))
+
+
 def search(query: str = WORDS, kind: str | None = None) -> str:
     kinds = {"kinds": [kind]} if kind else {}
     return _call(

@@ -5,6 +5,12 @@ from __future__ import annotations
 from .errors import ValidationError
 from .models import CATEGORIES, FACT_STATUSES
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .models import Fact
+
 
 def check_category(category: str | None) -> str:
     if category not in CATEGORIES:
@@ -74,3 +80,51 @@ def normalize_as_of(as_of: str | None) -> str | None:
     if len(as_of.strip()) == 10:  # YYYY-MM-DD
         return moment[:10] + "T23:59:59Z"
     return moment
+
+
+# -- a history that went two ways (F3, W1) ------------------------------------------------
+# Two writers that supersede one fact from the same view of it both keep their version: the
+# fact then has two successors (each row's `supersedes` names it; its own `superseded_by`
+# keeps the first). A version superseded by a sibling's exact text points at that sibling
+# (its `superseded_by`), which settles the fork without a new row. So a fact's successors
+# are the facts that supersede it and the one it is superseded by.
+
+
+def successors(chain: Sequence[Fact]) -> dict[int, list[int]]:
+    """Each version of a history -> the versions that replaced it, in id order."""
+    ids = {f.id for f in chain}
+    after: dict[int, set[int]] = {f.id: set() for f in chain}
+    for f in chain:
+        if f.supersedes in after:
+            after[f.supersedes].add(f.id)
+        if f.superseded_by in ids:
+            after[f.id].add(f.superseded_by)
+    return {fid: sorted(later) for fid, later in after.items()}
+
+
+def heads(chain: Sequence[Fact], start: int) -> list[int]:
+    """The active versions reached from `start` (itself included), in id order."""
+    later, status = successors(chain), {f.id: f.status for f in chain}
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in later.get(todo.pop(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return sorted(fid for fid in seen if status.get(fid) == "active")
+
+
+def open_forks(chain: Sequence[Fact]) -> list[tuple[int, list[int]]]:
+    """(fact, the active versions its history went on to) for each version whose successors
+    lead to two or more facts that both hold: the forks a person has to settle. A fork
+    nested in another with the same versions at its ends is named once, at the later fact."""
+    later = successors(chain)
+    found: dict[tuple[int, ...], int] = {}
+    for fid in sorted(later):
+        if len(later[fid]) < 2:
+            continue
+        ends = heads(chain, fid)
+        branches = sum(1 for nxt in later[fid] if heads(chain, nxt))
+        if len(ends) >= 2 and branches >= 2:
+            found[tuple(ends)] = fid
+    return sorted((fid, list(ends)) for ends, fid in found.items())

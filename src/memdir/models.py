@@ -43,10 +43,13 @@ class Fact(Record):
     duplicate: bool = False  # an active fact said this already: this is that fact
     similar: tuple[Similar, ...] = ()
     hint: str | None = None
+    # this supersede forked the history (F3): the other versions that hold beside this one
+    forked: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = self._asdict()
         data["similar"] = [s.to_dict() for s in self.similar]
+        data["forked"] = list(self.forked)
         if self.hint is None:
             del data["hint"]
         return data

@@ -60,6 +60,12 @@ FACT = _object(
         "valid_from": OPT_STR,
         "valid_to": OPT_STR,
         **_GUARD,
+        "forked": {
+            "type": "array",
+            "items": INT,
+            "description": "this supersede forked the fact's history: the other versions "
+            "that hold beside this one (the hint says how to keep one)",
+        },
     },
     _HINT,
 )

@@ -233,7 +233,7 @@ def _fact_supersede(args: argparse.Namespace) -> Any:
     fact = memory_for(args).supersede_fact(
         args.id, text_arg(args.text), args.category, valid_from=args.valid_from
     )
-    return _written(args, fact, "unchanged", f"fact {fact.id} supersedes fact {fact.supersedes}")
+    return _written(args, fact, "unchanged", f"fact {fact.id} supersedes fact {args.id}")
 
 
 def _written(args: argparse.Namespace, item: Fact | Procedure, refused: str, done: str) -> Any:
@@ -262,7 +262,7 @@ def _fact_history(args: argparse.Namespace) -> Any:
     chain = memory_for(args).fact_history(args.id)
     if as_json(args):
         return [fact.to_dict() for fact in chain]
-    return "\n".join(_render_version(fact) for fact in chain)
+    return _render_history(chain)
 
 
 def _search(args: argparse.Namespace) -> Any:
@@ -373,13 +373,36 @@ def _render_fact(fact: Fact) -> str:
     return f"#{fact.id} [{fact.category}] {fact.created}{state}\n  {fact.content}"
 
 
-def _render_version(fact: Fact) -> str:
+def _render_history(chain: list[Fact]) -> str:
+    """A fact's timeline (F3). A version superseded twice (a fork) names its successors;
+    each branch but the first is indented under it and says where it began."""
+    from .. import facts
+
+    later = facts.successors(chain)
+    branch: dict[int, int] = {}
+    out = []
+    for fact in chain:
+        parent = fact.supersedes if fact.supersedes in branch else None
+        first = parent is None or later[parent][:1] == [fact.id]
+        branch[fact.id] = 0 if parent is None else branch[parent] + (0 if first else 1)
+        side = "" if first else f" (another version of #{parent})"
+        out.append(_render_version(fact, later[fact.id], "  " * branch[fact.id], side))
+    return "\n".join(out)
+
+
+def _render_version(
+    fact: Fact, successors: list[int] | None = None, indent: str = "", side: str = ""
+) -> str:
     """One version in a fact's timeline: when it held, and how it ended."""
+    after = [fact.superseded_by, *[i for i in successors or [] if i != fact.superseded_by]]
+    named = " and ".join(f"#{i}" for i in after)
+    forked = f" (forked: {len(after)} successors)" if len(after) > 1 else ""
     ended = {
-        "superseded": f"{fact.valid_to}, superseded by #{fact.superseded_by}",
+        "superseded": f"{fact.valid_to}, superseded by {named}{forked}",
         "removed": f"{fact.valid_to}, removed",
     }.get(fact.status, "now")
-    return f"#{fact.id} [{fact.category}] {fact.valid_from} -> {ended}\n  {fact.content}"
+    head = f"{indent}#{fact.id}{side} [{fact.category}] {fact.valid_from} -> {ended}"
+    return f"{head}\n{indent}  {fact.content}"
 
 
 def _render_hit(hit: Hit) -> str:

@@ -29,14 +29,16 @@ DOCTOR_HELP = "check the store for problems, say what to do; --fix repairs the s
 DOCTOR_EPILOG = """\
 checks: HOT.md against its cap; MEMORY.md, the entry cache and the search index against
 the files; broken frontmatter; empty procedures; task notes of unknown or long-ended
-tasks; exact and near duplicates; facts no search has found in --stale-days; memory.db's
-integrity and size; files that are not part of the layout, temp files left by killed
-writes, files that are not UTF-8 text, a corrupt heartbeat-state.json.
+tasks; exact and near duplicates; facts no search has found in --stale-days; facts
+superseded twice whose two versions both hold (a fork); memory.db's integrity and size;
+files that are not part of the layout, temp files left by killed writes, files that are
+not UTF-8 text, a corrupt heartbeat-state.json.
 
 Without --fix nothing is written (a read-only subagent session may run it). --fix rebuilds
 MEMORY.md, the entry cache and the search index from the files, runs the task-notes
 retention sweep (as `memdir prune`) and removes stale temp files; it never cuts HOT.md,
-edits a broken file, deletes a file it does not know or picks which duplicate to keep.
+edits a broken file, deletes a file it does not know or picks which duplicate (or which
+version of a forked fact) to keep.
 
 exit status: 0 when no error-level finding remains (warnings and notes do not count),
 1 when one does (after --fix), so a script can gate on it; the report is printed either

@@ -105,14 +105,50 @@ class FactMemory(MemoryBase):
         start = self._valid_from(valid_from)
         self.require_writable("facts")
         self.refuse_secrets("fact", text=content, category=category, valid_from=valid_from)
-        _old, new = self.store.supersede_fact(
+        old, new = self.store.supersede_fact(
             fact_id, category, content, self._now(), self._provenance(), start
         )
         if new.duplicate:
-            return new._replace(hint=f"fact {fact_id} says this already; nothing changed")
+            return new._replace(hint=f"fact {new.id} says this already; nothing changed")
+        if new.supersedes != fact_id:  # a fork settled: the old version ends in its sibling
+            return new._replace(hint=self._settled(old, new))
         new = self._with_similar(new, exclude=fact_id)
+        if old.superseded_by != new.id:
+            new = self._forked(old, new)
         self._embed_written([new.id])
         return new
+
+    def _forked(self, old: Fact, new: Fact) -> Fact:
+        """F3: `old` was superseded already (another writer, from the same view of it):
+        `new` is its second successor; the result names what holds beside it and how to
+        keep one."""
+        chain = self.store.fact_chain(new.id)
+        others = tuple(i for i in facts.heads(chain, old.id) if i != new.id)
+        said = f"fact {old.id} was superseded already by fact {old.superseded_by}"
+        if not others:
+            note = f"{said}, which no longer holds: fact {new.id} holds in its place"
+            return new._replace(hint=note)
+        both = ", ".join(f"fact {i}" for i in others) + (" holds" if len(others) == 1 else " hold")
+        first = others[0]
+        note = (
+            f"{said}: its history forked, and {both} beside fact {new.id}. Keep one: if this "
+            f"version is right, {advice.fact_supersede(first, new.content)}; if fact {first} "
+            f"is, {advice.fact_remove(new.id)}"
+        )
+        similar = tuple(s for s in new.similar if s.ref not in others)  # said above
+        also = duplicates.similar_hint(similar, new.id)
+        note = f"{note}. {also}" if also else note
+        return new._replace(forked=others, similar=similar, hint=note)
+
+    def _settled(self, old: Fact, new: Fact) -> str:
+        """The hint when a version took the text of another that holds (a fork settled)."""
+        chain = self.store.fact_chain(new.id)
+        left = [point for point, _ends in facts.open_forks(chain)]
+        still = f"; fact(s) {', '.join(map(str, left))} still forked" if left else ""
+        return (
+            f"fact {new.id} says this already: fact {old.id} now ends in it and nothing new "
+            f"was stored{still}"
+        )
 
     def remove_fact(self, fact_id: int | str) -> Fact:
         fact_id = facts.check_id(fact_id)

@@ -82,7 +82,11 @@ class FactStore(Protocol):
         by: Provenance,
         valid_from: str | None = None,
     ) -> Superseded:
-        """The old fact, now superseded, and the new active one, in one transaction."""
+        """The old fact, now superseded, and the new active one, in one transaction. An
+        old fact superseded already (not removed) is kept as it is and gets a second
+        successor: a fork (F3). Text an active version of the same history says already:
+        that version, marked duplicate if the old fact is superseded, else the old fact
+        ends in it (a fork settled, no new row)."""
         ...
 
     def remove_fact(self, fact_id: int, now: str) -> Fact: ...
@@ -97,7 +101,12 @@ class FactStore(Protocol):
     def facts_by_id(self, ids: list[int]) -> dict[int, Fact]: ...
 
     def fact_chain(self, fact_id: int) -> list[Fact]:
-        """Every version linked to fact_id by supersede, oldest first."""
+        """Every version of the history fact_id belongs to, oldest first; a fork's
+        branches one after the other, each after the version it supersedes (rows.history)."""
+        ...
+
+    def forked_facts(self) -> list[int]:
+        """The facts superseded twice or more (rows.FORK_POINTS), whether or not settled."""
         ...
 
     def search_facts(

@@ -19,6 +19,8 @@ from ..records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..models import Fact
 
 
@@ -96,3 +98,46 @@ ARCHIVE_FIELDS: dict[str, tuple[str, ...]] = {
     "kv": ("key", "value"),
 }
 ARCHIVE_KINDS = tuple(ARCHIVE_FIELDS)  # fact, fact_usage, task, session, session_write, kv
+
+# A fact's history (F3): its first version and every version whose `supersedes` leads back
+# there, which a fork (two successors of one fact) makes a tree. FORK_POINTS: the facts
+# with two or more successors (the facts that supersede them, and the one they are
+# superseded by), in the SQL both backends speak.
+FORK_POINTS = (
+    "SELECT id FROM (SELECT supersedes AS id, id AS next FROM facts WHERE supersedes IS NOT "
+    "NULL UNION SELECT id, superseded_by FROM facts WHERE superseded_by IS NOT NULL) AS links "
+    "GROUP BY id HAVING count(*) > 1 ORDER BY id"
+)
+
+
+def history(root: Fact, successors: Callable[[list[Fact]], list[Fact]]) -> list[Fact]:
+    """`root` and its versions, oldest first: each branch of a fork in turn, depth first
+    (a version comes after the one it supersedes). `successors(facts)`: the facts that
+    supersede one of them or that one of them is superseded by, a generation at a time."""
+    children: dict[int, list[Fact]] = {}
+    seen, generation = {root.id: root}, [root]
+    while generation:
+        later = {f.id: f for f in successors(generation) if f.id not in seen}
+        for f in later.values():
+            seen[f.id] = f
+            children.setdefault(f.supersedes or 0, []).append(f)
+        generation = list(later.values())
+    order: list[Fact] = []
+    todo = [root]
+    while todo:
+        fact = todo.pop()
+        order.append(fact)
+        todo.extend(sorted(children.pop(fact.id, []), key=lambda f: -f.id))
+    shown = {f.id for f in order}  # a version linked to none of the others shows last
+    return order + sorted((f for f in seen.values() if f.id not in shown), key=lambda f: f.id)
+
+
+def successor_ids(generation: list[Fact]) -> tuple[int, list[int], list[int]]:
+    """What a backend looks up for history(): the rows `generation` is superseded by (by
+    id, whatever their age: an imported chain may run to lower ids), and the newer rows
+    (ids above the oldest) naming one of its superseded facts: only a superseded fact can
+    have a second successor (an active or removed one has none), so a history that ends in
+    its active version scans nothing for it. (floor, superseded ids, successor ids)"""
+    ids = [f.id for f in generation if f.status == "superseded"]
+    targets = [f.superseded_by for f in generation if f.superseded_by is not None]
+    return min(ids, default=0), ids, targets

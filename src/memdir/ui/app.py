@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import facts
 from ..errors import ConflictError, MemdirError, NotFoundError, ValidationError
 from ..models import CATEGORIES
 from . import render
@@ -336,6 +337,7 @@ class Pages:
             title=f"Fact #{fact.id}",
             fact=fact,
             chain=chain,
+            successors=facts.successors(chain),
             categories=CATEGORIES,
             error=error,
         )
@@ -365,7 +367,10 @@ class Pages:
             return self.fact(request, error=str(exc), status=_status(exc))
         if new.duplicate:
             return self.fact(request, error=new.hint or "nothing changed", status=409)
-        return self.b.redirect(f"/fact/{new.id}", f"fact {new.id} supersedes fact {fact_id}")
+        done = f"fact {new.id} supersedes fact {fact_id}"
+        if new.forked:  # superseded meanwhile by another writer: both versions hold (F3)
+            done = f"{done}; {new.hint}"
+        return self.b.redirect(f"/fact/{new.id}", done)
 
     async def fact_remove(self, request: Request) -> Response:
         form = await request.form()

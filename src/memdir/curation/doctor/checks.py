@@ -460,3 +460,32 @@ def check_embeddings(view: Memory, found: list[Finding]) -> dict[str, object]:
             )
         )
     return info
+
+
+def check_forks(view: Memory, found: list[Finding]) -> None:
+    """F3, W1: a fact two writers superseded at once keeps both versions; until one is kept
+    both hold (and both are found), so each such fork is named with the commands that
+    settle it."""
+    from ... import facts
+
+    done: set[int] = set()
+    for point in view.store.forked_facts():
+        if point in done:
+            continue
+        chain = view.store.fact_chain(point)
+        done |= {f.id for f in chain}
+        for fact_id, ends in facts.open_forks(chain):
+            keep, other = ends[0], ends[1]
+            found.append(
+                Finding(
+                    "facts.forked",
+                    "warning",
+                    [fact_id, *ends],
+                    f"fact {fact_id} was superseded twice (by writers at once): facts "
+                    f"{few(ends)} hold side by side as its newest versions",
+                    f"keep one: give one the other's text "
+                    f"({advice.fact_supersede(other, f'<text of fact {keep}>')}), or remove "
+                    f"the one that is wrong ({advice.fact_remove(other)}); "
+                    f"{advice.fact_history(fact_id)} shows both",
+                )
+            )

@@ -12,6 +12,7 @@ from .checks import (
     check_duplicates,
     check_embeddings,
     check_entries,
+    check_forks,
     check_heartbeat,
     check_hot,
     check_index,
@@ -88,6 +89,7 @@ def diagnose(memory: Memory, *, stale_days: int = STALE_DAYS) -> Report:
             checked("task notes", found, lambda: check_tasks(view, scan, stale_days, found))
             checked("duplicates", found, lambda: check_duplicates(view, found))
             checked("stale facts", found, lambda: check_stale(view, stale_days, found))
+            checked("forked facts", found, lambda: check_forks(view, found))
             checked(
                 "embeddings",
                 found,

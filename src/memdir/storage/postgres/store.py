@@ -17,12 +17,15 @@ from .. import bulk
 from ..rows import (
     ARCHIVE_FIELDS,
     FACT_FIELDS,
+    FORK_POINTS,
     CachedEntry,
     Chunk,
     FileState,
     Node,
     ScoredChunk,
     ScoredFact,
+    history,
+    successor_ids,
 )
 from ..sqlite import groups
 from ..sqlite.index import or_words
@@ -145,7 +148,7 @@ class PostgresStore(Connection):
 
         key = similarity.text_key(content)
         with self._write() as cur:
-            old = self._active_fact(cur, old_id, "supersede")
+            old = self._supersedable(cur, old_id)
             if valid_from is not None and old.valid_from and valid_from < old.valid_from:
                 raise ConflictError(
                     f"fact {old_id} holds from {old.valid_from}: the version replacing it "
@@ -154,25 +157,38 @@ class PostgresStore(Connection):
             same = self._active_by_key(cur, key, content)
             if content == old.content and category in (None, old.category):
                 return Superseded(old, old._replace(duplicate=True))
-            if same is not None and same.id != old_id:
-                raise ConflictError(
-                    f"fact {same.id} already says this; fact {old_id} was left as it is: "
-                    f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
-                )
             start = valid_from or now
+            if same is not None and same.id != old_id:
+                if self._root(cur, same) != self._root(cur, old):
+                    raise ConflictError(
+                        f"fact {same.id} already says this; fact {old_id} was left as it is: "
+                        f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
+                    )
+                if old.status == "superseded":  # a later version says it already
+                    return Superseded(old, same._replace(duplicate=True))
+                # one branch of a fork takes the other's text: it ends in that version
+                self._end(cur, old, same.id, now, start)
+                merged = self._get(cur, old_id)
+                assert merged is not None
+                return Superseded(merged, same)
             new_id = self._insert_fact(
                 cur, category or old.category, content, now, by, old_id, start, key
             )
-            cur.execute(
-                "UPDATE facts SET status = 'superseded', superseded_by = %s, updated = %s, "
-                "valid_to = %s WHERE id = %s",
-                (new_id, now, start, old_id),
-            )
-            self._leave_active(cur, old)
-            lexical.put(cur, lexical.PAST, [(old.id, old.content)])
+            if old.status == "active":  # else a fork: the first successor keeps its place
+                self._end(cur, old, new_id, now, start)
             before, after = self._get(cur, old_id), self._get(cur, new_id)
         assert before is not None and after is not None
         return Superseded(before, after)
+
+    def _end(self, cur: Cursor, old: Fact, by_id: int, now: str, start: str) -> None:
+        """`old` superseded by fact `by_id` from `start` on."""
+        cur.execute(
+            "UPDATE facts SET status = 'superseded', superseded_by = %s, updated = %s, "
+            "valid_to = %s WHERE id = %s",
+            (by_id, now, start, old.id),
+        )
+        self._leave_active(cur, old)
+        lexical.put(cur, lexical.PAST, [(old.id, old.content)])
 
     def remove_fact(self, fact_id: int, now: str) -> Fact:
         with self._write() as cur:
@@ -213,18 +229,15 @@ class PostgresStore(Connection):
             first = self._get(cur, fact_id)
             if first is None:
                 return []
-            while first.supersedes is not None:
-                earlier = self._get(cur, first.supersedes)
-                if earlier is None:
-                    break
-                first = earlier
-            chain = [first]
-            while chain[-1].superseded_by is not None:
-                later = self._get(cur, chain[-1].superseded_by)
-                if later is None:
-                    break
-                chain.append(later)
-            return chain
+            root = self._get(cur, self._root(cur, first)) or first
+            return history(root, lambda gen: self._successors(cur, gen))
+
+    def forked_facts(self) -> list[int]:
+        with self._read() as cur:
+            if cur is None:
+                return []
+            cur.execute(FORK_POINTS)
+            return [_int(row[0]) for row in cur.fetchall()]
 
     def search_facts(
         self,
@@ -359,6 +372,43 @@ class PostgresStore(Connection):
             return {}
         cur.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE id = ANY(%s)", (list(ids),))
         return {_int(row[0]): _fact(row) for row in cur.fetchall()}
+
+    def _root(self, cur: Cursor, fact: Fact) -> int:
+        """The first version of the history `fact` belongs to (as on SQLite)."""
+        seen = {fact.id}
+        while fact.supersedes is not None and fact.supersedes not in seen:
+            earlier = self._get(cur, fact.supersedes)
+            if earlier is None:
+                break
+            seen.add(earlier.id)
+            fact = earlier
+        return fact.id
+
+    def _successors(self, cur: Cursor, generation: list[Fact]) -> list[Fact]:
+        """rows.history's lookup, as on SQLite: newer rows naming the generation, and the
+        rows it is superseded by."""
+        floor, ids, targets = successor_ids(generation)
+        found = list(self._facts_in(cur, targets).values())
+        if ids:
+            cur.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE id > %s AND supersedes = ANY(%s)",
+                (floor, ids),
+            )
+            found += [_fact(row) for row in cur.fetchall()]
+        return found
+
+    def _supersedable(self, cur: Cursor, fact_id: int) -> Fact:
+        """Active, or superseded already (a fork, F3); never a removed fact."""
+        fact = self._get(cur, fact_id)
+        if fact is None:
+            raise NotFoundError(
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
+            )
+        if fact.status == "removed":
+            raise ConflictError(
+                f"fact {fact_id} was removed on {fact.updated}; nothing to supersede"
+            )
+        return fact
 
     def _active_fact(self, cur: Cursor, fact_id: int, action: str) -> Fact:
         fact = self._get(cur, fact_id)

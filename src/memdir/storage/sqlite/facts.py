@@ -10,7 +10,7 @@ from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
 from .. import ahead, bulk
-from ..rows import CachedEntry, ScoredFact
+from ..rows import FORK_POINTS, CachedEntry, ScoredFact, history, successor_ids
 from . import bounded
 from .curation import F_COLUMNS, SKETCH_ONE_BY_ONE, CurationRows
 from .index import FACT_COLUMNS, or_words, to_fts5
@@ -132,7 +132,7 @@ class FactRows(CurationRows):
 
         key = similarity.text_key(content)
         with self._write() as db:
-            old = self._active_fact(db, old_id, "supersede")
+            old = self._supersedable(db, old_id)
             if valid_from is not None and old.valid_from and valid_from < old.valid_from:
                 raise ConflictError(
                     f"fact {old_id} holds from {old.valid_from}: the version replacing it "
@@ -141,21 +141,35 @@ class FactRows(CurationRows):
             same = self._active_by_key(db, key, content)
             if content == old.content and category in (None, old.category):
                 return Superseded(old, old._replace(duplicate=True))  # nothing to change
-            if same is not None and same.id != old_id:
-                raise ConflictError(
-                    f"fact {same.id} already says this; fact {old_id} was left as it is: "
-                    f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
-                )
             start = valid_from or now
+            if same is not None and same.id != old_id:
+                if self._root(db, same) != self._root(db, old):
+                    raise ConflictError(
+                        f"fact {same.id} already says this; fact {old_id} was left as it is: "
+                        f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
+                    )
+                if old.status == "superseded":  # a later version says it already
+                    return Superseded(old, same._replace(duplicate=True))
+                # one branch of a fork takes the other's text: it ends in that version
+                db.execute(
+                    "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ?, "
+                    "valid_to = ? WHERE id = ?",
+                    (same.id, now, start, old_id),
+                )
+                self._unsketch(db, old)
+                merged = self._fact(db, old_id)
+                assert merged is not None
+                return Superseded(merged, same)
             new_id = self._insert_fact(
                 db, category or old.category, content, now, by, old_id, start, key
             )
-            db.execute(
-                "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ?, "
-                "valid_to = ? WHERE id = ?",
-                (new_id, now, start, old_id),
-            )
-            self._unsketch(db, old)
+            if old.status == "active":  # else a fork: the first successor keeps its place
+                db.execute(
+                    "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ?, "
+                    "valid_to = ? WHERE id = ?",
+                    (new_id, now, start, old_id),
+                )
+                self._unsketch(db, old)
             before, after = self._fact(db, old_id), self._fact(db, new_id)
         assert before is not None and after is not None
         return Superseded(before, after)
@@ -198,18 +212,15 @@ class FactRows(CurationRows):
             first = self._fact(db, fact_id)
             if first is None:
                 return []
-            while first.supersedes is not None:
-                earlier = self._fact(db, first.supersedes)
-                if earlier is None:
-                    break
-                first = earlier
-            chain = [first]
-            while chain[-1].superseded_by is not None:
-                later = self._fact(db, chain[-1].superseded_by)
-                if later is None:
-                    break
-                chain.append(later)
-            return chain
+            root = self._fact(db, self._root(db, first)) or first
+            return history(root, lambda gen: self._successors(db, gen))
+
+    def forked_facts(self) -> list[int]:
+        db = self._conn()
+        if db is None:
+            return []
+        with self._translated("read"):
+            return [row[0] for row in db.execute(FORK_POINTS).fetchall()]
 
     def search_facts(
         self,
@@ -330,6 +341,46 @@ class FactRows(CurationRows):
     def _fact(self, db: sqlite3.Connection, fact_id: int) -> Fact | None:
         row = db.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
         return None if row is None else Fact(*row)
+
+    def _root(self, db: sqlite3.Connection, fact: Fact) -> int:
+        """The first version of the history `fact` belongs to (its `supersedes` links lead
+        there: a settled fork's link to a sibling adds none)."""
+        seen = {fact.id}
+        while fact.supersedes is not None and fact.supersedes not in seen:
+            earlier = self._fact(db, fact.supersedes)
+            if earlier is None:
+                break
+            seen.add(earlier.id)
+            fact = earlier
+        return fact.id
+
+    def _successors(self, db: sqlite3.Connection, generation: list[Fact]) -> list[Fact]:
+        """rows.history's lookup: `supersedes` has no index, so the rows that name the
+        generation are looked for among the newer ones only (a range of the primary key)."""
+        floor, ids, targets = successor_ids(generation)
+        found = list(self._facts_in(db, targets).values())
+        if ids:
+            rows = db.execute(
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE id > ? AND supersedes IN "
+                f"({', '.join('?' * len(ids))})",
+                (floor, *ids),
+            ).fetchall()
+            found += [Fact(*row) for row in rows]
+        return found
+
+    def _supersedable(self, db: sqlite3.Connection, fact_id: int) -> Fact:
+        """The fact a supersede replaces: active, or superseded already (the new version
+        is then a second successor: a fork, F3); never a removed one."""
+        fact = self._fact(db, fact_id)
+        if fact is None:
+            raise NotFoundError(
+                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
+            )
+        if fact.status == "removed":
+            raise ConflictError(
+                f"fact {fact_id} was removed on {fact.updated}; nothing to supersede"
+            )
+        return fact
 
     def _active_fact(self, db: sqlite3.Connection, fact_id: int, action: str) -> Fact:
         fact = self._fact(db, fact_id)
