@@ -320,6 +320,41 @@ def test_w1_files_made_or_removed_by_hand_in_a_view_go_to_the_rows(
     assert not (other / "tasks" / "old.md").exists()
 
 
+def test_w1_migrate_carries_the_markdown_tiers_both_ways(
+    tmp_path: Path, pg_url: str, run: Any
+) -> None:  # W1 (migrate)
+    """Into a scope, a local memory root's tiers become its rows (the root their view);
+    out of one, the rows are rendered into the new local root, whose files are the truth."""
+    local = machine(tmp_path, "local", "")
+    local["MEMDIR_DATABASE_URL"] = ""
+    with Memory(env=local) as mem:
+        mem.hot_append("- carried")
+        day = mem.daily_append("a local log").date
+        mem.write_procedure("deploy", "# Deploy\n")
+        mem.add_fact("Deploys go out on Tuesdays", "convention")
+    res = run("migrate", "--to", pg_url, "--json", env=local)
+    assert res.code == 0, res.err
+    assert res.json()["counts"]["document"] == 3
+    assert stored(pg_url)[0] == "- carried\n"
+    assert stored(pg_url, "procedures/deploy.md")[0] == "# Deploy\n"
+    assert "a local log" in (stored(pg_url, f"daily/{day}.md")[0] or "")
+    with Memory(env=machine(tmp_path, "b", pg_url)) as two:
+        two.hot_append("- written in the team")
+    back = machine(tmp_path, "back", pg_url)
+    res = run("migrate", "--to", "local", "--json", env=back)
+    assert res.code == 0, res.err
+    assert res.json()["counts"]["document"] == 3
+    back["MEMDIR_DATABASE_URL"] = ""
+    with Memory(env=back) as mem:
+        assert type(mem.store).__name__ == "SQLiteStore"
+        assert mem.hot() == "- carried\n- written in the team\n"
+        assert "a local log" in mem.daily(day)
+        assert [p.name for p in mem.procedures()] == ["deploy"]
+        assert not os.path.exists(os.path.join(mem.layout.memory_dir, VIEW_STATE))
+    res = run("migrate", "--to", pg_url, env=local)  # the scope holds memory: refused
+    assert res.code != 0 and "holds memory already" in res.err
+
+
 def test_w1_a_read_never_creates_the_scope_and_a_look_renders_nothing(
     tmp_path: Path, pg_url: str, run: Any
 ) -> None:  # W1

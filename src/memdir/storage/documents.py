@@ -320,6 +320,28 @@ def open_documents(memory_dir: str, store: object) -> Documents:
     return Documents(memory_dir)
 
 
+def carry_to_rows(memory_dir: str, store: DocumentStore) -> int:
+    """`memdir migrate --to URL`: the watched files of this memory root become the rows of
+    an empty scope, and the root its rendered view. Returns the documents stored."""
+    with contextlib.suppress(FileNotFoundError):  # a view of another time: its bases are void
+        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
+    team = TeamDocuments(memory_dir, store)
+    team.refresh()
+    return len(team.verify())
+
+
+def carry_to_files(memory_dir: str, store: DocumentStore) -> int:
+    """`memdir migrate --to local`: the scope's documents rendered into this memory root,
+    where the files become the truth; the view's state goes (nothing renders any more).
+    Returns the documents rendered."""
+    team = TeamDocuments(memory_dir, store)
+    team.refresh()
+    carried = team.verify()
+    with contextlib.suppress(FileNotFoundError):
+        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
+    return len(carried)
+
+
 def _verify_view(team: TeamDocuments) -> list[str]:
     """Every stored document against the file of the view, text for text."""
     held = []
