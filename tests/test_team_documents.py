@@ -331,10 +331,11 @@ def test_w1_migrate_carries_the_markdown_tiers_both_ways(
         mem.hot_append("- carried")
         day = mem.daily_append("a local log").date
         mem.write_procedure("deploy", "# Deploy\n")
+        mem.write_entry("api-style", "how the API is written", "REST")
         mem.add_fact("Deploys go out on Tuesdays", "convention")
     res = run("migrate", "--to", pg_url, "--json", env=local)
     assert res.code == 0, res.err
-    assert res.json()["counts"]["document"] == 3
+    assert res.json()["counts"]["document"] == 4
     assert stored(pg_url)[0] == "- carried\n"
     assert stored(pg_url, "procedures/deploy.md")[0] == "# Deploy\n"
     assert "a local log" in (stored(pg_url, f"daily/{day}.md")[0] or "")
@@ -343,7 +344,11 @@ def test_w1_migrate_carries_the_markdown_tiers_both_ways(
     back = machine(tmp_path, "back", pg_url)
     res = run("migrate", "--to", "local", "--json", env=back)
     assert res.code == 0, res.err
-    assert res.json()["counts"]["document"] == 3
+    assert res.json()["counts"]["document"] == 4
+    back_state = Path(back["MEMDIR_STATE_DIR"])
+    assert "- api-style — how the API is written" in next(back_state.rglob("MEMORY.md")).read_text(
+        "utf-8"
+    )
     back["MEMDIR_DATABASE_URL"] = ""
     with Memory(env=back) as mem:
         assert type(mem.store).__name__ == "SQLiteStore"
@@ -398,3 +403,63 @@ def test_w1_a_file_that_is_not_text_is_left_alone_in_a_view(
     with Memory(env=a) as one, pytest.raises(StorageError, match="NUL"):
         one.hot_append("- more")
     assert stored(pg_url)[0] == "- first\n- b\n"
+
+
+def test_w1_global_entries_are_rows_and_memory_md_follows_on_each_machine(
+    tmp_path: Path, pg_url: str
+) -> None:  # W1 G2 G3
+    """An entry written on one machine is a row; the other lists it, and its MEMORY.md
+    (derived on each machine from its view) names it; a removal there reaches the first."""
+    from memdir import revisions
+    from memdir.errors import ConflictError
+
+    a, b = machine(tmp_path, "a", pg_url), machine(tmp_path, "b", pg_url)
+    with Memory(env=a) as one:
+        one.write_entry("api-style", "how the API is written", "REST, JSON, v1 paths")
+        seen = revisions.of(Path(one.layout.entry("api-style")).read_text("utf-8"))
+        index_a = Path(one.layout.index_file)
+    assert "REST, JSON" in (stored(pg_url, "global/api-style.md")[0] or "")
+    with Memory(env=b) as two:
+        assert [e.name for e in two.entries()] == ["api-style"]
+        assert Path(two.layout.index_file).read_text("utf-8") == (
+            "- api-style — how the API is written\n"
+        )
+        two.write_entry("api-style", "how the API is written", "REST, JSON, v2 paths")
+        two.write_entry("deploys", "when deploys go out", "Tuesdays")
+    with Memory(env=a) as one:
+        with pytest.raises(ConflictError):
+            one.write_entry("api-style", "how the API is written", "GraphQL", expected=seen)
+        assert one.entry("api-style").content == "REST, JSON, v2 paths\n"
+        assert index_a.read_text("utf-8") == (
+            "- api-style — how the API is written\n- deploys — when deploys go out\n"
+        )
+        one.remove_entry("deploys")
+    assert stored(pg_url, "global/deploys.md")[0] is None
+    with Memory(env=b) as two:
+        assert [e.name for e in two.entries()] == ["api-style"]
+        assert "deploys" not in Path(two.layout.index_file).read_text("utf-8")
+
+
+def test_w1_a_write_whose_rules_read_the_tiers_does_not_wait_for_itself(
+    tmp_path: Path, pg_url: str
+) -> None:  # W1 P1 X5
+    """A procedure like another: its duplicate guard reads that one (a refresh of the view)
+    inside the write that holds the view's lock. Run in a child process, bounded, so a
+    lock waiting on itself fails the test instead of hanging it."""
+    env = machine(tmp_path, "a", pg_url)
+    script = textwrap.dedent(
+        """
+        from memdir import Memory
+        with Memory() as mem:
+            mem.write_procedure("deploy", "# Deploy\\\\n1. build the image\\\\n2. push it\\\\n")
+            again = mem.write_procedure(
+                "deploy-too", "# Deploy\\\\n1. build the image\\\\n2. push it\\\\n"
+            )
+            print(again.similar)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "deploy" in proc.stdout

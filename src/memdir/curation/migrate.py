@@ -98,6 +98,9 @@ def migrate(memory: Memory, to: str, scope: str | None = None) -> Migrated:
             counts["document"] = carry_to_rows(root, target)
         elif isinstance(source, DocumentStore):
             counts["document"] = carry_to_files(root, source)
+            from .. import entries
+
+            entries.follow_view(memory.layout, target)  # MEMORY.md from the entries rendered
     finally:
         target.close()
     return Migrated(source_shown, shown, counts, vectors)

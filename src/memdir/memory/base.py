@@ -95,6 +95,7 @@ class MemoryBase:
         self.store: Store = open_store(self.layout, self.settings)
         # the markdown tiers: files here, rows with a rendered view in team mode
         self.docs = open_documents(self.layout.memory_dir, self.store)
+        self.docs.after_render = self._view_rendered
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vector_cache: search.VectorCache | None = None
         self._hits_folded = float("-inf")  # when this Memory last recorded the hits journal
@@ -385,6 +386,11 @@ class MemoryBase:
         places = worker.Places(self.state.path)
         return places if os.path.exists(places.socket) else None
 
+    def _view_rendered(self) -> None:
+        """Team mode: global entries were rendered from the rows: MEMORY.md is derived
+        from them on each machine (W1)."""
+        entries.follow_view(self.layout, self.store)
+
     # -- what more than one part writes through (a part never calls another part) ----------
 
     def _write_entry(
@@ -411,6 +417,7 @@ class MemoryBase:
             provenance,
             twins=lambda: self._entry_twins(name, content),
             expected=expected,
+            docs=self.docs,
         )
         if entry.duplicate:
             same = duplicates.named_hint("entry", entry.name, self.settings.marker_prefix)

@@ -136,17 +136,19 @@ class FileMemory(MemoryBase):
 
     def entry(self, name: str) -> Entry:
         """The global entry `name` (G1); NotFoundError if there is none."""
+        self.docs.refresh()
         return entries.read(self.layout, name)
 
     def entries(self) -> list[Entry]:
         """Every global entry (G5), by name; a broken one carries its error."""
+        self.docs.refresh()
         return entries.list_all(self.layout, self.store)
 
     def remove_entry(self, name: str) -> Entry:
         """Delete the global entry `name`; MEMORY.md follows (G3)."""
         self.layout.entry(name)
         self.require_writable("global entries")
-        return entries.remove(self.layout, self.store, name)
+        return entries.remove(self.layout, self.store, name, self.docs)
 
     def write_procedure(self, name: str, content: str, *, expected: str | None = None) -> Procedure:
         """P1: create or overwrite. The name is the identity (X5): writing exactly what

@@ -25,10 +25,11 @@ import contextlib
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol, runtime_checkable
 
-from ..errors import StorageError
+from ..errors import StorageError, ValidationError
 from . import files
 
 TYPE_CHECKING = False
@@ -36,11 +37,13 @@ if TYPE_CHECKING:
     from .postgres.documents import DocumentConflict, DocumentWrite, StoredDocument
 
 VIEW_STATE = ".view.json"
+_THREAD = threading.local()  # the views this thread holds the lock of: root -> state
 CONFLICT_RE = re.compile(r"\.md\.conflict-[0-9]+\Z")  # a kept hand edit beside its file
 # the documents that are rows in team mode, whose hand edits are looked for: these files of
 # the memory root, and the .md files of these folders (global/ and MEMORY.md: not yet)
 WATCHED_FILES = ("HOT.md", "heartbeat-state.json")
-WATCHED_DIRS = ("daily", "procedures", "tasks")
+WATCHED_DIRS = ("daily", "global", "procedures", "tasks")
+DERIVED = "global/"  # rendering a file here makes MEMORY.md stale (derived on each machine)
 
 
 @runtime_checkable
@@ -77,6 +80,8 @@ class Documents:
 
     def __init__(self, memory_dir: str) -> None:
         self.root = memory_dir
+        # called, outside every lock, once files MEMORY.md derives from were rendered
+        self.after_render: Callable[[], None] | None = None
 
     def rel(self, path: str) -> str:
         return os.path.relpath(path, self.root).replace(os.sep, "/")
@@ -130,6 +135,11 @@ class TeamDocuments(Documents):
             return
         with self._view() as state:
             self._refresh(state)
+            stale = bool(state.get("derive"))
+        if stale and self.after_render is not None:
+            self.after_render()  # outside the view's lock: it takes the entries' lock
+            with self._view() as state:
+                state.pop("derive", None)
 
     def read(self, path: str) -> str | None:
         self.refresh()
@@ -158,7 +168,14 @@ class TeamDocuments(Documents):
 
     @contextlib.contextmanager
     def _view(self) -> Iterator[dict[str, object]]:
-        """The view's state, under its lock, saved when it changed."""
+        """The view's state, under its lock, saved when it changed. Reentrant in a thread:
+        a change's own rules may read the tiers (a procedure's duplicate guard reads the
+        procedures it resembles), and a second flock of the lock file from the same
+        process would wait for ever on the first."""
+        held: dict[str, dict[str, object]] = _THREAD.__dict__.setdefault("views", {})
+        if self.root in held:
+            yield held[self.root]  # the outer one saves it
+            return
         state_path = os.path.join(self.root, VIEW_STATE)
         with files.locked(os.path.join(self.root, ".locks"), "view"):
             raw = files.read_text(state_path, root=self.root)
@@ -169,7 +186,11 @@ class TeamDocuments(Documents):
             if not isinstance(state, dict) or not isinstance(state.get("files"), dict):
                 state = {"seen": 0, "files": {}}
             before = json.dumps(state, sort_keys=True)
-            yield state
+            held[self.root] = state
+            try:
+                yield state
+            finally:
+                del held[self.root]
             after = json.dumps(state, sort_keys=True)
             if after != before:
                 files.atomic_write(state_path, after + "\n", root=self.root)
@@ -185,8 +206,9 @@ class TeamDocuments(Documents):
 
     def _refresh(self, state: dict[str, object]) -> set[str]:
         """Push the view's hand edits, render what was stored since; returns the files
-        held back: not text (not UTF-8, or a NUL the database cannot store), so neither
-        pushed nor rendered over: left as they are, nothing lost, as SQLite leaves them."""
+        held back: not text (not UTF-8, or a NUL the database cannot store) or a symlink
+        out of the memory root (X1), so neither read, pushed nor rendered over: left as
+        they are, nothing lost, as SQLite leaves them."""
         held: set[str] = set()
         kept = state.get("conflicts")
         kept = dict(kept) if isinstance(kept, dict) else {}
@@ -203,7 +225,7 @@ class TeamDocuments(Documents):
                 continue  # as rendered: not read again
             try:
                 text = _text_of(path, self.root)
-            except StorageError:
+            except (StorageError, ValidationError):  # not text, or a link out (X1)
                 held.add(rel)
                 continue
             if base is None:
@@ -247,6 +269,8 @@ class TeamDocuments(Documents):
         path = os.path.join(self.root, rel)
         if files.read_text(path, root=self.root) != body:
             self._put(path, body)
+            if rel.startswith(DERIVED):
+                state["derive"] = True
         self._record(state, rel, body, revision)
 
     def _record(self, state: dict[str, object], rel: str, body: str | None, revision: int) -> None:
