@@ -107,6 +107,7 @@ def test_plain_doctor_writes_nothing(healthy: Memory, run: Callable, state_dir: 
     assert snapshot(state_dir) == before
 
 
+@pytest.mark.sqlite_only  # team mode: HOT.md is a row, so writing it makes the scope (W1)
 def test_doctor_on_a_store_without_a_database_creates_none(run: Callable, state_dir: Path) -> None:
     with Memory() as memory:
         memory.hot_append("Name: Ada")  # hot memory alone never needs memory.db

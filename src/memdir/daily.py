@@ -27,6 +27,7 @@ from .paths import Layout, is_date_name
 from .quoting import DAILY_HEADING, quote_lines
 from .records import Record
 from .storage import files
+from .storage.documents import Documents
 
 EVOLUTION = "Evolution Log"
 SECTION_MAX = 80
@@ -72,27 +73,34 @@ def path_of(layout: Layout, date: str) -> str:
     return os.path.join(layout.memory_dir, "daily", f"{date}.md")
 
 
-def append(layout: Layout, text: str, now: float, section: str | None = None) -> DailyWrite:
+def append(
+    layout: Layout,
+    text: str,
+    now: float,
+    section: str | None = None,
+    docs: Documents | None = None,
+) -> DailyWrite:
+    """Append an entry to today's log: a read-modify-write of the document (the file under
+    its lock; in team mode the stored row, W1)."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError("nothing to append: give the text of the log entry")
     section = _check_section(section)
     date = local_date(now)
     clock = time.strftime("%H:%M", time.localtime(now))
     path = path_of(layout, date)
-    with files.locked(layout.locks_dir, f"daily-{date}"):
-        title, sections = _parse(files.read_for_rewrite(path, root=layout.memory_dir) or "")
+    heading = clock if section is None else section
+
+    def change(current: str | None) -> str:
+        title, sections = _parse(current or "")
         if section is None:
-            heading = clock
             # a `## ` line of the entry would open a section of its own: quoted (E1)
             entry = quote_lines(text.strip("\n"), DAILY_HEADING)
             _add(sections, heading, entry.split("\n"), join_last=True)
         else:
-            heading = section
             _add(sections, heading, _stamped(clock, text), join_last=False)
-        files.sweep_temps(path, root=layout.memory_dir)
-        files.atomic_write(
-            path, _render(title or [f"# {date}", ""], sections), root=layout.memory_dir
-        )
+        return _render(title or [f"# {date}", ""], sections)
+
+    (docs or Documents(layout.memory_dir)).change(path, f"daily-{date}", change)
     return DailyWrite(date, os.path.relpath(path, layout.memory_dir), heading)
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from . import similarity
     from .storage.base import Store
+    from .storage.documents import Documents
 else:
     similarity = lazy("memdir.similarity")  # only when a file changed or a write compares
 
@@ -57,32 +58,51 @@ def write(
     provenance: dict[str, str | None],
     twins: Callable[[], tuple[Similar, ...]] | None = None,
     expected: str | None = None,
+    docs: Documents | None = None,
 ) -> tuple[Entry, bool]:
     """G2 upsert: (the entry, True if it was created). Rewriting keeps `created`. The name
     is the identity (X5): a write that repeats the entry exactly (same description and
     body) rewrites nothing and comes back `duplicate`; any other write is stored. `twins`
     (the duplicate guard) names the other entries this body resembles; it runs under the
     lock, so what it compares with is not being rewritten meanwhile. `expected`: the
-    revision of the file the change was made from (V4); another one is refused."""
+    revision of the file the change was made from (V4); another one is refused. In team
+    mode (`docs` shared) the checks and the write are on the stored row (W1)."""
     path = layout.entry(name)
     description = check_description(description)
     body = content.strip("\n") + "\n"
-    similar: tuple[Similar, ...] = ()
-    with files.locked(layout.locks_dir, LOCK):
-        text = files.read_text(path, root=layout.memory_dir)
+    done: dict[str, Any] = {}
+
+    def change(text: str | None) -> str | None:
         revisions.check(expected, text, f"entry {name}")
         previous = _meta_of(text, path, layout)
         if previous and _holds(text, previous, name, description, body):
-            return read(layout, name)._replace(duplicate=True), False
-        if twins is not None:
-            similar = twins()
+            return text
+        similar = twins() if twins is not None else ()
         created = now if previous is None else str(previous.get("created") or now)
         meta: dict[str, object] = {"name": name, "description": description}
         meta.update(_provenance(previous, provenance))
         meta.update({"created": created, "updated": now})
-        files.sweep_temps(path, root=layout.memory_dir)
-        files.atomic_write(path, frontmatter.dump(meta, body), root=layout.memory_dir)
+        done.update(similar=similar, previous=previous, created=created, meta=meta)
+        return frontmatter.dump(meta, body)
+
+    with files.locked(layout.locks_dir, LOCK):
+        if docs is not None and docs.shared:
+            docs.change(path, LOCK, change, now)
+        else:
+            text = files.read_text(path, root=layout.memory_dir)
+            new = change(text)
+            if new != text and new is not None:
+                files.sweep_temps(path, root=layout.memory_dir)
+                files.atomic_write(path, new, root=layout.memory_dir)
+        if not done:
+            return read(layout, name)._replace(duplicate=True), False
         _write_index(layout, store)
+    similar, previous, created, meta = (
+        done["similar"],
+        done["previous"],
+        done["created"],
+        done["meta"],
+    )
     entry = Entry(
         name,
         description,
@@ -157,19 +177,36 @@ def text_of(layout: Layout, name: str) -> str | None:
     return _read_inside(layout.entry(name), layout)
 
 
-def remove(layout: Layout, store: Store, name: str) -> Entry:
+def remove(layout: Layout, store: Store, name: str, docs: Documents | None = None) -> Entry:
+    """Delete the entry (in team mode its stored row, W1); MEMORY.md follows."""
     entry = read(layout, name)
+    gone = NotFoundError(
+        f"no global entry named {name!r}: the entries are in {advice.entry_list()}",
+        kind="entry",
+        key=name,
+    )
+
+    def change(text: str | None) -> None:
+        if text is None:
+            raise gone
+        return None
+
     with files.locked(layout.locks_dir, LOCK):
-        try:
-            files.unlink(layout.entry(name), root=layout.memory_dir)
-        except FileNotFoundError:
-            raise NotFoundError(
-                f"no global entry named {name!r}: the entries are in {advice.entry_list()}",
-                kind="entry",
-                key=name,
-            ) from None
+        if docs is not None and docs.shared:
+            docs.change(layout.entry(name), LOCK, change)
+        else:
+            try:
+                files.unlink(layout.entry(name), root=layout.memory_dir)
+            except FileNotFoundError:
+                raise gone from None
         _write_index(layout, store)
     return entry
+
+
+def follow_view(layout: Layout, store: Store) -> None:
+    """Team mode (W1): entries were rendered from the rows; MEMORY.md follows them."""
+    with files.locked(layout.locks_dir, LOCK):
+        _write_index(layout, store)
 
 
 def list_all(layout: Layout, store: Store) -> list[Entry]:

@@ -22,6 +22,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .storage.documents import Documents
+
 CHECK_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
@@ -48,20 +50,33 @@ def checks(layout: Layout, hours: dict[str, float], now: float) -> list[Check]:
     return sorted(found, key=lambda c: (not c.due, c.next_due or 0, c.name))
 
 
-def mark(layout: Layout, name: str, hours: dict[str, float], now: float) -> Check:
+def mark(
+    layout: Layout,
+    name: str,
+    hours: dict[str, float],
+    now: float,
+    docs: Documents | None = None,
+) -> Check:
+    """Record that check `name` ran now: a read-modify-write of the state file (in team
+    mode the stored row, W1)."""
     if not full_match(CHECK_RE, name):
         raise ValidationError(f"bad check name {name!r}: a lowercase word such as email")
     import json
 
     path = state_path(layout)
-    with files.locked(layout.locks_dir, "heartbeat"):
-        raw = files.read_text(path, root=layout.memory_dir)
+
+    def change(raw: str | None) -> str:
         data = _parse(raw, path) if raw is not None else {"lastChecks": {}}
         data.setdefault("lastChecks", {})[name] = int(now)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    if docs is not None and docs.shared:
+        docs.change(path, "heartbeat", change)
+        return _check(name, int(now), hours, now)
+    with files.locked(layout.locks_dir, "heartbeat"):
+        new = change(files.read_text(path, root=layout.memory_dir))
         files.sweep_temps(path, root=layout.memory_dir)
-        files.atomic_write(
-            path, json.dumps(data, indent=2, sort_keys=True) + "\n", root=layout.memory_dir
-        )
+        files.atomic_write(path, new, root=layout.memory_dir)
     return _check(name, int(now), hours, now)
 
 

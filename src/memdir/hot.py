@@ -18,6 +18,10 @@ from .paths import HOT_OVERFLOW as OVERFLOW
 from .paths import Layout
 from .storage import files
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .storage.documents import Documents
+
 KEEP_CHARS = 600  # H3: the head of HOT.md is never cut
 WARN_RATIO = 0.8  # H3: from here on, writes warn
 MARKER = "<!-- HOT TRUNCATED: {n} chars cut; keep details in the fact archive -->"
@@ -46,7 +50,10 @@ def shown(text: str, cap: int) -> str:
     return f"{head}\n{notice}\n"
 
 
-def read(layout: Layout) -> str:
+def read(layout: Layout, docs: Documents | None = None) -> str:
+    """HOT.md; in team mode (`docs` shared) the view refreshed first from the stored row."""
+    if docs is not None:
+        return docs.read(layout.hot) or ""
     return files.read_text(layout.hot, root=layout.memory_dir) or ""
 
 
@@ -57,6 +64,7 @@ def update(
     *,
     replace: bool = False,
     now: str = "",
+    docs: Documents | None = None,
 ) -> HotWrite:
     """Apply `change` to the current text under the lock, cap it, back up, write atomically.
 
@@ -64,7 +72,10 @@ def update(
     on), so a later append cannot slip into the marker's room and hide that text was lost.
     What the cap cuts is appended to HOT.overflow.md first (never only to HOT.md.bak, which
     the next write overwrites), and the warning says so.
+    In team mode (`docs` shared) see _update_shared.
     """
+    if docs is not None and docs.shared:
+        return _update_shared(layout, docs, cap, change, replace=replace, now=now)
     with files.locked(layout.locks_dir, "HOT.md"):
         current = files.read_for_rewrite(layout.hot, root=layout.memory_dir)
         carried = 0 if replace else cut_so_far(current or "")
@@ -91,6 +102,39 @@ def update(
                 elif backup is not None and backup != current:
                     files.atomic_write(layout.hot + ".bak", backup, root=layout.memory_dir)
             raise
+    return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
+
+
+def _update_shared(
+    layout: Layout,
+    docs: Documents,
+    cap: int,
+    change: Callable[[str], str],
+    *,
+    replace: bool,
+    now: str,
+) -> HotWrite:
+    """Team mode: the change and the cap are applied to the stored row inside its locked
+    transaction (a compare-and-swap on what is stored, never on a stale view), so writers
+    on two machines at once both land and the stored text never exceeds the cap. What the
+    cap cut and the previous text (HOT.md.bak) are kept in this machine's root, as before."""
+    done: dict[str, object] = {}
+
+    def apply(current: str | None) -> str:
+        carried = 0 if replace else cut_so_far(current or "")
+        text, cut, removed = _truncate(change(current or ""), cap, carried)
+        done.update(previous=current, text=text, cut=cut, removed=removed)
+        return text
+
+    with files.locked(layout.locks_dir, "HOT.md"):  # the local .bak and overflow files
+        docs.change(layout.hot, "HOT.md", apply, now)
+        text, cut, removed = str(done["text"]), int(str(done["cut"])), str(done["removed"])
+        previous = done["previous"]
+        if removed.strip():
+            _keep_overflow(layout, removed, now)
+        if isinstance(previous, str) and previous != text:
+            files.sweep_temps(layout.hot + ".bak", root=layout.memory_dir)
+            files.atomic_write(layout.hot + ".bak", previous, root=layout.memory_dir)
     return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
 
 

@@ -12,6 +12,7 @@ from .models import Procedure, Similar
 from .names import is_name
 from .paths import PROCEDURES_LOCK, Layout
 from .storage import files, frontmatter
+from .storage.documents import Documents
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,26 +30,32 @@ def write(
     content: str,
     twins: Callable[[], tuple[Similar, ...]] | None = None,
     expected: str | None = None,
+    docs: Documents | None = None,
 ) -> Procedure:
     """Create or overwrite (P1). Frontmatter, if any, must parse: a broken one is refused.
     The name is the identity (X5): writing exactly the text the file holds rewrites
     nothing and comes back `duplicate`. `twins` (the duplicate guard) names the other
     procedures this one resembles, under the lock every procedure write takes.
-    `expected`: the revision of the file the change was made from (V4)."""
+    `expected`: the revision of the file the change was made from (V4). In team mode the
+    check and the write are on the stored row (W1)."""
     path = layout.procedure(name)
     text = content if content.endswith("\n") else content + "\n"
     frontmatter.parse(text, os.path.relpath(path, layout.memory_dir))
-    similar: tuple[Similar, ...] = ()
-    with files.locked(layout.locks_dir, LOCK):
-        held = _held(layout, name)
+    found: list[tuple[Similar, ...]] = []
+
+    def change(held: str | None) -> str | None:
         revisions.check(expected, held, f"procedure {name}")
         if held == text:
-            return read(layout, name)._replace(duplicate=True)
-        if twins is not None:
-            similar = twins()
-        files.sweep_temps(path, root=layout.memory_dir)
-        files.atomic_write(path, text, root=layout.memory_dir)
-    return _load(layout, name, path, text)._replace(similar=similar)
+            return held
+        found.append(twins() if twins is not None else ())
+        return text
+
+    if docs is None or not docs.shared:
+        docs = _Local(layout)
+    docs.change(path, LOCK, change)
+    if not found:
+        return read(layout, name)._replace(duplicate=True)
+    return _load(layout, name, path, text)._replace(similar=found[0])
 
 
 def _held(layout: Layout, name: str) -> str | None:
@@ -201,3 +208,25 @@ def _snippet(content: str, words: list[str]) -> tuple[tuple[int, int], str]:
     start = max(0, hit - 1)
     end = min(len(lines), start + SNIPPET_LINES)
     return (start + 1, end), "\n".join(lines[start:end]).strip()
+
+
+class _Local(Documents):
+    """The files, with what a procedure's file holds read as _held reads it (a symlink out
+    of the memory root reads as none; the write that follows refuses it, X1)."""
+
+    def __init__(self, layout: Layout) -> None:
+        super().__init__(layout.memory_dir)
+        self.layout = layout
+
+    def change(
+        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+    ) -> str | None:
+        with files.locked(self.layout.locks_dir, lock):
+            try:
+                current = files.read_inside(self.root, path)
+            except ValidationError:
+                current = None
+            new = change(current)
+            if new != current:
+                self._put(path, new)
+            return new

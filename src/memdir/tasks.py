@@ -15,6 +15,7 @@ from .errors import ValidationError
 from .models import TASK_STATES, Note, Pruned, Task
 from .paths import Layout, is_task_id
 from .storage import files
+from .storage.documents import Documents
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,21 +70,25 @@ def add_note(
     workflow: str | None,
     step: str | None,
     agent: str | None,
+    docs: Documents | None = None,
 ) -> bool:
-    """T1/T2: append a note; False when the same content is noted already (a retry)."""
+    """T1/T2: append a note; False when the same content is noted already (a retry). A
+    read-modify-write of the document (in team mode the stored row, W1)."""
     path = layout.task_notes(task)
     wanted = _same(content)
-    with files.locked(layout.locks_dir, f"task-{task}"):
-        current = files.read_for_rewrite(path, root=layout.memory_dir) or ""
+    added = []
+
+    def change(held: str | None) -> str | None:
+        current = held or ""
         if any(_same(note.content) == wanted for note in parse_notes(task, current)):
-            return False
+            return held
         if current and not current.endswith("\n"):
             current += "\n"
-        files.sweep_temps(path, root=layout.memory_dir)
-        files.atomic_write(
-            path, current + format_note(now, content, workflow, step, agent), root=layout.memory_dir
-        )
-    return True
+        added.append(True)
+        return current + format_note(now, content, workflow, step, agent)
+
+    (docs or Documents(layout.memory_dir)).change(path, f"task-{task}", change)
+    return bool(added)
 
 
 def notes(layout: Layout, task: str) -> list[Note]:

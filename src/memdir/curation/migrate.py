@@ -4,10 +4,12 @@ and verify the copy record for record.
 
 What travels is what the archive carries of the store (rows.ARCHIVE_KINDS: facts with
 their ids and links, their usage, sessions and their write counts, tasks, stored values)
-and the facts' vectors of every model (so nothing is embedded again). The rest is derived
-and rebuilt by the target's next sync: the search index of the files, the groups, the
-entry and procedure caches. The files of the tiers stay where they are: both stores serve
-the same memory root. The target must hold no memory (it is refused otherwise: nothing is
+and the facts' vectors of every model (so nothing is embedded again), and the markdown tiers
+that are rows in team mode (storage/documents.py): into a scope, this memory root's files
+become its rows (the root their rendered view); out of one, its rows are rendered into this
+memory root, whose files are the truth from then on. Each is checked text for text. The rest
+is derived and rebuilt by the target's next sync: the search index of the files, the groups,
+the entry and procedure caches. The target must hold no memory (it is refused otherwise: nothing is
 merged). The source is left as it was; which store memdir uses is the configuration's
 choice (`[storage] url`, MEMDIR_DATABASE_URL), changed by the user afterwards.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 from ..errors import ConflictError, StorageError, ValidationError
 from ..records import Record
 from ..storage import open_store
+from ..storage.documents import DocumentStore, carry_to_files, carry_to_rows
 from ..storage.rows import ARCHIVE_KINDS
 
 TYPE_CHECKING = False
@@ -79,11 +82,25 @@ def migrate(memory: Memory, to: str, scope: str | None = None) -> Migrated:
                 f"{shown} holds memory already ({what}): nothing was copied; migrate into "
                 "an empty store (another --scope, or a fresh database)"
             )
+        if isinstance(target, DocumentStore) and target.document_revision():
+            raise ConflictError(
+                f"{shown} holds memory already (its markdown tiers): nothing was copied; "
+                "migrate into an empty store (another --scope, or a fresh database)"
+            )
         memory.flush_hits()
         with source.snapshot():
             counts = _copy(source, target)
             vectors = _copy_vectors(source, target)
             _verify(source, target, shown)
+        # the markdown tiers (W1): rows in a team scope, files on memory.db
+        root = memory.layout.memory_dir
+        if isinstance(target, DocumentStore):
+            counts["document"] = carry_to_rows(root, target)
+        elif isinstance(source, DocumentStore):
+            counts["document"] = carry_to_files(root, source)
+            from .. import entries
+
+            entries.follow_view(memory.layout, target)  # MEMORY.md from the entries rendered
     finally:
         target.close()
     return Migrated(source_shown, shown, counts, vectors)

@@ -152,6 +152,7 @@ class AgentMemory(MemoryBase):
     ) -> Recalled:
         """R1-R4: HOT.md, then the long-term index, then the task's notes and its
         ancestors', the two sections within `max_chars` (default memory.max_inject_chars)."""
+        self.docs.refresh()  # team mode: the view of the stored tiers brought up to date
         step_policy = recall.policy_from(policy)
         budget = self.settings.max_inject_chars if max_chars is None else max_chars
         from ..numbers import MAX_CHARS, check_int
@@ -166,7 +167,7 @@ class AgentMemory(MemoryBase):
         lineage = []
         if task is not None and "task" in step_policy.recall and step_policy.read:
             lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
-        shown = hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
+        shown = hot.shown(hot.read(self.layout, self.docs), self.settings.hot_cap_chars)
         return recall.build(shown, self.path, listed, lineage, budget, step_policy)
 
     def boot(self, *, subagent: bool | None = None) -> identity.Boot:
@@ -176,6 +177,7 @@ class AgentMemory(MemoryBase):
             subagent = self.read_only
         if not self.settings.enabled:
             return identity.Boot([], subagent)
+        self.docs.refresh()
         files, main_only = self.settings.boot_files, self.settings.boot_main_only
         shows_index = "MEMORY.md" in files and not (subagent and "MEMORY.md" in main_only)
         index = (
@@ -203,6 +205,7 @@ class AgentMemory(MemoryBase):
     def heartbeat_status(self) -> list[heartbeat.Check]:
         """B2: every known check (configured or in the state file), with its last run and
         when it is next due; due ones first."""
+        self.docs.refresh()
         return heartbeat.checks(self.layout, dict(self.settings.heartbeat_hours), self.clock())
 
     def heartbeat_mark(self, check: str) -> heartbeat.Check:
@@ -210,7 +213,7 @@ class AgentMemory(MemoryBase):
         self.require_writable("the heartbeat state")
         self.refuse_secrets("heartbeat check", name=check)
         hours = dict(self.settings.heartbeat_hours)
-        return heartbeat.mark(self.layout, check, hours, self.clock())
+        return heartbeat.mark(self.layout, check, hours, self.clock(), self.docs)
 
     def distill(self, *, max_chars: int | None = None) -> distill.Distillation:
         """D1: what was logged since the last distillation, within the budget."""
@@ -218,6 +221,7 @@ class AgentMemory(MemoryBase):
         from ..numbers import MAX_CHARS, check_int
 
         check_int(budget, "distill budget (characters)", low=500, high=MAX_CHARS)
+        self.docs.refresh()
         gathered = distill.gather(self.layout, self.store, budget)
         if gathered.until is not None and self.settings.enabled and not self.read_only:
             self.store.set_value(distill.PENDING, distill.mark_of(gathered.items[-1]))

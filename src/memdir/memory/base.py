@@ -28,6 +28,7 @@ from ..paths import (
 )
 from ..settings import Settings, load_settings, with_env
 from ..storage import embeddings, open_store
+from ..storage.documents import open_documents
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,6 +93,9 @@ class MemoryBase:
         self.agent = agent
         self.clock = clock
         self.store: Store = open_store(self.layout, self.settings)
+        # the markdown tiers: files here, rows with a rendered view in team mode
+        self.docs = open_documents(self.layout.memory_dir, self.store)
+        self.docs.after_render = self._view_rendered
         self._embedder = embedder  # None: the default model, loaded when first needed
         self._vector_cache: search.VectorCache | None = None
         self._hits_folded = float("-inf")  # when this Memory last recorded the hits journal
@@ -382,6 +386,11 @@ class MemoryBase:
         places = worker.Places(self.state.path)
         return places if os.path.exists(places.socket) else None
 
+    def _view_rendered(self) -> None:
+        """Team mode: global entries were rendered from the rows: MEMORY.md is derived
+        from them on each machine (W1)."""
+        entries.follow_view(self.layout, self.store)
+
     # -- what more than one part writes through (a part never calls another part) ----------
 
     def _write_entry(
@@ -408,6 +417,7 @@ class MemoryBase:
             provenance,
             twins=lambda: self._entry_twins(name, content),
             expected=expected,
+            docs=self.docs,
         )
         if entry.duplicate:
             same = duplicates.named_hint("entry", entry.name, self.settings.marker_prefix)
@@ -453,7 +463,7 @@ class MemoryBase:
         facts.check_content(text, self.settings.max_entry_bytes, "log entry")
         self.require_writable("the daily log")
         self.refuse_secrets("log entry", text=text, section=section)
-        result = daily.append(self.layout, text, self.clock(), section)
+        result = daily.append(self.layout, text, self.clock(), section, self.docs)
         self._count("daily")
         self._embed_written(files=[os.path.join(self.layout.memory_dir, result.path)])
         return result
@@ -466,7 +476,7 @@ class MemoryBase:
         self.require_writable("task notes")
         self.refuse_secrets("note", text=content, task_id=task_id, workflow=workflow, step=step)
         added = tasks.add_note(
-            self.layout, task_id, content, self._now(), workflow, step, self.agent
+            self.layout, task_id, content, self._now(), workflow, step, self.agent, self.docs
         )
         if added:
             self._count("notes")

@@ -47,6 +47,7 @@ class BrowseMemory(MemoryBase):
         if tier is not None and tier not in writes.TIERS:
             raise ValidationError(f"unknown tier {tier!r}: choose one of {', '.join(writes.TIERS)}")
         wanted = {tier} if tier else set(writes.TIERS)
+        self.docs.refresh()
         if session is not None:
             wanted &= {"fact", "session"}  # the tiers that record their session
         events: list[writes.Event] = []
@@ -80,6 +81,7 @@ class BrowseMemory(MemoryBase):
 
     def daily_days(self) -> list[str]:
         """The days that have a log (YYYY-MM-DD), newest first."""
+        self.docs.refresh()
         return daily.dates(self.layout)[::-1]
 
     def revision(self, kind: str, name: str | None = None) -> str:

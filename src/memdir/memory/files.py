@@ -61,12 +61,12 @@ class FileMemory(MemoryBase):
 
     def hot(self) -> str:
         """HOT.md as it is on disk (`hot show`)."""
-        return hot.read(self.layout)
+        return hot.read(self.layout, self.docs)
 
     def hot_injected(self) -> str:
         """HOT.md as it is handed to a model (the MCP instructions and resource, recall,
         boot): within its cap whatever a hand edit put on disk, saying so when cut."""
-        return hot.shown(hot.read(self.layout), self.settings.hot_cap_chars)
+        return hot.shown(hot.read(self.layout, self.docs), self.settings.hot_cap_chars)
 
     def hot_set(self, text: str, *, expected: str | None = None) -> HotWrite:
         """Replace HOT.md with `text`, within its cap (H2, H3); the old one goes to .bak (H4).
@@ -101,7 +101,12 @@ class FileMemory(MemoryBase):
 
     def _hot_update(self, change: Callable[[str], str], replace: bool = False) -> HotWrite:
         result = hot.update(
-            self.layout, self.settings.hot_cap_chars, change, replace=replace, now=self._now()
+            self.layout,
+            self.settings.hot_cap_chars,
+            change,
+            replace=replace,
+            now=self._now(),
+            docs=self.docs,
         )
         self._count("hot")
         return result
@@ -131,17 +136,19 @@ class FileMemory(MemoryBase):
 
     def entry(self, name: str) -> Entry:
         """The global entry `name` (G1); NotFoundError if there is none."""
+        self.docs.refresh()
         return entries.read(self.layout, name)
 
     def entries(self) -> list[Entry]:
         """Every global entry (G5), by name; a broken one carries its error."""
+        self.docs.refresh()
         return entries.list_all(self.layout, self.store)
 
     def remove_entry(self, name: str) -> Entry:
         """Delete the global entry `name`; MEMORY.md follows (G3)."""
         self.layout.entry(name)
         self.require_writable("global entries")
-        return entries.remove(self.layout, self.store, name)
+        return entries.remove(self.layout, self.store, name, self.docs)
 
     def write_procedure(self, name: str, content: str, *, expected: str | None = None) -> Procedure:
         """P1: create or overwrite. The name is the identity (X5): writing exactly what
@@ -163,7 +170,9 @@ class FileMemory(MemoryBase):
                 "procedure", name, body, others, self.settings.duplicate_lexical
             )
 
-        result = procedures.write(self.layout, name, content, twins, expected=expected)
+        result = procedures.write(
+            self.layout, name, content, twins, expected=expected, docs=self.docs
+        )
         if result.duplicate:
             return result._replace(hint=duplicates.named_hint("procedure", result.name))
         self._count("procedures")
@@ -175,10 +184,12 @@ class FileMemory(MemoryBase):
 
     def procedure(self, name: str) -> Procedure:
         """The procedure `name` (P1); NotFoundError if there is none."""
+        self.docs.refresh()
         return procedures.read(self.layout, name)
 
     def procedures(self) -> list[Procedure]:
         """Every procedure, by name (P2)."""
+        self.docs.refresh()
         return procedures.list_all(self.layout)
 
     def daily_append(self, text: str, *, section: str | None = None) -> daily.DailyWrite:
@@ -192,6 +203,7 @@ class FileMemory(MemoryBase):
     def daily_log(self, date: str | None = None) -> tuple[str, str]:
         """(the local date as YYYY-MM-DD, its log): `date` as for daily()."""
         day = daily.resolve_date(date, self.clock())
+        self.docs.refresh()
         return day, daily.read(self.layout, day)
 
     def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
@@ -202,6 +214,7 @@ class FileMemory(MemoryBase):
             if value is not None:
                 check_int(value, what, high=MAX_LINES)
         root, rel = self._memory_file(path)
+        self.docs.refresh()
         try:
             found, total = files.read_lines(os.path.join(root, rel), from_line, lines, root=root)
         except FileNotFoundError:

@@ -324,6 +324,7 @@ class SearchMemory(MemoryBase):
         self._enabled("rebuild the index")
         found = entries.reindex(self.layout, self.store)
         step = None if progress is None else (lambda d, t: progress("chunks", d, t))
+        self.docs.refresh()
         files = index.sync(self.layout, self.store, full=True, progress=step)
         embed = None if progress is None else (lambda d, t: progress("embeddings", d, t))
         embedded = self.embed_pending(embed)
@@ -350,6 +351,7 @@ class SearchMemory(MemoryBase):
         or only its files of `kinds`. The files too big to index are remembered for the
         search's note (Q3)."""
         if self.settings.enabled:
+            self.docs.refresh()  # team mode: the files indexed are the stored tiers' view
             self.too_big = []
             if kinds is None:
                 index.sync(self.layout, self.store, too_big=self.too_big)

@@ -128,5 +128,5 @@ class SessionMemory(MemoryBase):
     def stats(self) -> stats.Stats:
         """D2: number and size of every tier, HOT.md against its cap, distillation ratio."""
         return stats.collect(
-            self.layout, self.store, hot.read(self.layout), self.settings.hot_cap_chars
+            self.layout, self.store, hot.read(self.layout, self.docs), self.settings.hot_cap_chars
         )

@@ -62,12 +62,17 @@ class TaskMemory(MemoryBase):
         """The task's notes; with lineage, then its parent's, grandparent's... (T3)."""
         self.layout.task_notes(task_id)
         chain = self._lineage(task_id) if lineage else [task_id]
+        self.docs.refresh()
         return [note for tid in chain for note in tasks.notes(self.layout, tid)]
 
     def prune(self, *, dry_run: bool = False) -> list[Pruned]:
         """T4: the retention sweep over task notes."""
         if not dry_run:
             self.require_writable("task notes")
-        return tasks.prune(
+        self.docs.refresh()
+        pruned = tasks.prune(
             self.layout, self.store, self.clock(), self.settings.task_retention, dry_run
         )
+        if pruned and not dry_run:
+            self.docs.refresh()  # team mode: the removed notes go to the rows at once
+        return pruned

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def check_hot(memory: Memory, found: list[Finding]) -> None:
-    text = hot.read(memory.layout)
+    text = hot.read(memory.layout)  # the file as it is: a look renders nothing
     cap, chars = memory.settings.hot_cap_chars, len(text)
     move = (
         f"move details to the fact archive ({advice.fact_add()}), then drop them from HOT.md "
@@ -65,8 +65,8 @@ def check_hot(memory: Memory, found: list[Finding]) -> None:
 
 
 def check_heartbeat(memory: Memory, found: list[Finding]) -> None:
-    try:
-        memory.heartbeat_status()
+    try:  # the file as it is (Memory.heartbeat_status would refresh a team view: a write)
+        heartbeat.checks(memory.layout, dict(memory.settings.heartbeat_hours), memory.clock())
     except StorageError as exc:
         rel = os.path.relpath(heartbeat.state_path(memory.layout), memory.layout.memory_dir)
         found.append(

@@ -130,4 +130,7 @@ def _view(memory: Memory, store: Store) -> Memory:
 
     view = copy.copy(memory)
     view.store = store
+    from ...storage.documents import open_documents
+
+    view.docs = open_documents(memory.layout.memory_dir, store)
     return view

@@ -15,6 +15,7 @@ from ...errors import MemdirError, NotFoundError, StorageError, ValidationError
 from ...paths import HOT_OVERFLOW, STEM_CHECKS, Layout, is_inside, lock_of, shown_path
 from ...records import Record
 from ...storage import files
+from ...storage.documents import CONFLICT_RE, VIEW_STATE
 from .report import Finding, few, size_text
 
 TYPE_CHECKING = False
@@ -39,6 +40,7 @@ ROOT_FILES = {
     "memory.db-shm",
     "memory.db-journal",
     "memory.db-hits",  # the hits searches left for a writer to record
+    VIEW_STATE,  # team mode: what the view last rendered
 }
 # folder -> whether a file name's stem is one memdir reads there (L2)
 TIERS: dict[str, Callable[[object], bool]] = STEM_CHECKS
@@ -115,7 +117,32 @@ def check_team_database(url: str, scope: str, store: Store, found: list[Finding]
         )
     else:
         info["facts"] = store.count_facts()
+        check_conflicts(store, found)
     return info
+
+
+def check_conflicts(store: Store, found: list[Finding]) -> None:
+    """W1: hand edits of a rendered file made against a row that moved meanwhile: both
+    versions are kept (the row's is in the file, the hand edit beside it), to be settled."""
+    from ...storage.documents import DocumentStore, conflict_file
+
+    if not isinstance(store, DocumentStore):
+        return
+    for kept in store.document_conflicts():
+        beside = conflict_file(kept.path, kept.id)
+        found.append(
+            Finding(
+                "docs.conflict",
+                "warning",
+                [kept.path],
+                f"{kept.path} was edited by hand on {kept.made_by} (at {kept.made_at}) from "
+                f"revision {kept.base} while another write made it revision {kept.stored}: "
+                f"the stored version is in {kept.path}, the hand edit is kept in {beside} "
+                "on that machine",
+                f"there, merge what you want of {beside} into {kept.path} (the edit goes back "
+                f"as usual), then delete {beside}: the conflict is dropped",
+            )
+        )
 
 
 def check_database(layout: Layout, store: Store, found: list[Finding]) -> dict[str, Any]:
@@ -262,6 +289,8 @@ def scan_root(layout: Layout) -> Scan:
                 scan.outside.append(name + ("/" if name == ".locks" else ""))
         elif name == ".locks" or name in NOISE or name in ROOT_FILES:
             continue
+        elif CONFLICT_RE.search(name) and item.is_file():
+            continue  # team mode: a kept hand edit, reported by docs.conflict
         elif name.startswith("memory.db-hits.") and name[15:].replace(".", "").isdigit():
             continue  # the hits journal while a writer records it (pid.count[.n])
         elif at_state_dir and (name == "config.toml" or name.endswith(".md")):
@@ -282,6 +311,8 @@ def _scan_tier(layout: Layout, folder: str, scan: Scan) -> None:
                 scan.outside.append(rel)
             else:
                 scan.memory[folder].append((rel, item.path, _mtime(item)))
+        elif CONFLICT_RE.search(item.name) and item.is_file():
+            continue  # team mode: a kept hand edit, reported by docs.conflict
         elif item.name not in NOISE:
             scan.strays.append(rel + ("/" if item.is_dir() else ""))
 

@@ -162,8 +162,38 @@ def _entry_listing(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
     )
 
 
+def _documents(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
+    """SQLite's 11: the markdown tiers as rows (documents.py), each machine's memory root a
+    rendered view of them. A revision is drawn from one sequence for the whole scope, so
+    max(revision) is the scope's change counter: a view that saw it is current. A deleted
+    document keeps its row with no body, so the deletion reaches every view. A hand edit
+    made against a revision that moved meanwhile is kept whole in document_conflicts."""
+    cur.execute(
+        """
+        CREATE SEQUENCE document_revisions;
+        CREATE TABLE documents (
+            path       TEXT COLLATE "C" PRIMARY KEY,
+            body       TEXT COLLATE "C",
+            revision   BIGINT NOT NULL UNIQUE,
+            updated_at TEXT COLLATE "C" NOT NULL,
+            updated_by TEXT COLLATE "C" NOT NULL
+        );
+        CREATE TABLE document_conflicts (
+            id         BIGSERIAL PRIMARY KEY,
+            path       TEXT COLLATE "C" NOT NULL,
+            base       BIGINT NOT NULL,
+            stored     BIGINT NOT NULL,
+            body       TEXT COLLATE "C" NOT NULL,
+            made_at    TEXT COLLATE "C" NOT NULL,
+            made_by    TEXT COLLATE "C" NOT NULL
+        );
+        """
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (9, "the store as of SQLite's schema 9: rows, the lexical index, groups, vectors", _base),
     (10, "the listing of global/ kept whole", _entry_listing),
+    (11, "the markdown tiers as rows, with the conflicts of hand edits", _documents),
 ]
 LATEST = MIGRATIONS[-1][0]

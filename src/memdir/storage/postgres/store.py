@@ -30,7 +30,7 @@ from ..rows import (
 from ..sqlite import groups
 from ..sqlite.index import or_words
 from . import lexical
-from .connection import Connection
+from .documents import DocumentRows
 from .schema import LATEST
 
 TYPE_CHECKING = False
@@ -80,7 +80,7 @@ def _int(value: object) -> int:
     return int(str(value))
 
 
-class PostgresStore(Connection):
+class PostgresStore(DocumentRows):
     """Every part of the Store protocol over one connection to one scope."""
 
     # -- facts (F1-F5) -------------------------------------------------------------------

@@ -406,6 +406,12 @@ def _entry_listing(db: sqlite3.Connection) -> None:
     )
 
 
+def _documents(db: sqlite3.Connection) -> None:
+    """Nothing on SQLite: the markdown tiers are files here, the truth (storage.md). The
+    number is taken so both backends' versions stay equal: PostgreSQL's 11 holds them as
+    rows (postgres/schema.py)."""
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
@@ -421,4 +427,5 @@ MIGRATIONS: list[Migration] = [
         _search_groups,
     ),
     (10, "the listing of global/ kept whole", _entry_listing),
+    (11, "the markdown tiers as rows (team mode only; files here)", _documents),
 ]

@@ -1,0 +1,381 @@
+"""The documents of a memory root: the markdown tiers (HOT.md, ...) as a concept module
+reads and rewrites them, whichever the truth is.
+
+Local (memory.db, the default): the files are the truth; a change is a read-modify-write of
+the file under its lock, written atomically, as before.
+
+Team (a PostgreSQL store): the rows are the truth (postgres/documents.py), and the memory
+root holds a rendered view of them. A change is applied to the stored row in one locked
+transaction (the rules a concept module checks, HOT.md's cap say, see what is stored), then
+the file is rendered atomically. Before a read the view is refreshed: the scope's change
+counter against the one last rendered (one small query when nothing changed), and the rows
+written since rendered. A file that differs from what was last rendered there is a hand edit:
+it goes back through the same write with the rendered revision as the expected one; when the
+row moved meanwhile, the row's version is rendered and the hand edit kept as a conflict
+(`memdir doctor` reports it). The hand edit is also written beside the file, as
+`<file>.conflict-<id>`: merge what is wanted of it into the file, delete it, and the next
+refresh drops the kept conflict. What was last rendered is recorded in `.view.json` in the
+memory root (revision and hash per file, the conflict files written), written atomically
+under the view's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import Protocol, runtime_checkable
+
+from ..errors import StorageError, ValidationError
+from . import files
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .postgres.documents import DocumentConflict, DocumentWrite, StoredDocument
+
+VIEW_STATE = ".view.json"
+_THREAD = threading.local()  # the views this thread holds the lock of: root -> state
+CONFLICT_RE = re.compile(r"\.md\.conflict-[0-9]+\Z")  # a kept hand edit beside its file
+# the documents that are rows in team mode, whose hand edits are looked for: these files of
+# the memory root, and the .md files of these folders (global/ and MEMORY.md: not yet)
+WATCHED_FILES = ("HOT.md", "heartbeat-state.json")
+WATCHED_DIRS = ("daily", "global", "procedures", "tasks")
+DERIVED = "global/"  # rendering a file here makes MEMORY.md stale (derived on each machine)
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """What a store that keeps documents as rows offers (PostgresStore)."""
+
+    read_only: bool
+
+    def exists(self) -> bool: ...
+
+    def document_revision(self) -> int: ...
+
+    def documents_since(self, revision: int) -> list[StoredDocument]: ...
+
+    def change_document(
+        self,
+        path: str,
+        change: Callable[[str | None], str | None],
+        *,
+        now: str,
+        by: str,
+        expected: int | None = None,
+    ) -> DocumentWrite: ...
+
+    def document_conflicts(self) -> list[DocumentConflict]: ...
+
+    def settle_conflict(self, conflict_id: int) -> bool: ...
+
+
+class Documents:
+    """Local: the files are the truth."""
+
+    shared = False
+
+    def __init__(self, memory_dir: str) -> None:
+        self.root = memory_dir
+        # called, outside every lock, once files MEMORY.md derives from were rendered
+        self.after_render: Callable[[], None] | None = None
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.root).replace(os.sep, "/")
+
+    def refresh(self) -> None:
+        """Bring the view up to date (nothing to do: the files are the truth)."""
+
+    def read(self, path: str) -> str | None:
+        return files.read_text(path, root=self.root)
+
+    def change(
+        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+    ) -> str | None:
+        """Read-modify-write `path` under the lock `lock`: `change` gets the current text
+        (None: no file) and returns the new one (None: remove the file)."""
+        with files.locked(os.path.join(self.root, ".locks"), lock):
+            current = files.read_for_rewrite(path, root=self.root)
+            new = change(current)
+            if new != current:
+                self._put(path, new)
+            return new
+
+    def _put(self, path: str, text: str | None) -> None:
+        files.sweep_temps(path, root=self.root)
+        if text is None:
+            with contextlib.suppress(FileNotFoundError):
+                files.unlink(path, root=self.root)
+        else:
+            files.atomic_write(path, text, root=self.root)
+
+    def conflicts(self) -> list[DocumentConflict]:
+        return []
+
+
+class TeamDocuments(Documents):
+    """Team: the rows are the truth, the files a rendered view of them."""
+
+    shared = True
+
+    def __init__(self, memory_dir: str, store: DocumentStore) -> None:
+        super().__init__(memory_dir)
+        self.store = store
+        import socket
+
+        self.by = f"{socket.gethostname()}:{memory_dir}"
+
+    def refresh(self) -> None:
+        if self.store.read_only or not self.store.exists():
+            # a look (doctor) renders and pushes nothing; a read never creates the scope
+            # (a hand edit made before it exists goes in with the first write)
+            return
+        with self._view() as state:
+            self._refresh(state)
+            stale = bool(state.get("derive"))
+        if stale and self.after_render is not None:
+            self.after_render()  # outside the view's lock: it takes the entries' lock
+            with self._view() as state:
+                state.pop("derive", None)
+
+    def read(self, path: str) -> str | None:
+        self.refresh()
+        return super().read(path)
+
+    def change(
+        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+    ) -> str | None:
+        with self._view() as state:
+            held = self._refresh(state)  # a hand edit goes in first: the change is made on it
+            rel = self.rel(path)
+            if rel in held:
+                _text_of(path, self.root)  # refused as on SQLite: the file is left as it is
+            done = self.store.change_document(rel, change, now=now or _stamp(), by=self.by)
+            self._render(state, rel, done.body, done.revision)
+            return done.body
+
+    def conflicts(self) -> list[DocumentConflict]:
+        return self.store.document_conflicts()
+
+    def verify(self) -> list[str]:
+        """The paths of the stored documents, each checked against its file here."""
+        return _verify_view(self)
+
+    # -- the view --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _view(self) -> Iterator[dict[str, object]]:
+        """The view's state, under its lock, saved when it changed. Reentrant in a thread:
+        a change's own rules may read the tiers (a procedure's duplicate guard reads the
+        procedures it resembles), and a second flock of the lock file from the same
+        process would wait for ever on the first."""
+        held: dict[str, dict[str, object]] = _THREAD.__dict__.setdefault("views", {})
+        if self.root in held:
+            yield held[self.root]  # the outer one saves it
+            return
+        state_path = os.path.join(self.root, VIEW_STATE)
+        with files.locked(os.path.join(self.root, ".locks"), "view"):
+            raw = files.read_text(state_path, root=self.root)
+            try:
+                state = json.loads(raw) if raw else {}
+            except ValueError:
+                state = {}  # unreadable: every file is looked at again, nothing is lost
+            if not isinstance(state, dict) or not isinstance(state.get("files"), dict):
+                state = {"seen": 0, "files": {}}
+            before = json.dumps(state, sort_keys=True)
+            held[self.root] = state
+            try:
+                yield state
+            finally:
+                del held[self.root]
+            after = json.dumps(state, sort_keys=True)
+            if after != before:
+                files.atomic_write(state_path, after + "\n", root=self.root)
+
+    def _local(self) -> set[str]:
+        """The watched files of the view as they are on disk (relative paths)."""
+        found = {rel for rel in WATCHED_FILES if os.path.lexists(os.path.join(self.root, rel))}
+        for folder in WATCHED_DIRS:
+            for name in files.listdir(os.path.join(self.root, folder), root=self.root):
+                if name.endswith(".md") and not name.startswith(files.TEMP_PREFIX):
+                    found.add(f"{folder}/{name}")
+        return found
+
+    def _refresh(self, state: dict[str, object]) -> set[str]:
+        """Push the view's hand edits, render what was stored since; returns the files
+        held back: not text (not UTF-8, or a NUL the database cannot store) or a symlink
+        out of the memory root (X1), so neither read, pushed nor rendered over: left as
+        they are, nothing lost, as SQLite leaves them."""
+        held: set[str] = set()
+        kept = state.get("conflicts")
+        kept = dict(kept) if isinstance(kept, dict) else {}
+        for conflict_id, name in sorted(kept.items()):
+            if files.read_text(os.path.join(self.root, str(name)), root=self.root) is None:
+                self.store.settle_conflict(int(conflict_id))  # merged and deleted: settled
+                del kept[conflict_id]
+        state["conflicts"] = kept
+        rendered = _files(state)
+        for rel in sorted(self._local() | set(rendered)):
+            path = os.path.join(self.root, rel)
+            base = rendered.get(rel)
+            if base is not None and _stat(path) == base[2:]:
+                continue  # as rendered: not read again
+            try:
+                text = _text_of(path, self.root)
+            except (StorageError, ValidationError):  # not text, or a link out (X1)
+                held.add(rel)
+                continue
+            if base is None:
+                if text is None:
+                    continue
+                revision = 0  # a file never rendered here (memory from before, or new)
+            elif _hash(text) == base[1]:
+                self._record(state, rel, text, base[0])  # touched, not changed
+                continue
+            else:
+                revision = base[0]
+            done = self.store.change_document(
+                rel, _offer(text), now=_stamp(), by=self.by, expected=revision
+            )
+            if done.conflict and text is not None:
+                name = conflict_file(rel, done.conflict)
+                files.atomic_write(os.path.join(self.root, name), text, root=self.root)
+                kept[str(done.conflict)] = name
+            self._render(state, rel, done.body, done.revision, force=True)
+        seen = int(str(state.get("seen", 0)))
+        top = self.store.document_revision()
+        if top != seen:
+            for doc in self.store.documents_since(seen if top > seen else 0):
+                if doc.path not in held:
+                    self._render(state, doc.path, doc.body, doc.revision)
+            state["seen"] = top
+        return held
+
+    def _render(
+        self,
+        state: dict[str, object],
+        rel: str,
+        body: str | None,
+        revision: int,
+        force: bool = False,
+    ) -> None:
+        """Write the stored version of `rel` into the view (unless it is there already)."""
+        known = _files(state).get(rel)
+        if not force and known is not None and known[0] >= revision:
+            return
+        path = os.path.join(self.root, rel)
+        if files.read_text(path, root=self.root) != body:
+            self._put(path, body)
+            if rel.startswith(DERIVED):
+                state["derive"] = True
+        self._record(state, rel, body, revision)
+
+    def _record(self, state: dict[str, object], rel: str, body: str | None, revision: int) -> None:
+        """What the view holds of `rel` now: its revision, hash and (mtime, size)."""
+        rendered = _files(state)
+        if body is None:
+            rendered.pop(rel, None)
+        else:
+            stat = _stat(os.path.join(self.root, rel))
+            rendered[rel] = (revision, _hash(body), *stat)
+        state["files"] = {k: list(v) for k, v in rendered.items()}
+
+
+def _text_of(path: str, root: str) -> str | None:
+    """A file of the view as text to store: StorageError when it is not (left alone)."""
+    text = files.read_for_rewrite(path, root=root)
+    if text is not None and "\0" in text:
+        shown = os.path.relpath(path, root)
+        raise StorageError(
+            f"{shown} holds a NUL byte, which the team database cannot store: it was left as "
+            "it is; remove the byte, then write again"
+        )
+    return text
+
+
+def _stat(path: str) -> tuple[int, int]:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (found.st_mtime_ns, found.st_size)
+
+
+def conflict_file(rel: str, conflict_id: int) -> str:
+    """Where a kept hand edit is written beside its file (relative to the memory root)."""
+    return f"{rel}.conflict-{conflict_id}"
+
+
+def _files(state: dict[str, object]) -> dict[str, tuple[int, str, int, int]]:
+    """rel -> (revision, hash, mtime_ns, size) of what was last rendered."""
+    raw = state.get("files")
+    out: dict[str, tuple[int, str, int, int]] = {}
+    if isinstance(raw, dict):
+        for rel, value in raw.items():
+            if isinstance(value, list) and len(value) == 4:
+                out[str(rel)] = (int(value[0]), str(value[1]), int(value[2]), int(value[3]))
+    return out
+
+
+def _stamp() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _offer(text: str | None) -> Callable[[str | None], str | None]:
+    """The change a hand edit makes: its text, whatever is stored."""
+    return lambda _current: text
+
+
+def _hash(text: str | None) -> str:
+    import hashlib
+
+    return "" if text is None else hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
+def open_documents(memory_dir: str, store: object) -> Documents:
+    """Team documents when the store keeps them as rows, the files otherwise."""
+    if isinstance(store, DocumentStore):
+        return TeamDocuments(memory_dir, store)
+    return Documents(memory_dir)
+
+
+def carry_to_rows(memory_dir: str, store: DocumentStore) -> int:
+    """`memdir migrate --to URL`: the watched files of this memory root become the rows of
+    an empty scope, and the root its rendered view. Returns the documents stored."""
+    with contextlib.suppress(FileNotFoundError):  # a view of another time: its bases are void
+        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
+    team = TeamDocuments(memory_dir, store)
+    team.refresh()
+    return len(team.verify())
+
+
+def carry_to_files(memory_dir: str, store: DocumentStore) -> int:
+    """`memdir migrate --to local`: the scope's documents rendered into this memory root,
+    where the files become the truth; the view's state goes (nothing renders any more).
+    Returns the documents rendered."""
+    team = TeamDocuments(memory_dir, store)
+    team.refresh()
+    carried = team.verify()
+    with contextlib.suppress(FileNotFoundError):
+        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
+    return len(carried)
+
+
+def _verify_view(team: TeamDocuments) -> list[str]:
+    """Every stored document against the file of the view, text for text."""
+    held = []
+    for doc in team.store.documents_since(0):
+        path = os.path.join(team.root, doc.path)
+        if files.read_text(path, root=team.root) != doc.body:
+            raise StorageError(
+                f"{doc.path} in the memory root differs from its stored row after the copy: "
+                "nothing else was changed; run memdir migrate again"
+            )
+        if doc.body is not None:
+            held.append(doc.path)
+    return held
