@@ -463,3 +463,63 @@ def test_w1_a_write_whose_rules_read_the_tiers_does_not_wait_for_itself(
     )
     assert proc.returncode == 0, proc.stderr
     assert "deploy" in proc.stdout
+
+
+def test_w1_a_write_whose_rules_render_entries_never_takes_the_entries_lock_inside(
+    tmp_path: Path, pg_url: str
+) -> None:  # W1 P1 L3
+    """Lock order: an entry write holds the entries' lock, then the view's. A procedure
+    write holds the view's lock (and the scope's) while its duplicate guard reads the other
+    procedures, a refresh that may render another machine's entries: deriving MEMORY.md
+    there took the entries' lock inside the view's, and beside a memorize on the same
+    machine the two waited on each other for ever (every writer of the scope behind
+    them). Here the entries' lock is held by another process throughout: the procedure
+    write must finish without it, and MEMORY.md follows on the next read."""
+    a, b = machine(tmp_path, "a", pg_url), machine(tmp_path, "b", pg_url)
+    text = "# Deploy\n1. build the image\n2. push it\n"
+    with Memory(env=a) as one:
+        one.write_procedure("deploy", text)
+        root = one.layout.memory_dir
+        locks = one.layout.locks_dir
+    with Memory(env=b) as two:
+        two.write_entry("from-b", "an entry machine b wrote", "what b knows")
+    holder = textwrap.dedent(
+        f"""
+        import os, sys, time
+        from memdir.entries import LOCK
+        from memdir.storage import files
+        with files.locked({locks!r}, LOCK):
+            print("held", flush=True)
+            while not os.path.exists({str(tmp_path / "release")!r}):
+                time.sleep(0.05)
+        """
+    )
+    held = subprocess.Popen(
+        [sys.executable, "-c", holder], env=a, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert held.stdout is not None and held.stdout.readline().strip() == "held"
+        writer = textwrap.dedent(
+            f"""
+            from memdir import Memory
+            from memdir.storage import documents
+            plain = documents.TeamDocuments.refresh
+            def inside_only(self):  # a refresh outside the write may wait for the lock
+                if self.root in documents._THREAD.__dict__.get("views", {{}}):
+                    plain(self)
+            documents.TeamDocuments.refresh = inside_only
+            with Memory() as mem:
+                print(mem.write_procedure("deploy-too", {text!r}).similar)
+            """
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", writer], env=a, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "deploy" in proc.stdout
+    finally:
+        (tmp_path / "release").touch()
+        held.communicate(timeout=60)
+    with Memory(env=a) as one:
+        one.recall()
+    assert "from-b" in Path(root, "MEMORY.md").read_text("utf-8")

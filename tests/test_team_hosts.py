@@ -18,15 +18,11 @@ What must hold afterwards, read back through Memory:
   writer had in flight is there whole or not at all; a refused one is not there; nothing
   else is there; the lexical index agrees with the rows; the dead host's MCP session is
   left open, the others ended.
-- the file tiers, which are per-machine files in team mode today (docs/storage.md#team-mode):
-  each host's HOT.md, daily logs, procedures, global entries and task notes hold that host's
-  acknowledged writes exactly once each and nothing of the other hosts'; the dead host's
-  in-flight write is whole or absent there too, a refused one absent.
-
-Once the file tiers are rows with per-machine rendered views (W1's next step), the file-tier
-assertions become those of the rows: every host's rendered HOT.md, daily log, procedures,
-entries and task notes hold every host's acknowledged writes exactly once, and the three
-hosts' views agree.
+- the markdown tiers, rows of the scope with each host's memory root a rendered view of
+  them (docs/storage.md#files-and-rows): every host's HOT.md, daily logs, procedures, global
+  entries and task notes (the dead host's too, rendered again when read) hold every host's
+  acknowledged writes exactly once each; an in-flight write is whole or absent there, a
+  refused one absent; and the three hosts' views agree.
 
 Needs root and iproute2 (as CI runs `make test`): without them the test fails, saying what is
 missing. A server of its own listens on the subnet; it, the namespaces and links are removed
@@ -223,51 +219,55 @@ def test_w1_three_hosts_write_one_scope_and_a_dead_host_loses_or_halves_nothing(
     assert len(mcp_sessions) == HOSTS  # one server a host
     assert sum(row["ended"] is not None for row in mcp_sessions) == HOSTS - 1  # the dead one's
 
-    # -- the file tiers: per machine today -------------------------------------------------
+    # -- the file tiers: rows too, each host's memory root a rendered view of them --------
+    # every host's view (the dead host's too, rendered again on this read) holds every
+    # host's acknowledged writes once, an in-flight one whole or absent, a refused one not
+    # at all; and the three views agree
+    unsure = [line for line in flying.values() if line]
+    views = []
     for k in range(HOSTS):
-        mine = [line for (host, _), lines in logs.items() if host == k for line in tw.acks(lines)]
-        mine_by = {kind: [line for line in mine if line["kind"] == kind] for kind in by_kind}
-        unsure = [line for (host, _), line in flying.items() if line and host == k]
-        no = [line for (host, _), lines in logs.items() if host == k for line in tw.refusals(lines)]
         with host_memory(tmp_path, k, server, database) as mem:
-            check_lines(mem.hot().splitlines(), "hot", mine_by, unsure, no)
-            days = mem.daily_days()
+            hot = mem.hot()
+            check_lines(hot.splitlines(), "hot", by_kind, unsure, refused)
+            days = {day: mem.daily(day) for day in mem.daily_days()}
             check_lines(
-                [line for day in days for line in mem.daily(day).splitlines()],
-                "daily", mine_by, unsure, no,
+                [line for text in days.values() for line in text.splitlines()],
+                "daily", by_kind, unsure, refused,
             )  # fmt: skip
             procedures = {p.name: p for p in mem.procedures()}
-            check_named(
-                {n: p.content for n, p in procedures.items()}, "procedure", mine_by, unsure, no
-            )
             assert all(p.error is None for p in procedures.values())
+            said = {n: p.content for n, p in procedures.items()}
+            check_named(said, "procedure", by_kind, unsure, refused)
             entries = {e.name: mem.entry(e.name) for e in mem.entries()}
             assert all(e.error is None for e in entries.values())
-            check_named(
-                {n: e.content or "" for n, e in entries.items()}, "entry", mine_by, unsure, no
-            )
-            for line in mine_by.get("note", []):
-                assert [n.content for n in mem.notes(line["name"])] == [line["text"]]
+            known = {n: e.content or "" for n, e in entries.items()}
+            check_named(known, "entry", by_kind, unsure, refused)
+            notes = {}
+            for line in by_kind.get("note", []):
+                notes[line["name"]] = [n.content for n in mem.notes(line["name"])]
+                assert notes[line["name"]] == [line["text"]]
             for line in unsure:
                 if line["kind"] == "note":
                     assert [n.content for n in mem.notes(line["name"])] in ([], [line["text"]])
-            for line in no:
+            for line in refused:
                 if line["kind"] == "note":
                     assert mem.notes(line["name"]) == [], line
+            views.append((hot, days, said, known, notes))
+    assert views[0] == views[1] == views[2]  # the views agree
 
 
 def check_lines(
     lines: list[str],
     kind: str,
-    mine: dict[str, list[dict[str, Any]]],
+    acked: dict[str, list[dict[str, Any]]],
     unsure: list[Any],
     refused: list[Any],
 ) -> None:
-    """Each acknowledged line of this host once, its in-flight one at most once, a refused
-    one not at all, none of another host's."""
+    """Each acknowledged line once, an in-flight one at most once, a refused one not at
+    all, none that no writer wrote."""
     found = Counter(line.strip().removeprefix("- ") for line in lines)
-    wanted = [line["text"] for line in mine.get(kind, [])]
-    assert wanted, f"no {kind} write was acknowledged on this host"
+    wanted = [line["text"] for line in acked.get(kind, [])]
+    assert wanted, f"no {kind} write was acknowledged"
     assert all(found[text] == 1 for text in wanted), (kind, found)
     maybe = {line["text"] for line in unsure if line["kind"] == kind}
     assert all(found[text] <= 1 for text in maybe)
@@ -279,14 +279,14 @@ def check_lines(
 def check_named(
     found: dict[str, str],
     kind: str,
-    mine: dict[str, list[dict[str, Any]]],
+    acked: dict[str, list[dict[str, Any]]],
     unsure: list[Any],
     refused: list[Any],
 ) -> None:
-    """Each acknowledged item of this host whole; its in-flight one whole or absent; a
-    refused one absent; none of another host's, none else."""
-    wanted = {line["name"]: line["text"] for line in mine.get(kind, [])}
-    assert wanted, f"no {kind} write was acknowledged on this host"
+    """Each acknowledged item whole; an in-flight one whole or absent; a refused one
+    absent; none else."""
+    wanted = {line["name"]: line["text"] for line in acked.get(kind, [])}
+    assert wanted, f"no {kind} write was acknowledged"
     maybe = {line["name"]: line["text"] for line in unsure if line["kind"] == kind}
     for name, text in wanted.items():
         assert found.get(name, "").strip() == text.strip(), (kind, name)

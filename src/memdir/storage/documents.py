@@ -133,9 +133,17 @@ class TeamDocuments(Documents):
             # a look (doctor) renders and pushes nothing; a read never creates the scope
             # (a hand edit made before it exists goes in with the first write)
             return
+        inside = self.root in _THREAD.__dict__.get("views", {})
         with self._view() as state:
             self._refresh(state)
             stale = bool(state.get("derive"))
+        if inside:
+            # a change's own rules reading the tiers, the view's lock (and the scope's)
+            # held by the change around it: deriving here would take the entries' lock
+            # inside the view's, the reverse of entries.write's order (entries, then view),
+            # and two writers would wait on each other for ever. The flag stays set: the
+            # next refresh outside a change derives.
+            return
         if stale and self.after_render is not None:
             self.after_render()  # outside the view's lock: it takes the entries' lock
             with self._view() as state:
