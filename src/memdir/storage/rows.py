@@ -132,12 +132,12 @@ def history(root: Fact, successors: Callable[[list[Fact]], list[Fact]]) -> list[
     return order + sorted((f for f in seen.values() if f.id not in shown), key=lambda f: f.id)
 
 
-def successor_ids(generation: list[Fact]) -> tuple[int, list[int], list[int]]:
+def successor_ids(generation: list[Fact]) -> tuple[list[int], list[int]]:
     """What a backend looks up for history(): the rows `generation` is superseded by (by
-    id, whatever their age: an imported chain may run to lower ids), and the newer rows
-    (ids above the oldest) naming one of its superseded facts: only a superseded fact can
-    have a second successor (an active or removed one has none), so a history that ends in
-    its active version scans nothing for it. (floor, superseded ids, successor ids)"""
+    id), and the rows naming one of its superseded facts (by the index on `supersedes`):
+    only a superseded fact can have a second successor (an active or removed one has
+    none), so a history that ends in its active version looks nothing up for it.
+    (superseded ids, successor ids)"""
     ids = [f.id for f in generation if f.status == "superseded"]
     targets = [f.superseded_by for f in generation if f.superseded_by is not None]
-    return min(ids, default=0), ids, targets
+    return ids, targets

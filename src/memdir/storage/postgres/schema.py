@@ -167,7 +167,9 @@ def _documents(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
     rendered view of them. A revision is drawn from one sequence for the whole scope, so
     max(revision) is the scope's change counter: a view that saw it is current. A deleted
     document keeps its row with no body, so the deletion reaches every view. A hand edit
-    made against a revision that moved meanwhile is kept whole in document_conflicts."""
+    made against a revision that moved meanwhile is kept whole in document_conflicts. And,
+    as on SQLite, an index of the facts that supersede a fact: a fork gives one fact two
+    successors, and a history is read by them (F3)."""
     cur.execute(
         """
         CREATE SEQUENCE document_revisions;
@@ -187,6 +189,7 @@ def _documents(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
             made_at    TEXT COLLATE "C" NOT NULL,
             made_by    TEXT COLLATE "C" NOT NULL
         );
+        CREATE INDEX facts_supersedes ON facts(supersedes) WHERE supersedes IS NOT NULL;
         """
     )
 
@@ -194,6 +197,6 @@ def _documents(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
 MIGRATIONS: list[Migration] = [
     (9, "the store as of SQLite's schema 9: rows, the lexical index, groups, vectors", _base),
     (10, "the listing of global/ kept whole", _entry_listing),
-    (11, "the markdown tiers as rows, with the conflicts of hand edits", _documents),
+    (11, "the markdown tiers as rows, hand edits' conflicts; a fact's successors", _documents),
 ]
 LATEST = MIGRATIONS[-1][0]

@@ -385,15 +385,12 @@ class PostgresStore(DocumentRows):
         return fact.id
 
     def _successors(self, cur: Cursor, generation: list[Fact]) -> list[Fact]:
-        """rows.history's lookup, as on SQLite: newer rows naming the generation, and the
-        rows it is superseded by."""
-        floor, ids, targets = successor_ids(generation)
+        """rows.history's lookup, as on SQLite: the rows naming the generation (index
+        facts_supersedes), and the rows it is superseded by."""
+        ids, targets = successor_ids(generation)
         found = list(self._facts_in(cur, targets).values())
         if ids:
-            cur.execute(
-                f"SELECT {FACT_COLUMNS} FROM facts WHERE id > %s AND supersedes = ANY(%s)",
-                (floor, ids),
-            )
+            cur.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE supersedes = ANY(%s)", (ids,))
             found += [_fact(row) for row in cur.fetchall()]
         return found
 

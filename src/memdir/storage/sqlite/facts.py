@@ -355,15 +355,15 @@ class FactRows(CurationRows):
         return fact.id
 
     def _successors(self, db: sqlite3.Connection, generation: list[Fact]) -> list[Fact]:
-        """rows.history's lookup: `supersedes` has no index, so the rows that name the
-        generation are looked for among the newer ones only (a range of the primary key)."""
-        floor, ids, targets = successor_ids(generation)
+        """rows.history's lookup: the rows the generation is superseded by, and those that
+        name one of it (index facts_supersedes)."""
+        ids, targets = successor_ids(generation)
         found = list(self._facts_in(db, targets).values())
         if ids:
             rows = db.execute(
-                f"SELECT {FACT_COLUMNS} FROM facts WHERE id > ? AND supersedes IN "
+                f"SELECT {FACT_COLUMNS} FROM facts WHERE supersedes IN "
                 f"({', '.join('?' * len(ids))})",
-                (floor, *ids),
+                ids,
             ).fetchall()
             found += [Fact(*row) for row in rows]
         return found

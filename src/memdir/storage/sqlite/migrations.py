@@ -407,9 +407,10 @@ def _entry_listing(db: sqlite3.Connection) -> None:
 
 
 def _documents(db: sqlite3.Connection) -> None:
-    """Nothing on SQLite: the markdown tiers are files here, the truth (storage.md). The
-    number is taken so both backends' versions stay equal: PostgreSQL's 11 holds them as
-    rows (postgres/schema.py)."""
+    """The markdown tiers as rows are PostgreSQL's (postgres/schema.py): here the files are
+    the truth (storage.md), so no table. Both: the facts that supersede a fact, found by an
+    index, since a fork gives a fact two successors and its history is read by them (F3)."""
+    db.execute("CREATE INDEX facts_supersedes ON facts(supersedes) WHERE supersedes IS NOT NULL")
 
 
 MIGRATIONS: list[Migration] = [
@@ -427,5 +428,5 @@ MIGRATIONS: list[Migration] = [
         _search_groups,
     ),
     (10, "the listing of global/ kept whole", _entry_listing),
-    (11, "the markdown tiers as rows (team mode only; files here)", _documents),
+    (11, "the markdown tiers as rows (team mode only); the successors of a fact", _documents),
 ]
