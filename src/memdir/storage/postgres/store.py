@@ -13,7 +13,7 @@ from ... import advice
 from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
-from .. import bulk
+from .. import bulk, fact_rules
 from ..rows import (
     ARCHIVE_FIELDS,
     FACT_FIELDS,
@@ -395,47 +395,10 @@ class PostgresStore(DocumentRows):
         return found
 
     def _supersedable(self, cur: Cursor, fact_id: int) -> Fact:
-        """Active, or superseded already (a fork, F3); never a removed fact."""
-        fact = self._get(cur, fact_id)
-        if fact is None:
-            raise NotFoundError(
-                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
-            )
-        if fact.status == "removed":
-            raise ConflictError(
-                f"fact {fact_id} was removed on {fact.updated}; nothing to supersede"
-            )
-        return fact
+        return fact_rules.supersedable(lambda i: self._get(cur, i), fact_id)
 
     def _active_fact(self, cur: Cursor, fact_id: int, action: str) -> Fact:
-        fact = self._get(cur, fact_id)
-        if fact is None:
-            raise NotFoundError(
-                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
-            )
-        if fact.status == "superseded":
-            newest = fact
-            while newest.status == "superseded" and newest.superseded_by is not None:
-                newest = self._get(cur, newest.superseded_by) or newest._replace(status="gone")
-            via = (
-                f" (its newest version is fact {newest.id})"
-                if newest.id != fact.superseded_by
-                else ""
-            )
-            said = f"fact {fact_id} was already superseded by fact {fact.superseded_by}{via}"
-            if newest.status != "active":
-                raise ConflictError(f"{said}, which is no longer active; nothing to {action}")
-            again = (
-                advice.fact_supersede(newest.id)
-                if action == "supersede"
-                else advice.fact_remove(newest.id)
-            )
-            raise ConflictError(f"{said}; {action} {newest.id} instead: {again}")
-        if fact.status == "removed":
-            raise ConflictError(
-                f"fact {fact_id} was removed on {fact.updated}; nothing to {action}"
-            )
-        return fact
+        return fact_rules.active(lambda i: self._get(cur, i), fact_id, action)
 
     def _active_by_key(self, cur: Cursor, key: int, content: str) -> Fact | None:
         wanted = similarity.normalize(content)

@@ -9,7 +9,7 @@ from ... import advice
 from ...errors import ConflictError, NotFoundError
 from ...lazy import lazy
 from ...models import Fact, Provenance, Session, Task
-from .. import ahead, bulk
+from .. import ahead, bulk, fact_rules
 from ..rows import FORK_POINTS, CachedEntry, ScoredFact, history, successor_ids
 from . import bounded
 from .curation import F_COLUMNS, SKETCH_ONE_BY_ONE, CurationRows
@@ -369,49 +369,10 @@ class FactRows(CurationRows):
         return found
 
     def _supersedable(self, db: sqlite3.Connection, fact_id: int) -> Fact:
-        """The fact a supersede replaces: active, or superseded already (the new version
-        is then a second successor: a fork, F3); never a removed one."""
-        fact = self._fact(db, fact_id)
-        if fact is None:
-            raise NotFoundError(
-                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
-            )
-        if fact.status == "removed":
-            raise ConflictError(
-                f"fact {fact_id} was removed on {fact.updated}; nothing to supersede"
-            )
-        return fact
+        return fact_rules.supersedable(lambda i: self._fact(db, i), fact_id)
 
     def _active_fact(self, db: sqlite3.Connection, fact_id: int, action: str) -> Fact:
-        fact = self._fact(db, fact_id)
-        if fact is None:
-            raise NotFoundError(
-                f"no fact with id {fact_id}: search for it with {advice.search(kind='fact')}"
-            )
-        if fact.status == "superseded":
-            # the hint names the version that holds now: the next one may be superseded too
-            newest = fact
-            while newest.status == "superseded" and newest.superseded_by is not None:
-                newest = self._fact(db, newest.superseded_by) or newest._replace(status="gone")
-            via = (
-                f" (its newest version is fact {newest.id})"
-                if newest.id != fact.superseded_by
-                else ""
-            )
-            said = f"fact {fact_id} was already superseded by fact {fact.superseded_by}{via}"
-            if newest.status != "active":
-                raise ConflictError(f"{said}, which is no longer active; nothing to {action}")
-            again = (
-                advice.fact_supersede(newest.id)
-                if action == "supersede"
-                else advice.fact_remove(newest.id)
-            )
-            raise ConflictError(f"{said}; {action} {newest.id} instead: {again}")
-        if fact.status == "removed":
-            raise ConflictError(
-                f"fact {fact_id} was removed on {fact.updated}; nothing to {action}"
-            )
-        return fact
+        return fact_rules.active(lambda i: self._fact(db, i), fact_id, action)
 
     def size_of_facts(self) -> dict[str, FactSize]:
         """status -> (count, characters of content)."""
