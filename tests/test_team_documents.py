@@ -523,3 +523,77 @@ def test_w1_a_write_whose_rules_render_entries_never_takes_the_entries_lock_insi
     with Memory(env=a) as one:
         one.recall()
     assert "from-b" in Path(root, "MEMORY.md").read_text("utf-8")
+
+
+def test_w1_a_hand_edit_saved_while_a_write_waits_is_kept_not_written_over(
+    tmp_path: Path, pg_url: str
+) -> None:  # W1 H2
+    """A person saves HOT.md on machine a while `hot append` there waits for the scope's
+    lock (the view was checked before the wait): the append lands, and the hand edit, which
+    the render would have written over unseen, is kept as a conflict beside the file."""
+    from memdir.storage.postgres.connection import LOCK_CLASS
+
+    a = machine(tmp_path, "a", pg_url)
+    with Memory(env=a) as one:
+        one.hot_append("- before")
+        hot = Path(one.layout.hot)
+    with psycopg.connect(pg_url) as holder:
+        holder.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, "memdir_default")
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memdir", "hot", "append", "- from the write"],
+            env=a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            with psycopg.connect(pg_url, autocommit=True) as look:
+                for _ in range(600):  # the writer waiting for the lock: the view checked
+                    waiting = look.execute(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    ).fetchone()
+                    if waiting and waiting[0]:
+                        break
+                    proc.poll()
+                    assert proc.returncode is None, proc.communicate()
+                    import time
+
+                    time.sleep(0.05)
+                else:
+                    raise AssertionError("the writer never waited for the scope's lock")
+            hot.write_text("- before\n- typed by hand meanwhile\n", "utf-8")
+        finally:
+            holder.rollback()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    body, _ = stored(pg_url)
+    assert body == "- before\n- from the write\n"
+    kept = list(hot.parent.glob("HOT.md.conflict-*"))
+    assert [p.read_text("utf-8") for p in kept] == ["- before\n- typed by hand meanwhile\n"]
+    assert hot.read_text("utf-8") == body
+    with Memory(env=a) as one:
+        assert [c.path for c in one.docs.conflicts()] == ["HOT.md"]
+
+
+def test_w1_a_wiped_view_is_rendered_again_not_deleted_for_the_team(
+    tmp_path: Path, pg_url: str
+) -> None:  # W1 D1
+    """Several rendered files gone at once (the root wiped, a checkout switched): rendered
+    again from the rows, not pushed as deletions to every machine. One file deleted by hand
+    is a deletion (test_w1_files_made_or_removed_by_hand_in_a_view_go_to_the_rows)."""
+    a, b = machine(tmp_path, "a", pg_url), machine(tmp_path, "b", pg_url)
+    with Memory(env=a) as one:
+        one.hot_append("- hot line")
+        one.start_task("t")
+        one.add_note("t", "a task note")
+        one.write_procedure("deploy", "# Deploy\n1. build\n")
+        root = Path(one.layout.memory_dir)
+    for rel in ("HOT.md", "tasks/t.md", "procedures/deploy.md"):
+        (root / rel).unlink()
+    with Memory(env=a) as one:
+        assert one.hot() == "- hot line\n"
+        assert [n.content for n in one.notes("t")] == ["a task note"]
+        assert [p.name for p in one.procedures()] == ["deploy"]
+    for rel in ("HOT.md", "tasks/t.md", "procedures/deploy.md"):
+        assert (root / rel).exists() and stored(pg_url, rel)[0]
+    with Memory(env=b) as two:
+        assert two.hot() == "- hot line\n"

@@ -226,6 +226,7 @@ class TeamDocuments(Documents):
                 del kept[conflict_id]
         state["conflicts"] = kept
         rendered = _files(state)
+        edits: list[tuple[str, str | None, int]] = []
         for rel in sorted(self._local() | set(rendered)):
             path = os.path.join(self.root, rel)
             base = rendered.get(rel)
@@ -245,14 +246,20 @@ class TeamDocuments(Documents):
                 continue
             else:
                 revision = base[0]
-            done = self.store.change_document(
-                rel, _offer(text), now=_stamp(), by=self.by, expected=revision
-            )
-            if done.conflict and text is not None:
-                name = conflict_file(rel, done.conflict)
-                files.atomic_write(os.path.join(self.root, name), text, root=self.root)
-                kept[str(done.conflict)] = name
-            self._render(state, rel, done.body, done.revision, force=True)
+            edits.append((rel, text, revision))
+        gone = [rel for rel, text, _ in edits if text is None]
+        if len(gone) > 1:
+            # several rendered files missing at once: a view wiped or checked out again
+            # (`rm -rf` of the root, a branch switch), not a person deleting memories one
+            # by one. Deleting them for the whole team would lose what nobody chose to
+            # lose: they are rendered again from the rows instead (storage.md).
+            for rel in gone:
+                rendered.pop(rel, None)
+            state["files"] = {k: list(v) for k, v in rendered.items()}
+            state["seen"] = 0  # every row is looked at again below: the gone ones render
+            edits = [edit for edit in edits if edit[1] is not None]
+        for rel, text, revision in edits:
+            self._push(state, rel, text, revision)
         seen = int(str(state.get("seen", 0)))
         top = self.store.document_revision()
         if top != seen:
@@ -262,6 +269,22 @@ class TeamDocuments(Documents):
             state["seen"] = top
         return held
 
+    def _push(self, state: dict[str, object], rel: str, text: str | None, revision: int) -> None:
+        """A hand edit of `rel` (None: deleted) made on the view rendered at `revision`:
+        written back through the same change; when the row moved meanwhile it is kept (a
+        conflict: in the database and beside the file) and the row's version rendered."""
+        done = self.store.change_document(
+            rel, _offer(text), now=_stamp(), by=self.by, expected=revision
+        )
+        if done.conflict and text is not None:
+            name = conflict_file(rel, done.conflict)
+            files.atomic_write(os.path.join(self.root, name), text, root=self.root)
+            kept = state.get("conflicts")
+            if not isinstance(kept, dict):
+                kept = state["conflicts"] = {}
+            kept[str(done.conflict)] = name
+        self._render(state, rel, done.body, done.revision, force=True)
+
     def _render(
         self,
         state: dict[str, object],
@@ -270,16 +293,41 @@ class TeamDocuments(Documents):
         revision: int,
         force: bool = False,
     ) -> None:
-        """Write the stored version of `rel` into the view (unless it is there already)."""
+        """Write the stored version of `rel` into the view (unless it is there already).
+        A file changed since the view's check (a person saving it while a write waited for
+        the scope's lock) is pushed as a hand edit first, never written over unseen; only
+        what lands inside the final read and rename can still be lost."""
         known = _files(state).get(rel)
         if not force and known is not None and known[0] >= revision:
             return
         path = os.path.join(self.root, rel)
+        if not force:
+            edit = self._edited(path, known, body)
+            if edit is not None:
+                self._push(state, rel, edit[0], edit[1])
+                return
         if files.read_text(path, root=self.root) != body:
             self._put(path, body)
             if rel.startswith(DERIVED):
                 state["derive"] = True
         self._record(state, rel, body, revision)
+
+    def _edited(
+        self, path: str, known: tuple[int, str, int, int] | None, body: str | None
+    ) -> tuple[str, int] | None:
+        """(the text, the revision it was made on) of a hand edit of `path` the view has not
+        seen: a file that is there, changed since it was rendered, and says neither what
+        was rendered nor `body` (what is about to be)."""
+        now = _stat(path)
+        if now == (-1, -1) or (known is not None and now == known[2:]):
+            return None
+        try:
+            text = _text_of(path, self.root)
+        except (StorageError, ValidationError):
+            return None  # not text: left to the refresh, which holds it back
+        if text is None or text == body or (known is not None and _hash(text) == known[1]):
+            return None
+        return text, 0 if known is None else known[0]
 
     def _record(self, state: dict[str, object], rel: str, body: str | None, revision: int) -> None:
         """What the view holds of `rel` now: its revision, hash and (mtime, size)."""
