@@ -505,7 +505,7 @@ def test_w1_a_write_whose_rules_render_entries_never_takes_the_entries_lock_insi
             from memdir.storage import documents
             plain = documents.TeamDocuments.refresh
             def inside_only(self):  # a refresh outside the write may wait for the lock
-                if self.root in documents._THREAD.__dict__.get("views", {{}}):
+                if self.root in documents._views():
                     plain(self)
             documents.TeamDocuments.refresh = inside_only
             with Memory() as mem:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..errors import ConflictError, StorageError, ValidationError
 from ..records import Record
 from ..storage import open_store
-from ..storage.documents import DocumentStore, carry_to_files, carry_to_rows
+from ..storage.documents import carry_to_files, carry_to_rows, keeps_documents
 from ..storage.rows import ARCHIVE_KINDS
 
 TYPE_CHECKING = False
@@ -82,7 +82,7 @@ def migrate(memory: Memory, to: str, scope: str | None = None) -> Migrated:
                 f"{shown} holds memory already ({what}): nothing was copied; migrate into "
                 "an empty store (another --scope, or a fresh database)"
             )
-        if isinstance(target, DocumentStore) and target.document_revision():
+        if keeps_documents(target) and target.document_revision():
             raise ConflictError(
                 f"{shown} holds memory already (its markdown tiers): nothing was copied; "
                 "migrate into an empty store (another --scope, or a fresh database)"
@@ -94,9 +94,9 @@ def migrate(memory: Memory, to: str, scope: str | None = None) -> Migrated:
             _verify(source, target, shown)
         # the markdown tiers (W1): rows in a team scope, files on memory.db
         root = memory.layout.memory_dir
-        if isinstance(target, DocumentStore):
+        if keeps_documents(target):
             counts["document"] = carry_to_rows(root, target)
-        elif isinstance(source, DocumentStore):
+        elif keeps_documents(source):
             counts["document"] = carry_to_files(root, source)
             from .. import entries
 

@@ -22,55 +22,71 @@ under the view's lock.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator
-from typing import Protocol, runtime_checkable
 
 from ..errors import StorageError, ValidationError
 from . import files
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
+TYPE_CHECKING = False  # json, threading and typing load on team mode's first use only:
+if TYPE_CHECKING:  # the CLI's read paths import this module (test_cli checks what loads)
+    from typing import Any, Protocol, TypeGuard
+
     from .postgres.documents import DocumentConflict, DocumentWrite, StoredDocument
 
+    class DocumentStore(Protocol):
+        """What a store that keeps documents as rows offers (PostgresStore)."""
+
+        read_only: bool
+
+        def exists(self) -> bool: ...
+
+        def document_revision(self) -> int: ...
+
+        def documents_since(self, revision: int) -> list[StoredDocument]: ...
+
+        def change_document(
+            self,
+            path: str,
+            change: Callable[[str | None], str | None],
+            *,
+            now: str,
+            by: str,
+            expected: int | None = None,
+        ) -> DocumentWrite: ...
+
+        def document_conflicts(self) -> list[DocumentConflict]: ...
+
+        def settle_conflict(self, conflict_id: int) -> bool: ...
+
+
+def keeps_documents(store: object) -> TypeGuard[DocumentStore]:
+    """Whether `store` keeps the markdown tiers as rows (team mode: PostgresStore)."""
+    return callable(getattr(store, "change_document", None))
+
+
 VIEW_STATE = ".view.json"
-_THREAD = threading.local()  # the views this thread holds the lock of: root -> state
+_THREAD: Any = None  # threading.local: the views this thread holds the lock of
+
+
+def _views() -> dict[str, dict[str, object]]:
+    """root -> state of the views whose lock this thread holds."""
+    global _THREAD
+    if _THREAD is None:
+        import threading
+
+        _THREAD = threading.local()
+    held: dict[str, dict[str, object]] = _THREAD.__dict__.setdefault("views", {})
+    return held
+
+
 CONFLICT_RE = re.compile(r"\.md\.conflict-[0-9]+\Z")  # a kept hand edit beside its file
 # the documents that are rows in team mode, whose hand edits are looked for: these files of
 # the memory root, and the .md files of these folders (global/ and MEMORY.md: not yet)
 WATCHED_FILES = ("HOT.md", "heartbeat-state.json")
 WATCHED_DIRS = ("daily", "global", "procedures", "tasks")
 DERIVED = "global/"  # rendering a file here makes MEMORY.md stale (derived on each machine)
-
-
-@runtime_checkable
-class DocumentStore(Protocol):
-    """What a store that keeps documents as rows offers (PostgresStore)."""
-
-    read_only: bool
-
-    def exists(self) -> bool: ...
-
-    def document_revision(self) -> int: ...
-
-    def documents_since(self, revision: int) -> list[StoredDocument]: ...
-
-    def change_document(
-        self,
-        path: str,
-        change: Callable[[str | None], str | None],
-        *,
-        now: str,
-        by: str,
-        expected: int | None = None,
-    ) -> DocumentWrite: ...
-
-    def document_conflicts(self) -> list[DocumentConflict]: ...
-
-    def settle_conflict(self, conflict_id: int) -> bool: ...
 
 
 class Documents:
@@ -133,7 +149,7 @@ class TeamDocuments(Documents):
             # a look (doctor) renders and pushes nothing; a read never creates the scope
             # (a hand edit made before it exists goes in with the first write)
             return
-        inside = self.root in _THREAD.__dict__.get("views", {})
+        inside = self.root in _views()
         with self._view() as state:
             self._refresh(state)
             stale = bool(state.get("derive"))
@@ -180,7 +196,9 @@ class TeamDocuments(Documents):
         a change's own rules may read the tiers (a procedure's duplicate guard reads the
         procedures it resembles), and a second flock of the lock file from the same
         process would wait for ever on the first."""
-        held: dict[str, dict[str, object]] = _THREAD.__dict__.setdefault("views", {})
+        import json
+
+        held = _views()
         if self.root in held:
             yield held[self.root]  # the outer one saves it
             return
@@ -395,7 +413,7 @@ def _hash(text: str | None) -> str:
 
 def open_documents(memory_dir: str, store: object) -> Documents:
     """Team documents when the store keeps them as rows, the files otherwise."""
-    if isinstance(store, DocumentStore):
+    if keeps_documents(store):
         return TeamDocuments(memory_dir, store)
     return Documents(memory_dir)
 

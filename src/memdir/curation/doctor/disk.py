@@ -124,9 +124,9 @@ def check_team_database(url: str, scope: str, store: Store, found: list[Finding]
 def check_conflicts(store: Store, found: list[Finding]) -> None:
     """W1: hand edits of a rendered file made against a row that moved meanwhile: both
     versions are kept (the row's is in the file, the hand edit beside it), to be settled."""
-    from ...storage.documents import DocumentStore, conflict_file
+    from ...storage.documents import conflict_file, keeps_documents
 
-    if not isinstance(store, DocumentStore):
+    if not keeps_documents(store):
         return
     for kept in store.document_conflicts():
         beside = conflict_file(kept.path, kept.id)

@@ -189,7 +189,8 @@ def _documents(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
             made_at    TEXT COLLATE "C" NOT NULL,
             made_by    TEXT COLLATE "C" NOT NULL
         );
-        CREATE INDEX facts_supersedes ON facts(supersedes) WHERE supersedes IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS facts_supersedes ON facts(supersedes)
+            WHERE supersedes IS NOT NULL;
         """
     )
 

@@ -410,7 +410,10 @@ def _documents(db: sqlite3.Connection) -> None:
     """The markdown tiers as rows are PostgreSQL's (postgres/schema.py): here the files are
     the truth (storage.md), so no table. Both: the facts that supersede a fact, found by an
     index, since a fork gives a fact two successors and its history is read by them (F3)."""
-    db.execute("CREATE INDEX facts_supersedes ON facts(supersedes) WHERE supersedes IS NOT NULL")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS facts_supersedes ON facts(supersedes) "
+        "WHERE supersedes IS NOT NULL"
+    )
 
 
 MIGRATIONS: list[Migration] = [
