@@ -597,3 +597,20 @@ def test_w1_a_wiped_view_is_rendered_again_not_deleted_for_the_team(
         assert (root / rel).exists() and stored(pg_url, rel)[0]
     with Memory(env=b) as two:
         assert two.hot() == "- hot line\n"
+
+
+def test_w1_a_view_state_of_the_wrong_shape_breaks_no_call(tmp_path: Path, pg_url: str) -> None:
+    # W1 Z
+    """`.view.json` edited into valid JSON of another shape (a revision that is not a number):
+    reads and writes go on, nothing stored is lost, the state is written whole again."""
+    a = machine(tmp_path, "a", pg_url)
+    with Memory(env=a) as one:
+        one.hot_append("- kept")
+        state = Path(one.layout.memory_dir) / VIEW_STATE
+    state.write_text(json.dumps({"seen": "many", "files": {"HOT.md": ["x", 1, 2, 3]}}), "utf-8")
+    with Memory(env=a) as one:
+        assert one.hot() == "- kept\n"
+        one.hot_append("- and more")
+    assert stored(pg_url)[0] == "- kept\n- and more\n"
+    again = json.loads(state.read_text("utf-8"))
+    assert isinstance(again["seen"], int) and isinstance(again["files"]["HOT.md"][0], int)

@@ -278,7 +278,10 @@ class TeamDocuments(Documents):
             edits = [edit for edit in edits if edit[1] is not None]
         for rel, text, revision in edits:
             self._push(state, rel, text, revision)
-        seen = int(str(state.get("seen", 0)))
+        try:
+            seen = int(str(state.get("seen", 0)))
+        except ValueError:
+            seen = 0  # a state edited into another shape: every row is looked at again
         top = self.store.document_revision()
         if top != seen:
             for doc in self.store.documents_since(seen if top > seen else 0):
@@ -390,7 +393,10 @@ def _files(state: dict[str, object]) -> dict[str, tuple[int, str, int, int]]:
     if isinstance(raw, dict):
         for rel, value in raw.items():
             if isinstance(value, list) and len(value) == 4:
-                out[str(rel)] = (int(value[0]), str(value[1]), int(value[2]), int(value[3]))
+                try:
+                    out[str(rel)] = (int(value[0]), str(value[1]), int(value[2]), int(value[3]))
+                except (TypeError, ValueError):
+                    continue  # edited into another shape: as if never rendered here
     return out
 
 
