@@ -577,9 +577,10 @@ def test_w1_a_hand_edit_saved_while_a_write_waits_is_kept_not_written_over(
 def test_w1_a_wiped_view_is_rendered_again_not_deleted_for_the_team(
     tmp_path: Path, pg_url: str
 ) -> None:  # W1 D1
-    """Several rendered files gone at once (the root wiped, a checkout switched): rendered
-    again from the rows, not pushed as deletions to every machine. One file deleted by hand
-    is a deletion (test_w1_files_made_or_removed_by_hand_in_a_view_go_to_the_rows)."""
+    """Every rendered file gone at once (the root wiped, made again): rendered again from
+    the rows, not pushed as deletions to every machine. Some files deleted by hand are
+    deletions (test_w1_files_made_or_removed_by_hand_in_a_view_go_to_the_rows, and
+    test_search's deleted files on this backend)."""
     a, b = machine(tmp_path, "a", pg_url), machine(tmp_path, "b", pg_url)
     with Memory(env=a) as one:
         one.hot_append("- hot line")
@@ -587,7 +588,9 @@ def test_w1_a_wiped_view_is_rendered_again_not_deleted_for_the_team(
         one.add_note("t", "a task note")
         one.write_procedure("deploy", "# Deploy\n1. build\n")
         root = Path(one.layout.memory_dir)
-    for rel in ("HOT.md", "tasks/t.md", "procedures/deploy.md"):
+    rendered = json.loads((root / VIEW_STATE).read_text("utf-8"))["files"]
+    assert {"HOT.md", "tasks/t.md", "procedures/deploy.md"} <= set(rendered)
+    for rel in rendered:
         (root / rel).unlink()
     with Memory(env=a) as one:
         assert one.hot() == "- hot line\n"

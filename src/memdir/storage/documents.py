@@ -266,11 +266,11 @@ class TeamDocuments(Documents):
                 revision = base[0]
             edits.append((rel, text, revision))
         gone = [rel for rel, text, _ in edits if text is None]
-        if len(gone) > 1:
-            # several rendered files missing at once: a view wiped or checked out again
-            # (`rm -rf` of the root, a branch switch), not a person deleting memories one
-            # by one. Deleting them for the whole team would lose what nobody chose to
-            # lose: they are rendered again from the rows instead (storage.md).
+        if len(gone) > 1 and len(gone) == len(rendered):
+            # every rendered file missing at once: a view wiped or made again (`rm -rf` of
+            # the root, a fresh checkout), not a person deleting memories. Deleting them
+            # for the whole team would lose what nobody chose to lose: they are rendered
+            # again from the rows instead (storage.md). Some files deleted: deletions.
             for rel in gone:
                 rendered.pop(rel, None)
             state["files"] = {k: list(v) for k, v in rendered.items()}
