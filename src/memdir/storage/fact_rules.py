@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..models import Fact
+    from .rows_cold import Superseded
 
 
 def _found(get: Callable[[int], Fact | None], fact_id: int) -> Fact:
@@ -55,3 +56,50 @@ def active(get: Callable[[int], Fact | None], fact_id: int, action: str) -> Fact
         )
         raise ConflictError(f"{said}; {action} {newest.id} instead: {again}")
     return _not_removed(fact, action)
+
+
+def supersede(
+    old: Fact,
+    category: str | None,
+    content: str,
+    start: str,
+    *,
+    valid_from: str | None,
+    same: Fact | None,
+    root: Callable[[Fact], int],
+    get: Callable[[int], Fact | None],
+    end: Callable[[Fact, int], None],
+    insert: Callable[[], int],
+) -> Superseded:
+    """F3's supersede of `old` (supersedable already) by `content`, from `start`
+    (`valid_from` as given, or now), inside the backend's write: `same` is the active fact
+    saying `content` exactly, if any; `root(f)` the first version of f's history;
+    `end(f, by)` ends f in fact `by` from `start`; `insert()` stores the new version and
+    gives its id."""
+    from .rows_cold import Superseded
+
+    if valid_from is not None and old.valid_from and valid_from < old.valid_from:
+        raise ConflictError(
+            f"fact {old.id} holds from {old.valid_from}: the version replacing it "
+            f"cannot begin before that (valid_from {valid_from})"
+        )
+    if content == old.content and category in (None, old.category):
+        return Superseded(old, old._replace(duplicate=True))  # nothing to change
+    if same is not None and same.id != old.id:
+        if root(same) != root(old):
+            raise ConflictError(
+                f"fact {same.id} already says this; fact {old.id} was left as it is: "
+                f"to retire {old.id}, remove it: {advice.fact_remove(old.id)}"
+            )
+        if old.status == "superseded":  # a later version says it already
+            return Superseded(old, same._replace(duplicate=True))
+        end(old, same.id)  # one branch of a fork takes the other's text: it ends in that one
+        merged = get(old.id)
+        assert merged is not None
+        return Superseded(merged, same)
+    new_id = insert()
+    if old.status == "active":  # else a fork: the first successor keeps its place
+        end(old, new_id)
+    before, after = get(old.id), get(new_id)
+    assert before is not None and after is not None
+    return Superseded(before, after)

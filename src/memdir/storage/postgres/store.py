@@ -144,41 +144,24 @@ class PostgresStore(DocumentRows):
         by: Provenance,
         valid_from: str | None = None,
     ) -> Superseded:
-        from ..rows_cold import Superseded
-
         key = similarity.text_key(content)
         with self._write() as cur:
             old = self._supersedable(cur, old_id)
-            if valid_from is not None and old.valid_from and valid_from < old.valid_from:
-                raise ConflictError(
-                    f"fact {old_id} holds from {old.valid_from}: the version replacing it "
-                    f"cannot begin before that (valid_from {valid_from})"
-                )
-            same = self._active_by_key(cur, key, content)
-            if content == old.content and category in (None, old.category):
-                return Superseded(old, old._replace(duplicate=True))
             start = valid_from or now
-            if same is not None and same.id != old_id:
-                if self._root(cur, same) != self._root(cur, old):
-                    raise ConflictError(
-                        f"fact {same.id} already says this; fact {old_id} was left as it is: "
-                        f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
-                    )
-                if old.status == "superseded":  # a later version says it already
-                    return Superseded(old, same._replace(duplicate=True))
-                # one branch of a fork takes the other's text: it ends in that version
-                self._end(cur, old, same.id, now, start)
-                merged = self._get(cur, old_id)
-                assert merged is not None
-                return Superseded(merged, same)
-            new_id = self._insert_fact(
-                cur, category or old.category, content, now, by, old_id, start, key
+            return fact_rules.supersede(
+                old,
+                category,
+                content,
+                start,
+                valid_from=valid_from,
+                same=self._active_by_key(cur, key, content),
+                root=lambda fact: self._root(cur, fact),
+                get=lambda i: self._get(cur, i),
+                end=lambda fact, by_id: self._end(cur, fact, by_id, now, start),
+                insert=lambda: self._insert_fact(
+                    cur, category or old.category, content, now, by, old_id, start, key
+                ),
             )
-            if old.status == "active":  # else a fork: the first successor keeps its place
-                self._end(cur, old, new_id, now, start)
-            before, after = self._get(cur, old_id), self._get(cur, new_id)
-        assert before is not None and after is not None
-        return Superseded(before, after)
 
     def _end(self, cur: Cursor, old: Fact, by_id: int, now: str, start: str) -> None:
         """`old` superseded by fact `by_id` from `start` on."""

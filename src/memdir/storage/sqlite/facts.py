@@ -128,51 +128,33 @@ class FactRows(CurationRows):
         by: Provenance,
         valid_from: str | None = None,
     ) -> Superseded:
-        from ..rows_cold import Superseded
-
         key = similarity.text_key(content)
         with self._write() as db:
             old = self._supersedable(db, old_id)
-            if valid_from is not None and old.valid_from and valid_from < old.valid_from:
-                raise ConflictError(
-                    f"fact {old_id} holds from {old.valid_from}: the version replacing it "
-                    f"cannot begin before that (valid_from {valid_from})"
-                )
-            same = self._active_by_key(db, key, content)
-            if content == old.content and category in (None, old.category):
-                return Superseded(old, old._replace(duplicate=True))  # nothing to change
             start = valid_from or now
-            if same is not None and same.id != old_id:
-                if self._root(db, same) != self._root(db, old):
-                    raise ConflictError(
-                        f"fact {same.id} already says this; fact {old_id} was left as it is: "
-                        f"to retire {old_id}, remove it: {advice.fact_remove(old_id)}"
-                    )
-                if old.status == "superseded":  # a later version says it already
-                    return Superseded(old, same._replace(duplicate=True))
-                # one branch of a fork takes the other's text: it ends in that version
+
+            def end(fact: Fact, by_id: int) -> None:
                 db.execute(
                     "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ?, "
                     "valid_to = ? WHERE id = ?",
-                    (same.id, now, start, old_id),
+                    (by_id, now, start, fact.id),
                 )
-                self._unsketch(db, old)
-                merged = self._fact(db, old_id)
-                assert merged is not None
-                return Superseded(merged, same)
-            new_id = self._insert_fact(
-                db, category or old.category, content, now, by, old_id, start, key
+                self._unsketch(db, fact)
+
+            return fact_rules.supersede(
+                old,
+                category,
+                content,
+                start,
+                valid_from=valid_from,
+                same=self._active_by_key(db, key, content),
+                root=lambda fact: self._root(db, fact),
+                get=lambda i: self._fact(db, i),
+                end=end,
+                insert=lambda: self._insert_fact(
+                    db, category or old.category, content, now, by, old_id, start, key
+                ),
             )
-            if old.status == "active":  # else a fork: the first successor keeps its place
-                db.execute(
-                    "UPDATE facts SET status = 'superseded', superseded_by = ?, updated = ?, "
-                    "valid_to = ? WHERE id = ?",
-                    (new_id, now, start, old_id),
-                )
-                self._unsketch(db, old)
-            before, after = self._fact(db, old_id), self._fact(db, new_id)
-        assert before is not None and after is not None
-        return Superseded(before, after)
 
     def remove_fact(self, fact_id: int, now: str) -> Fact:
         with self._write() as db:
