@@ -116,6 +116,20 @@ def test_a_fork_whose_first_version_was_removed_is_no_fork_to_settle(memory: Mem
     assert c.hint is not None and f"fact {b.id}, which no longer holds" in c.hint
 
 
+def test_superseding_an_old_version_with_its_own_text_is_refused(memory: Memory) -> None:  # F3
+    """Going back to a superseded version's text is not a duplicate of it (the later
+    version would stay active): it is refused, naming the version to supersede instead;
+    nothing changes."""
+    a = memory.add_fact("Deploys run at noon", "decision")
+    b = memory.supersede_fact(a.id, "Deploys run at midnight")
+    with pytest.raises(ConflictError, match=f"superseded by fact {b.id}; supersede {b.id} instead"):
+        memory.supersede_fact(a.id, "Deploys run at noon")
+    assert memory.get_fact(b.id).status == "active"
+    assert [f.id for f in memory.fact_history(a.id)] == [a.id, b.id]
+    back = memory.supersede_fact(b.id, "Deploys run at noon")  # the way back the hint names
+    assert back.status == "active" and back.supersedes == b.id
+
+
 def test_settling_a_fork_by_the_other_versions_text(memory: Memory) -> None:  # F3 W1
     a = memory.add_fact("Lint with flake8", "convention")
     b = memory.supersede_fact(a.id, "Lint with ruff")

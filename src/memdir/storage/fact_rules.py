@@ -84,6 +84,10 @@ def supersede(
             f"cannot begin before that (valid_from {valid_from})"
         )
     if content == old.content and category in (None, old.category):
+        if old.status == "superseded":
+            # its own old text, while a later version holds: not a duplicate (the later one
+            # would stay active); to go back to it is to supersede the version that holds
+            active(get, old.id, "supersede")
         return Superseded(old, old._replace(duplicate=True))  # nothing to change
     if same is not None and same.id != old.id:
         if root(same) != root(old):
