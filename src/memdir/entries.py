@@ -17,7 +17,7 @@ from .lazy import lazy
 from .models import Entry, Similar
 from .names import are_names, is_name
 from .paths import ENTRIES_LOCK, Layout
-from .storage import files, frontmatter
+from .storage import files, frontmatter, watched
 from .storage.rows import CachedEntry
 
 TYPE_CHECKING = False
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from . import similarity
     from .storage.base import Store
+
+    Listed = tuple[tuple[str, str, str | None], ...]
     from .storage.documents import Documents
 else:
     similarity = lazy("memdir.similarity")  # only when a file changed or a write compares
@@ -223,13 +225,35 @@ def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
     whole (Store.entry_listing: [[name, [mtime_ns, size, description, updated, error]],
     ...]); when every file's (mtime, size) is still the one it holds, that
     is the answer: a stat a file and no row a file. Otherwise the cache is refreshed and
-    the snapshot taken anew."""
+    the snapshot taken anew. A process that lives on keeps the answer while inotify says
+    global/ is unchanged (storage/watched.py): no stat at all."""
+    listed = watched.kept(layout.global_dir, INDEX_KEY, lambda: _index(layout, store))
+    return list(listed) if isinstance(listed, tuple) else []
+
+
+def warm(layout: Layout, store: Store) -> None:
+    """Keep index's answer under a watch where the kept listing holds, writing nothing
+    (a spare of the fork server readying the next call, cli/forkserver.py)."""
+    watched.kept(layout.global_dir, INDEX_KEY, lambda: _index(layout, store, refresh=False))
+
+
+INDEX_KEY = "entries.index"
+
+
+def _index(layout: Layout, store: Store, refresh: bool = True) -> tuple[Listed | None, bool]:
+    """(index's answer, whether it may be kept under a watch: it was checked against
+    every file, and none is a link, whose changes the folder's watch would not see).
+    Without `refresh`, (None, False) where the kept listing no longer holds."""
     snapshot = _snapshot(store)
-    if snapshot is not None and _unchanged(layout, snapshot):
+    checked = None if snapshot is None else _unchanged(layout, snapshot)
+    if snapshot is not None and checked is not None:
         rows: dict[str, Any] = snapshot
-    else:
+    elif refresh:
         rows = _refresh(layout, store, with_meta=False, with_prints=False, keep_listing=True)
-    return [(n, rows[n][2], rows[n][3]) for n in sorted(rows) if rows[n][4] is None]
+    else:
+        return None, False
+    listed = tuple((n, rows[n][2], rows[n][3]) for n in sorted(rows) if rows[n][4] is None)
+    return listed, checked is True
 
 
 def _snapshot(store: Store) -> dict[str, list[Any]] | None:
@@ -247,11 +271,14 @@ def _snapshot(store: Store) -> dict[str, list[Any]] | None:
     return snapshot if are_names(list(snapshot)) else None  # X1, whatever memory.db says
 
 
-def _unchanged(layout: Layout, snapshot: dict[str, list[Any]]) -> bool:
+def _unchanged(layout: Layout, snapshot: dict[str, list[Any]]) -> bool | None:
     """Whether global/ holds exactly the entry files of `snapshot`, each with its (mtime,
-    size): one pass, a stat a file, nothing built."""
+    size): one pass, a stat a file, nothing built. None: it does not; False: it does, but
+    some file is a symlink or has another hard link (a change made through those raises
+    no event in global/); True: it does, all plain files."""
     get = snapshot.get
     seen = 0
+    plain = True
     for item in files.scandir(layout.global_dir, root=layout.memory_dir):
         name = item.name
         if not name.endswith(".md"):
@@ -259,16 +286,18 @@ def _unchanged(layout: Layout, snapshot: dict[str, list[Any]]) -> bool:
         row = get(name[:-3])
         if row is None:
             if is_name(name[:-3]):
-                return False  # a new entry
+                return None  # a new entry
             continue
         try:
             info = item.stat()
         except OSError:
-            return False
+            return None
         if info.st_mtime_ns != row[0] or info.st_size != row[1]:
-            return False
+            return None
+        if info.st_nlink != 1 or item.is_symlink():
+            plain = False
         seen += 1
-    return seen == len(snapshot)
+    return plain if seen == len(snapshot) else None
 
 
 def _listing_text(rows: dict[str, CachedEntry]) -> str:

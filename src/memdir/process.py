@@ -25,6 +25,23 @@ def parent_pid() -> int:
     return os.getppid() if _parent_pid is None else _parent_pid
 
 
+_stores: list[tuple[str, str]] = []  # (state dir, memory root) opened here, newest last
+
+
+def opened_store(state_dir: str, memory_dir: str) -> None:
+    """A store this process opened: a forked call's child names them to the spare that
+    runs the next call, which readies them before it comes (cli/forkserver.py)."""
+    place = (state_dir, memory_dir)
+    if place in _stores:
+        _stores.remove(place)
+    _stores.append(place)
+    del _stores[:-4]
+
+
+def opened_stores() -> list[tuple[str, str]]:
+    return list(_stores)
+
+
 def forked() -> bool:
     """Whether this process runs a call forked for another (cli/forkserver.py), which
     ends with os._exit: the stores it opened may be left to that exit (cli/common)."""

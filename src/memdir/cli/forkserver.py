@@ -48,6 +48,9 @@ PROTOCOL = b"memdir-fork/1"
 MAX_REQUEST = 16 * 2**20
 SPARE_NAME = "memdir-spare"  # the process that waits for the next call (Server.fork_spare)
 TOUCH_SLICE = 4096  # objects the spare touches between two looks for a call
+# the server to its spare, when no call runs: ready the stores the last calls used. A
+# call's message starts with its length, never 0.
+READY = b"\0\0\0\0"
 FORWARDED = (2, 15, 1)  # SIGINT, SIGTERM, SIGHUP: what stops the caller stops the call
 NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")
 # modules no call should find imported in its child: they bring their own threads (the
@@ -458,6 +461,9 @@ class Server:
         with contextlib.suppress(OSError):
             conn.sendall(f"signal {-code}\n".encode() if code < 0 else f"exit {code}\n".encode())
         conn.close()
+        if not self.children and self.spare is not None:
+            with contextlib.suppress(OSError):  # a spare gone is found by the loop
+                self.spare[1].send(READY)  # the box is idle: the spare readies the stores
 
     def retire(self, why: str) -> None:
         """Take no more calls: the socket goes, then the lock, so a new server may start."""
@@ -491,6 +497,8 @@ class Server:
             os.close(self.notify)
         self.children, self.listener, self.lock, self.spare = {}, None, -1, None
         self.notify = -1
+        global _recent_file
+        _recent_file = recent_file(self.path)
 
 
 class Forked(BaseException):
@@ -670,12 +678,79 @@ def _spare(end: Socket, objects: list[object]) -> None:
         for _ in objects[start : start + TOUCH_SLICE]:
             pass  # (their referents too would cost 3x this for ~1 ms less a call)
     try:
+        while end.recv(len(READY), socket.MSG_PEEK) == READY:
+            end.recv(len(READY))
+            _ready(end)
         data, fds = _receive(end, 4)
     except (OSError, ValueError):
         os._exit(0)  # the server is gone, or dropped us
     end.close()
     _rename(server_name)
     raise Forked(socket.socket(fileno=fds[0]), fds[1:], _fields(data))
+
+
+def _ready(end: Socket) -> None:
+    """In the spare, while no call runs: ready the stores the last calls used, newest
+    first, writing nothing (Memory.warm: the entry listing checked and kept under a
+    watch, storage/watched.py), so that its call does not stat every entry file. A call
+    that comes stops it between two stores. Whatever fails is left to the call."""
+    import json
+    import select
+
+    from ..memory import Memory
+    from ..storage import watched
+
+    watched.enable()
+    try:
+        with open(_recent_file, "rb") as handle:
+            recent = json.loads(handle.read(65536))
+    except (OSError, ValueError):
+        return
+    for place in recent if isinstance(recent, list) else ():
+        if select.select([end], [], [], 0)[0]:
+            return
+        try:
+            state, root = place
+            memory = Memory(state, env={}, cwd="/")
+            if memory.layout.memory_dir == root:
+                memory.warm()
+        except Exception:  # a store gone or broken is the call's to report
+            continue
+
+
+def _remember() -> None:
+    """In a call's child, once its caller has its answer: the stores it opened go first
+    in the list the next spare readies (at most 4), in the runtime folder."""
+    import contextlib
+    import json
+
+    if not _recent_file or not process.opened_stores():
+        return
+    places = [list(place) for place in reversed(process.opened_stores())]
+    try:
+        with open(_recent_file, "rb") as handle:
+            known = json.loads(handle.read(65536))
+    except (OSError, ValueError):
+        known = []
+    for place in known if isinstance(known, list) else ():
+        if place not in places and len(places) < 4:
+            places.append(place)
+    temp = f"{_recent_file}.{os.getpid()}"
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(places))
+        os.replace(temp, _recent_file)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+
+
+def recent_file(sock: str) -> str:
+    """Where the stores the last calls opened are listed, beside the server's socket."""
+    return sock.removesuffix(".sock") + ".recent"
+
+
+_recent_file = ""  # in a child of the server: recent_file(its socket)
 
 
 def _rename(name: str) -> str:
@@ -789,6 +864,8 @@ def leave(code: int) -> None:
                 os.close(fd)
         with contextlib.suppress(OSError):
             _REPORT[0].sendall(f"exit {code & 0xFF}\n".encode())
+        with contextlib.suppress(Exception):  # only a hint for the next spare
+            _remember()
     os._exit(code)
 
 

@@ -17,7 +17,8 @@ import sys
 
 from .. import __version__, advice
 from ..errors import MemdirError
-from . import MODULES, command_name
+from ..storage import watched
+from . import LONG_RUNNING, MODULES, command_name
 from .common import Builder, Parser, Raw, as_json, close_opened, common_options
 from .common import suspect as _suspect
 
@@ -92,6 +93,8 @@ def _emit(result: Any, json_output: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if command_name(argv) not in LONG_RUNNING:
+        watched.one_call()  # a spare of the fork server has turned watching on already
     json_output = _wants_json(argv)  # before parsing: a usage error is rendered as asked
     token = None
     try:

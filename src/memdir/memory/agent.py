@@ -3,6 +3,7 @@ recall (R1-R4) and boot (B), the heartbeat checks (D) and distillation (D1)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from .. import advice, facts
@@ -11,6 +12,7 @@ from ..errors import MemdirError, ValidationError
 from ..lazy import lazy
 from ..models import Applied, Ingested, Recalled
 from ..paths import shown_path
+from ..storage import open_store
 from .base import MemoryBase
 
 TYPE_CHECKING = False
@@ -169,6 +171,20 @@ class AgentMemory(MemoryBase):
             lineage = [(tid, tasks.notes(self.layout, tid)) for tid in self._lineage(task)]
         shown = hot.shown(hot.read(self.layout, self.docs), self.settings.hot_cap_chars)
         return recall.build(shown, self.path, listed, lineage, budget, step_policy)
+
+    def warm(self) -> None:
+        """Ready what the next recall, boot or session hook lists, writing nothing: a
+        spare of the fork server does it before its call comes (C1), through a look of its
+        own: a connection left open would keep the store's WAL from being folded by the
+        last close. Local stores only (team mode's view is brought up to date by each
+        call)."""
+        if self.docs.shared or not os.path.exists(self.layout.db):
+            return
+        look = open_store(self.layout, self.settings, read_only=True)  # its close folds no WAL
+        try:
+            entries.warm(self.layout, look)
+        finally:
+            look.close()
 
     def boot(self, *, subagent: bool | None = None) -> identity.Boot:
         """E3: the context a new session starts with. A subagent session (or subagent=True)

@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from .. import facts, sessions
+from .. import facts, process, sessions
 from ..clock import Clock, iso
 from ..errors import ConflictError, DisabledError, MemdirError, StorageError
 from ..lazy import lazy
@@ -89,6 +89,7 @@ class MemoryBase:
         check_memory_root(memory_dir, named_by, self.state.path, env)
         require_memory_dir(memory_dir, named_by, self.state.path, create)
         self.layout = Layout(self.state.path, memory_dir)
+        process.opened_store(self.state.path, memory_dir)
         self.surface = sessions.check_surface(surface)
         self.agent = agent
         self.clock = clock

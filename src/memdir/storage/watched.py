@@ -1,0 +1,220 @@
+"""What a folder's files give, kept while the kernel says nothing in the folder changed (C1).
+
+Recall, boot and the session hooks list global/ every call: a stat of each entry file to
+see that the kept listing still holds (~1 µs a file in a warm process, ~6 µs in a freshly
+forked one, whose every allocation copies a page: 6 ms at 1,000 entries). A process that
+lives on (the MCP server, the browser, a library caller, the fork server's spare) asks
+inotify(7) instead: a watch on the folder, added before the value is computed, and the
+value kept until an event names the folder (a file written, replaced, created, deleted,
+renamed, its mode or times changed) or the watch ends (the folder deleted or moved). One
+read of the queue and one stat of the folder (the same folder still at that path) a call.
+
+What inotify does not see is not trusted to it: a change made through a symlink's target
+or another hard link of a file (the caller keeps values only for folders of plain files),
+and a folder on a network or FUSE file system (changes made on another machine raise no
+event here: only local file systems are watched). A process forked from a watching one
+shares its queue, so it must not read it: it starts with no watches of its own.
+
+Linux only, through libc (ctypes, loaded on the first watch: 1.6 ms, so a one-call
+process never watches); elsewhere nothing is kept and every call computes.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# inotify(7): modified, attributes, closed after writing, moved out, moved in, created,
+# deleted, the folder itself deleted or moved; and only if it is a folder, not followed
+_MASK = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x01000000 | 0x02000000
+_OVERFLOW = 0x4000  # events were lost: nothing kept holds
+_IGNORED = 0x8000  # the watch ended (its folder deleted, moved, or its file system gone)
+# statfs(2) f_type of the local file systems whose changes all raise events here
+_LOCAL = frozenset(
+    {
+        0xEF53,  # ext2, ext3, ext4
+        0x58465342,  # xfs
+        0x9123683E,  # btrfs
+        0x01021994,  # tmpfs
+        0x794C7630,  # overlayfs (a container's root)
+        0x2FC12FC1,  # zfs
+        0xF2F52010,  # f2fs
+        0xCA451A4E,  # bcachefs
+        0x52654973,  # reiserfs
+        0x3153464A,  # jfs
+    }
+)
+
+
+class _Folder:
+    __slots__ = ("identity", "values", "wd")
+
+    def __init__(self, wd: int, identity: tuple[int, int]) -> None:
+        self.wd = wd
+        self.identity = identity  # (st_dev, st_ino) of the folder watched
+        self.values: dict[str, object] = {}
+
+
+class _Watcher:
+    """This process's inotify queue and what is kept under its watches."""
+
+    def __init__(self, libc: object, fd: int) -> None:
+        self.libc = libc
+        self.fd = fd
+        self.pid = os.getpid()
+        self.folders: dict[str, _Folder] = {}
+        self.by_wd: dict[int, str] = {}
+        self.changes = 0  # events read: a value computed across one is not kept
+
+    def drain(self) -> None:
+        """Read every queued event, forgetting what each one's folder held."""
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data:
+                return
+            at = 0
+            while at + 16 <= len(data):
+                wd = int.from_bytes(data[at : at + 4], "little", signed=True)
+                mask = int.from_bytes(data[at + 4 : at + 8], "little")
+                size = int.from_bytes(data[at + 12 : at + 16], "little")
+                at += 16 + size
+                self.changes += 1
+                if mask & _OVERFLOW:
+                    for folder in self.folders.values():
+                        folder.values.clear()
+                    continue
+                path = self.by_wd.get(wd)
+                if path is None:
+                    continue
+                if mask & _IGNORED:
+                    self.forget(path)
+                else:
+                    self.folders[path].values.clear()
+
+    def forget(self, path: str) -> None:
+        folder = self.folders.pop(path, None)
+        if folder is not None:
+            folder.values.clear()
+            self.by_wd.pop(folder.wd, None)
+            self.libc.inotify_rm_watch(self.fd, folder.wd)  # type: ignore[attr-defined]
+
+    def folder(self, path: str) -> _Folder | None:
+        """The watched folder at `path`, its watch added now if need be; None when it
+        cannot be watched (missing, not local, no watches left)."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            self.forget(path)
+            return None
+        identity = (info.st_dev, info.st_ino)
+        known = self.folders.get(path)
+        if known is not None:
+            if known.identity == identity:
+                return known
+            self.forget(path)  # another folder at that path now (its parent moved)
+        if not _local(self.libc, path):
+            return None
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), _MASK)  # type: ignore[attr-defined]
+        if wd < 0:
+            return None
+        try:
+            again = os.stat(path)
+        except OSError:
+            return None
+        if (again.st_dev, again.st_ino) != identity:
+            return None  # replaced while the watch was added: the next call starts again
+        self.drain()  # what was queued before the watch concerns what this holds no more
+        known = self.folders[path] = _Folder(int(wd), identity)
+        self.by_wd[int(wd)] = path
+        return known
+
+
+_watcher: _Watcher | None = None
+_unavailable = False
+# True: watch (a process that lives on); False: a process that makes one call (the
+# CLI's own); None: a library caller, watched from its second call on
+_mode: bool | None = None
+_calls = 0
+
+
+def enable() -> None:
+    """This process lives on to make many calls: watch the folders values are kept for."""
+    global _mode
+    _mode = True
+
+
+def one_call() -> None:
+    """This process makes one call and ends: a watch would cost more than it saves."""
+    global _mode
+    if _mode is None:
+        _mode = False
+
+
+def _current() -> _Watcher | None:
+    global _watcher, _unavailable, _mode, _calls
+    if _mode is None:
+        _calls += 1
+        if _calls < 2:
+            return None
+        _mode = True
+    if not _mode or _unavailable:
+        return None
+    if _watcher is not None and _watcher.pid == os.getpid():
+        return _watcher
+    _watcher = None  # a forked child: the queue is its parent's; it starts its own
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, AttributeError):
+        fd = -1
+    if fd < 0:
+        _unavailable = True
+        return None
+    _watcher = _Watcher(libc, int(fd))
+    return _watcher
+
+
+def _local(libc: object, path: str) -> bool:
+    import ctypes
+
+    buffer = ctypes.create_string_buffer(256)  # struct statfs: f_type first, 120 bytes
+    if libc.statfs(os.fsencode(path), buffer) != 0:  # type: ignore[attr-defined]
+        return False
+    return int.from_bytes(buffer.raw[: ctypes.sizeof(ctypes.c_long)], "little") in _LOCAL
+
+
+def kept(folder: str, key: str, compute: Callable[[], tuple[object, bool]]) -> object:
+    """`compute()`'s value for `folder` under `key`, computed again only after a change in
+    the folder. `compute` returns (value, keep): keep False when the value must not be
+    trusted to the watch (the folder holds links). A value is kept only when no event came
+    while it was computed. Without a watch (not enabled, not Linux, not local) it is
+    computed every call."""
+    watcher = _current()
+    if watcher is not None:
+        watcher.drain()  # first: a folder gone and made again at that path is forgotten
+    place = watcher.folder(folder) if watcher is not None else None
+    if watcher is None or place is None:
+        return compute()[0]
+    if key in place.values:
+        return place.values[key]
+    before = watcher.changes
+    value, keep = compute()
+    watcher.drain()
+    if keep and watcher.changes == before and watcher.folders.get(folder) is place:
+        place.values[key] = value
+    return value
+
+
+def forget_all() -> None:
+    """Drop every kept value (a test, or a caller that knows better than the kernel)."""
+    if _watcher is not None and _watcher.pid == os.getpid():
+        for place in _watcher.folders.values():
+            place.values.clear()

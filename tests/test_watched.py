@@ -1,0 +1,236 @@
+"""C1: a process that lives on keeps the entries' listing while inotify says global/ did not
+change (storage/watched.py), and sees every change a person or another process makes: an
+edit in place of the same size, a new, deleted or renamed file, a touch, a folder made
+again; never through a link; never with a queue it shares with its parent. The fork
+server's spare readies the stores the last calls used before its call comes. Real files,
+real processes, the real kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memdir import Memory, entries
+from memdir.cli import forkserver
+from memdir.storage import watched
+from memdir.testing import cli_command, cli_env, forkserver_pid, poll, stop_forkserver
+
+pytestmark = pytest.mark.sqlite_only  # the spare readies local stores only (Memory.warm)
+
+
+@pytest.fixture
+def watching(memory: Memory) -> Iterator[Memory]:
+    """`memory`, in a process that watches (as the MCP server or a spare does)."""
+    saved = watched._mode
+    watched.enable()
+    yield memory
+    watched.forget_all()
+    watched._mode = saved
+
+
+def listed(memory: Memory) -> dict[str, str]:
+    return {
+        name: description for name, description, _ in entries.index(memory.layout, memory.store)
+    }
+
+
+def kept(memory: Memory) -> bool:
+    """Whether the listing of global/ is kept under a watch now."""
+    current = watched._watcher
+    place = None if current is None else current.folders.get(memory.layout.global_dir)
+    return place is not None and entries.INDEX_KEY in place.values
+
+
+def entry_file(memory: Memory, name: str) -> Path:
+    return Path(memory.layout.global_dir) / f"{name}.md"
+
+
+def test_the_listing_is_kept_until_a_file_changes_even_in_place_at_the_same_size(
+    watching: Memory,
+) -> None:  # C1, G1
+    memory = watching
+    memory.write_entry("ci", "CI takes 12 min", "details")
+    memory.write_entry("db", "The db is Postgres", "details")
+    assert listed(memory) == {"ci": "CI takes 12 min", "db": "The db is Postgres"}
+    assert listed(memory) == {"ci": "CI takes 12 min", "db": "The db is Postgres"}
+    assert kept(memory)
+    path = entry_file(memory, "ci")
+    text = path.read_text()
+    info = path.stat()
+    with open(path, "r+", encoding="utf-8") as handle:  # in place, the same size
+        handle.write(text.replace("CI takes 12 min", "CI takes 21 min"))
+    assert path.stat().st_size == info.st_size
+    assert listed(memory)["ci"] == "CI takes 21 min"
+    assert "CI takes 21 min" in memory.recall().text
+
+
+def test_new_deleted_and_renamed_files_are_seen(watching: Memory) -> None:  # C1, G1
+    memory = watching
+    memory.write_entry("one", "first", "body")
+    listed(memory)
+    listed(memory)
+    assert kept(memory)
+    shutil.copy(entry_file(memory, "one"), entry_file(memory, "two"))
+    assert set(listed(memory)) == {"one", "two"}
+    listed(memory)
+    os.rename(entry_file(memory, "two"), entry_file(memory, "three"))
+    assert set(listed(memory)) == {"one", "three"}
+    listed(memory)
+    os.unlink(entry_file(memory, "one"))
+    assert set(listed(memory)) == {"three"}
+
+
+def test_a_global_folder_made_again_at_its_path_is_seen(watching: Memory) -> None:  # C1
+    memory = watching
+    memory.write_entry("kept", "an entry", "body")
+    listed(memory)
+    listed(memory)
+    assert kept(memory)
+    folder = Path(memory.layout.global_dir)
+    moved = folder.with_name("global.old")
+    folder.rename(moved)
+    folder.mkdir()
+    shutil.copy(moved / "kept.md", folder / "kept.md")
+    (folder / "new.md").write_text(
+        (moved / "kept.md").read_text().replace("name: kept", "name: new"), encoding="utf-8"
+    )
+    assert set(listed(memory)) == {"kept", "new"}
+
+
+def test_a_folder_with_a_linked_entry_is_never_kept(watching: Memory) -> None:  # C1
+    """An edit made through a symlink's target (inside the memory root: X1) raises no
+    event in global/: such a listing is computed every call."""
+    memory = watching
+    memory.write_entry("real", "a real file", "body")
+    (Path(memory.layout.memory_dir) / "shared").mkdir()
+    target = Path(memory.layout.memory_dir) / "shared" / "elsewhere.md"
+    target.write_text(entry_file(memory, "real").read_text().replace("name: real", "name: link"))
+    entry_file(memory, "link").symlink_to(target)
+    listed(memory)
+    listed(memory)
+    assert not kept(memory)
+    target.write_text(target.read_text().replace("a real file", "edited through the link"))
+    assert listed(memory)["link"] == "edited through the link"
+
+
+def test_a_forked_child_never_reads_its_parents_queue(watching: Memory) -> None:  # C1
+    """A child shares its parent's inotify queue: reading it would take the parent's events
+    (and its kept listing would miss the change). The child watches on its own."""
+    memory = watching
+    memory.write_entry("shared", "before", "body")
+    listed(memory)
+    listed(memory)
+    assert kept(memory)
+    pid = os.fork()
+    if pid == 0:  # the child: lists, changes a file, lists again, and says what it saw
+        try:
+            first = listed(memory)["shared"]
+            path = entry_file(memory, "shared")
+            path.write_text(path.read_text().replace("before", "after!"))
+            second = listed(memory)["shared"]
+            os._exit(0 if (first, second) == ("before", "after!") else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert listed(memory)["shared"] == "after!"
+
+
+def test_a_process_of_one_call_never_watches(memory: Memory) -> None:  # C1
+    saved = watched._mode
+    try:
+        watched._mode = None
+        watched.one_call()
+        memory.write_entry("solo", "one call", "body")
+        listed(memory)
+        listed(memory)
+        assert not kept(memory)
+    finally:
+        watched._mode = saved
+
+
+# -- the fork server's spare readies the stores the last calls used --------------------
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    path = os.path.join("/tmp", f"mdw-{os.getpid()}-{time.monotonic_ns() % 10**6}")
+    os.makedirs(path)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", path)
+    yield path
+    stop_forkserver()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def watches(pid: int) -> set[int]:
+    """The inodes process `pid` watches with inotify (/proc/PID/fdinfo)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            if line.startswith("inotify wd:"):
+                field = dict(part.split(":", 1) for part in line.split()[1:] if ":" in part)
+                inodes.add(int(field["ino"], 16))
+    return inodes
+
+
+def spare_of(server: int) -> int | None:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[1]) == server and forkserver.SPARE_NAME in stat:
+                return int(pid)
+    return None
+
+
+def test_the_spare_readies_the_last_store_and_its_call_sees_every_change(
+    runtime: str, state_dir: Path
+) -> None:  # C1, R1
+    with Memory() as memory:
+        memory.write_entry("ci", "CI takes 12 min", "details")
+        memory.write_entry("db", "The db is Postgres", "details")
+        folder = Path(memory.layout.global_dir)
+    env = cli_env(str(state_dir), {"XDG_RUNTIME_DIR": runtime})
+
+    def recall() -> str:
+        proc = subprocess.run(
+            cli_command("recall"), env=env, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    first = recall()  # runs on its own and starts the server
+    server = poll(
+        lambda: os.path.exists(forkserver.places()[1]) and forkserver_pid(), 60, "a server up"
+    )
+    assert recall() == first  # forked: names this store for the next spare
+    recent = forkserver.recent_file(forkserver.places()[1])
+    # written once the caller has its answer: looked for until it is there
+    poll(lambda: os.path.exists(recent), 60, "the list of the stores the last calls used")
+    assert [str(state_dir), str(folder.parent)] in json.loads(Path(recent).read_text())
+    inode = folder.stat().st_ino
+    poll(lambda: (spare := spare_of(server)) and inode in watches(spare), 60, "a readied spare")
+    assert recall() == first  # from the spare's kept listing: the same answer
+    poll(lambda: (spare := spare_of(server)) and inode in watches(spare), 60, "a readied spare")
+    path = folder / "ci.md"
+    text = path.read_text()
+    info = path.stat()
+    with open(path, "r+", encoding="utf-8") as handle:  # after it readied: same size, in place
+        handle.write(text.replace("12 min", "21 min"))
+    assert path.stat().st_size == info.st_size
+    after = recall()
+    assert "CI takes 21 min" in after and "CI takes 12 min" not in after
