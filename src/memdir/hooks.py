@@ -155,11 +155,10 @@ def session_start(hook: Hook) -> str:
         return ""
     try:
         session_id = hook.field("session_id")
-        memory.adopt_session(session_id, hook.surface, reopen=True)
         # the host's MCP server lives as long as the host process, across /clear
         from .sessions import host_process
 
-        memory.host_runs(host_process(hook.env), session_id)
+        memory.adopt_session(session_id, hook.surface, reopen=True, host=host_process(hook.env))
     except MemdirError as exc:  # the context still reaches the model
         hook.warnings.append(f"the session was not recorded: {exc}")
     boot = memory.boot(subagent=False)

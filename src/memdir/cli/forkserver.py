@@ -544,6 +544,9 @@ def preload() -> None:
 
     build_parser(None)  # argparse's own lazy imports
     prebuild()
+    from .. import markers
+
+    markers.prime()  # what recall, boot and the hooks would each build again
     from ..storage import embeddings
 
     embeddings.available()  # known to every child while sys.path's folders stay as they are

@@ -51,11 +51,14 @@ class SessionMemory(MemoryBase):
         parent: str | None = None,
         *,
         reopen: bool = False,
+        host: str | None = None,
     ) -> Session:
         """U1, K3: a host's session (Claude Code's id), recorded if memdir has not seen it.
         With a parent, a subagent of that session (read-only, U2; an unseen
         parent is adopted too); `reopen`: an ended top-level session the host resumed is
-        open again. U2 holds: a subagent caller adopts no top-level session."""
+        open again. U2 holds: a subagent caller adopts no top-level session. `host`: the
+        host process that runs it now (host_runs), recorded in the same write as a new
+        session."""
         session_id = sessions.check_id(session_id)
         surface = sessions.check_surface(surface)
         self._enabled("record a session")
@@ -65,14 +68,18 @@ class SessionMemory(MemoryBase):
             if parent is not None:
                 owner = self.adopt_session(parent, surface)
             sessions.check_may_start(self.session, owner, self.store.get_session)
+            also = () if host is None else ((sessions.host_key(host), session_id),)
             try:
-                found = self.store.start_session(session_id, surface, parent, self._now())
+                found = self.store.start_session(session_id, surface, parent, self._now(), also)
+                host = None  # recorded with it
             except ConflictError:  # another host process recorded it a moment ago
                 found = self.store.get_session(session_id)
                 assert found is not None
         if reopen and found.ended is not None and not found.is_subagent:
             sessions.check_may_end(self.session, found, self.store.get_session)
             found = self.store.reopen_session(session_id)
+        if host is not None:
+            self.host_runs(host, session_id)
         if session_id == self.session_id:
             self._session = found
             self._unrecorded = False

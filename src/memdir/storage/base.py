@@ -139,8 +139,16 @@ class SessionStore(Protocol):
     """Sessions (U1-U4) and the task registry (T3)."""
 
     def start_session(
-        self, session_id: str, surface: str, parent_id: str | None, now: str
-    ) -> Session: ...
+        self,
+        session_id: str,
+        surface: str,
+        parent_id: str | None,
+        now: str,
+        values: tuple[tuple[str, str], ...] = (),
+    ) -> Session:
+        """Record a new session, and set `values` (key, value) in the same transaction: a
+        host's SessionStart is one durable write, not two (K3)."""
+        ...
 
     def get_session(self, session_id: str) -> Session | None: ...
 

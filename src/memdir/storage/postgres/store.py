@@ -593,7 +593,12 @@ class PostgresStore(DocumentRows):
     # -- sessions and tasks (U1-U4, T3) --------------------------------------------------
 
     def start_session(
-        self, session_id: str, surface: str, parent_id: str | None, now: str
+        self,
+        session_id: str,
+        surface: str,
+        parent_id: str | None,
+        now: str,
+        values: tuple[tuple[str, str], ...] = (),
     ) -> Session:
         with self._write() as cur:
             cur.execute(
@@ -603,6 +608,12 @@ class PostgresStore(DocumentRows):
             )
             if cur.rowcount == 0:
                 raise ConflictError(f"a session with id {session_id!r} exists already")
+            for key, value in values:
+                cur.execute(
+                    "INSERT INTO kv (key, value) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
         return Session(session_id, surface, parent_id, now, None, {})
 
     def get_session(self, session_id: str) -> Session | None:

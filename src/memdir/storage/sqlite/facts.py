@@ -373,7 +373,12 @@ class FactRows(CurationRows):
     # -- sessions ----------------------------------------------------------------------
 
     def start_session(
-        self, session_id: str, surface: str, parent_id: str | None, now: str
+        self,
+        session_id: str,
+        surface: str,
+        parent_id: str | None,
+        now: str,
+        values: tuple[tuple[str, str], ...] = (),
     ) -> Session:
         with self._write() as db:
             try:
@@ -383,6 +388,7 @@ class FactRows(CurationRows):
                 )
             except sqlite3.IntegrityError as exc:
                 raise ConflictError(f"a session with id {session_id!r} exists already") from exc
+            db.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", values)
         return Session(session_id, surface, parent_id, now, None, {})
 
     def get_session(self, session_id: str) -> Session | None:
