@@ -358,6 +358,16 @@ def test_hits_keep_a_fact_from_going_stale(store: Store) -> None:  # doctor's st
 # -- sessions and tasks (U1-U4, T3) ----------------------------------------------------------
 
 
+def test_a_new_session_and_its_values_are_one_write(store: Store) -> None:  # U1 K3
+    """A host's SessionStart records the session and the host process that runs it in
+    one transaction: both or, when the session exists already, neither."""
+    store.start_session("s-1", "cli", None, T[0], (("host:1", "s-1"), ("host:2", "s-1")))
+    assert (store.get_value("host:1"), store.get_value("host:2")) == ("s-1", "s-1")
+    with pytest.raises(ConflictError):
+        store.start_session("s-1", "cli", None, T[1], (("host:1", "other"), ("host:3", "s-1")))
+    assert (store.get_value("host:1"), store.get_value("host:3")) == ("s-1", None)
+
+
 def test_sessions_count_what_they_wrote(store: Store) -> None:  # U1 U3 F5
     top = store.start_session("s-1", "cli", None, T[0])
     assert (top.id, top.surface, top.parent_id, top.started, top.ended, top.counts) == (
