@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memdir import Memory, entries
+from memdir import Memory, entries, tasks
 from memdir.cli import forkserver
 from memdir.storage import watched
 from memdir.testing import cli_command, cli_env, forkserver_pid, poll, stop_forkserver
@@ -141,6 +141,24 @@ def test_a_forked_child_never_reads_its_parents_queue(watching: Memory) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert listed(memory)["shared"] == "after!"
+
+
+def test_task_notes_are_kept_until_their_folder_changes(watching: Memory) -> None:  # C1, T1
+    memory = watching
+    memory.start_task("t-1")
+    memory.add_note("t-1", "first note")
+    assert [n.content for n in tasks.notes(memory.layout, "t-1")] == ["first note"]
+    assert [n.content for n in tasks.notes(memory.layout, "t-1")] == ["first note"]
+    place = watched._watcher.folders[memory.layout.tasks_dir] if watched._watcher else None
+    assert place is not None and "notes:t-1" in place.values
+    path = Path(memory.layout.task_notes("t-1"))
+    with open(path, "a", encoding="utf-8") as handle:  # a person appends a line by hand
+        handle.write("a line by hand\n")
+    assert [n.content for n in tasks.notes(memory.layout, "t-1")] == [
+        "first note",
+        "a line by hand",
+    ]
+    assert "a line by hand" in memory.recall(task="t-1").text
 
 
 def test_a_process_of_one_call_never_watches(memory: Memory) -> None:  # C1

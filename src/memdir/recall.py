@@ -89,11 +89,7 @@ def build(
         rows = sorted(index, key=lambda row: row[2] or "", reverse=True)  # newest first
     notes = []
     if "task" in policy.recall:
-        notes = [
-            (task, [(n.time, _note_line(n)) for n in task_notes]) for task, task_notes in lineage
-        ]
-        if has_marker("\n".join(line for _, lines in notes for _, line in lines)):
-            notes = [(task, [(t, _inert(line)) for t, line in lines]) for task, lines in notes]
+        notes = [(task, _rendered(tuple(task_notes))) for task, task_notes in lineage]
     else:
         total_notes = 0
     # Index lines are measured without being built: only the ones shown are rendered. A
@@ -121,6 +117,24 @@ def build(
 
 def _inert(line: str) -> str:
     return defang(line)
+
+
+def _rendered(notes: tuple[Note, ...]) -> list[tuple[str, str]]:
+    """(time, line as shown) of each of a task's notes, defanged (R4: a line without a
+    marker is as it was). The same notes render the same lines, so a process that lives
+    on (the notes kept under a watch, tasks.notes) renders them once, not every recall."""
+    lines = _RENDERED.get(notes)
+    if lines is None:
+        lines = [(n.time, _note_line(n)) for n in notes]
+        if has_marker("\n".join(line for _, line in lines)):  # a marker spans no line break
+            lines = [(t, _inert(line)) for t, line in lines]
+        if len(_RENDERED) >= 16:
+            _RENDERED.clear()
+        _RENDERED[notes] = lines
+    return list(lines)
+
+
+_RENDERED: dict[tuple[Note, ...], list[tuple[str, str]]] = {}  # the last tasks' rendered notes
 
 
 def _index_share(budget: int, index_need: int, notes_need: int) -> int:

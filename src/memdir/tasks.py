@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from .clock import epoch
 from .errors import ValidationError
 from .models import TASK_STATES, Note, Pruned, Task
 from .paths import Layout, is_task_id
-from .storage import files
+from .storage import files, watched
 from .storage.documents import Documents
 
 TYPE_CHECKING = False
@@ -92,8 +93,23 @@ def add_note(
 
 
 def notes(layout: Layout, task: str) -> list[Note]:
+    """The task's notes; a process that lives on keeps them while inotify says tasks/ is
+    unchanged (storage/watched.py), unless the file is a link (its changes raise no event
+    there)."""
     path = layout.task_notes(task)
-    return parse_notes(task, files.read_inside(layout.memory_dir, path, f"tasks/{task}.md") or "")
+
+    def read() -> tuple[tuple[Note, ...], bool]:
+        text = files.read_inside(layout.memory_dir, path, f"tasks/{task}.md")
+        try:
+            info = os.lstat(path)
+        except OSError:
+            plain = text is None  # no file: kept until one is made
+        else:
+            plain = stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+        return tuple(parse_notes(task, text or "")), plain
+
+    found = watched.kept(layout.tasks_dir, f"notes:{task}", read)
+    return list(found) if isinstance(found, tuple) else []
 
 
 def all_notes(layout: Layout) -> list[Note]:
