@@ -21,6 +21,7 @@ process never watches); elsewhere nothing is kept and every call computes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 TYPE_CHECKING = False
@@ -62,6 +63,9 @@ class _Watcher:
     """This process's inotify queue and what is kept under its watches."""
 
     def __init__(self, libc: object, fd: int) -> None:
+        import threading
+
+        self.lock = threading.Lock()  # a server's threads share the queue and what it keeps
         self.libc = libc
         self.fd = fd
         self.pid = os.getpid()
@@ -167,8 +171,11 @@ def _current() -> _Watcher | None:
         return None
     if _watcher is not None and _watcher.pid == os.getpid():
         return _watcher
-    _watcher = None  # a forked child: the queue is its parent's; it starts its own
-    import ctypes
+    if _watcher is not None:  # a forked child: its parent's queue, which it must not read
+        with contextlib.suppress(OSError):
+            os.close(_watcher.fd)  # (its own copy: the parent's stays open)
+        _watcher = None
+    import ctypes  # a forked child comes here too: the queue is its parent's; it starts its own
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -178,8 +185,12 @@ def _current() -> _Watcher | None:
     if fd < 0:
         _unavailable = True
         return None
-    _watcher = _Watcher(libc, int(fd))
-    return _watcher
+    made = _Watcher(libc, int(fd))
+    if _watcher is not None and _watcher.pid == made.pid:  # another thread made one first
+        os.close(made.fd)
+        return _watcher
+    _watcher = made
+    return made
 
 
 def _local(libc: object, path: str) -> bool:
@@ -198,23 +209,26 @@ def kept(folder: str, key: str, compute: Callable[[], tuple[object, bool]]) -> o
     while it was computed. Without a watch (not enabled, not Linux, not local) it is
     computed every call."""
     watcher = _current()
-    if watcher is not None:
-        watcher.drain()  # first: a folder gone and made again at that path is forgotten
-    place = watcher.folder(folder) if watcher is not None else None
-    if watcher is None or place is None:
+    if watcher is None:
         return compute()[0]
-    if key in place.values:
-        return place.values[key]
-    before = watcher.changes
-    value, keep = compute()
-    watcher.drain()
-    if keep and watcher.changes == before and watcher.folders.get(folder) is place:
-        place.values[key] = value
+    with watcher.lock:
+        watcher.drain()  # first: a folder gone and made again at that path is forgotten
+        place = watcher.folder(folder)
+        if place is not None and key in place.values:
+            return place.values[key]
+        before = watcher.changes
+    value, keep = compute()  # outside the lock: another thread's look need not wait
+    if place is not None and keep:
+        with watcher.lock:
+            watcher.drain()
+            if watcher.changes == before and watcher.folders.get(folder) is place:
+                place.values[key] = value
     return value
 
 
 def forget_all() -> None:
     """Drop every kept value (a test, or a caller that knows better than the kernel)."""
     if _watcher is not None and _watcher.pid == os.getpid():
-        for place in _watcher.folders.values():
-            place.values.clear()
+        with _watcher.lock:
+            for place in _watcher.folders.values():
+                place.values.clear()
