@@ -675,14 +675,17 @@ def _spare(end: Socket, objects: list[object]) -> None:
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     server_name = _rename(SPARE_NAME)
-    for start in range(0, len(objects), TOUCH_SLICE):
-        if select.select([end], [], [], 0)[0]:
-            break
-        for _ in objects[start : start + TOUCH_SLICE]:
-            pass  # (their referents too would cost 3x this for ~1 ms less a call)
+    asked = False  # to ready the stores, once the copying is done
     try:
-        while end.recv(len(READY), socket.MSG_PEEK) == READY:
-            end.recv(len(READY))
+        for start in range(0, len(objects), TOUCH_SLICE):
+            if select.select([end], [], [], 0)[0]:
+                if not _asked_to_ready(end):
+                    break  # a call, or the server's end
+                asked = True
+            for _ in objects[start : start + TOUCH_SLICE]:
+                pass  # (their referents too would cost 3x this for ~1 ms less a call)
+        while asked or _asked_to_ready(end):  # waits for what comes next
+            asked = False
             _ready(end)
         data, fds = _receive(end, 4)
     except (OSError, ValueError):
@@ -690,6 +693,17 @@ def _spare(end: Socket, objects: list[object]) -> None:
     end.close()
     _rename(server_name)
     raise Forked(socket.socket(fileno=fds[0]), fds[1:], _fields(data))
+
+
+def _asked_to_ready(end: Socket) -> bool:
+    """Whether what comes next on the spare's socket (waited for) is the server's READY,
+    taken; a call's message is left whole, its descriptors with it (only peeked at)."""
+    import socket
+
+    if end.recv(len(READY), socket.MSG_PEEK) != READY:
+        return False
+    end.recv(len(READY))
+    return True
 
 
 def _ready(end: Socket) -> None:
