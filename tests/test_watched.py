@@ -161,6 +161,55 @@ def test_task_notes_are_kept_until_their_folder_changes(watching: Memory) -> Non
     assert "a line by hand" in memory.recall(task="t-1").text
 
 
+def synced_kept(memory: Memory) -> bool:
+    current = watched._watcher
+    root = None if current is None else current.folders.get(memory.layout.memory_dir)
+    return root is not None and any(key.startswith("index.synced") for key in root.values)
+
+
+def found(memory: Memory, query: str) -> set[str]:
+    hits = memory.search(query, mode="lexical", kinds=("daily", "procedure"))
+    return {hit.content for hit in hits}
+
+
+def test_search_finds_what_changed_since_its_kept_sync(watching: Memory) -> None:  # C1, Q3
+    """Search syncs the index with the files first; a process that lives on skips that
+    while nothing changed, and finds a file written by hand, a tier's folder made after
+    its last sync, an edit in place and a deletion."""
+    memory = watching
+    memory.write_procedure("deploy", "# Deploy\n\nRun the zebra pipeline.\n")
+    assert found(memory, "zebra")
+    assert found(memory, "zebra")
+    assert synced_kept(memory)  # the next search looks at no file
+    daily_dir = Path(memory.layout.memory_dir) / "daily"
+    assert not daily_dir.exists()
+    daily_dir.mkdir()  # a tier's folder made after the last sync, then a log in it by hand
+    (daily_dir / "2026-11-30.md").write_text("# 2026-11-30\n\n- 10:00 the okapi arrived\n")
+    assert any("okapi" in text for text in found(memory, "okapi"))
+    assert any("okapi" in text for text in found(memory, "okapi"))
+    path = Path(memory.layout.procedures_dir) / "deploy.md"
+    with open(path, "r+", encoding="utf-8") as handle:  # in place, the same size
+        handle.write(path.read_text().replace("zebra", "quagg"))
+    assert any("quagg" in text for text in found(memory, "quagg"))
+    assert not any("zebra" in text for text in found(memory, "zebra"))
+    path.unlink()
+    assert not found(memory, "quagg")
+
+
+def test_a_linked_file_keeps_the_sync_from_being_kept(watching: Memory) -> None:  # C1, Q3
+    memory = watching
+    (Path(memory.layout.memory_dir) / "shared").mkdir(parents=True)
+    target = Path(memory.layout.memory_dir) / "shared" / "notes.md"
+    target.write_text("# Steps\n\nFeed the axolotl.\n")
+    Path(memory.layout.procedures_dir).mkdir(exist_ok=True)
+    (Path(memory.layout.procedures_dir) / "steps.md").symlink_to(target)
+    assert any("axolotl" in text for text in found(memory, "axolotl"))
+    assert any("axolotl" in text for text in found(memory, "axolotl"))
+    assert not synced_kept(memory)
+    target.write_text("# Steps\n\nFeed the capybara.\n")  # through the link: no event
+    assert any("capybara" in text for text in found(memory, "capybara"))
+
+
 def test_a_process_of_one_call_never_watches(memory: Memory) -> None:  # C1
     saved = watched._mode
     try:

@@ -13,7 +13,7 @@ import time
 
 from ..clock import iso
 from ..paths import STEM_CHECKS, Layout
-from ..storage import files
+from ..storage import files, watched
 from ..storage.hashing import text_hash
 from ..storage.rows import FileState
 
@@ -49,10 +49,41 @@ def sync(
     """Bring the index up to date with the files; returns how many files were (re)chunked.
     `full` re-reads every file, as `memdir reindex` does. `too_big` collects the files
     left out for their size (filled before anything is written). `kinds`: only the files
-    of these tiers (a search of some kinds looks at no other folder)."""
+    of these tiers (a search of some kinds looks at no other folder). A process that lives
+    on finds nothing to do without a look at any file while inotify says neither the
+    memory root nor a tier's folder changed since its last sync (storage/watched.py)."""
     if not set(kinds) & set(CHUNK_KINDS):
         return 0
-    found = scan(layout, too_big, kinds)
+    if full or progress is not None:
+        return _sync(layout, store, full, progress, too_big, kinds)
+    # a tier's folder made later raises its event in the memory root
+    tiers = (os.path.join(layout.memory_dir, f) for _, f in TIERS)
+    folders = (layout.memory_dir, *(path for path in tiers if os.path.isdir(path)))
+    changed = [0]
+
+    def synced() -> tuple[tuple[str, ...], bool]:
+        left_out: list[str] = []
+        linked: list[str] = []  # their changes raise no event in these folders
+        changed[0] = _sync(layout, store, False, None, left_out, kinds, linked)
+        return tuple(left_out), not linked
+
+    # the index is the files', so in step with them until one changes (for this store)
+    left_out = watched.kept(folders, f"index.synced {layout.db} {','.join(kinds)}", synced)
+    if too_big is not None and isinstance(left_out, tuple):
+        too_big.extend(left_out)
+    return changed[0]
+
+
+def _sync(
+    layout: Layout,
+    store: Store,
+    full: bool,
+    progress: Callable[[int, int], None] | None,
+    too_big: list[str] | None,
+    kinds: tuple[str, ...],
+    linked: list[str] | None = None,
+) -> int:
+    found = scan(layout, too_big, kinds, linked)
     indexed = store.indexed_files()
     stale = [
         (rel, kind, path, mtime, size)
@@ -81,11 +112,14 @@ def sync(
 
 
 def scan(
-    layout: Layout, too_big: list[str] | None = None, kinds: tuple[str, ...] = CHUNK_KINDS
+    layout: Layout,
+    too_big: list[str] | None = None,
+    kinds: tuple[str, ...] = CHUNK_KINDS,
+    linked: list[str] | None = None,
 ) -> dict[str, tuple[str, str, int, int]]:
     """rel path -> (kind, path, mtime_ns, size) of every markdown file the index covers
-    (of the tiers `kinds`); `too_big` collects those left out for their size. A folder
-    named x.md is no file."""
+    (of the tiers `kinds`); `too_big` collects those left out for their size, `linked`
+    those that are symlinks or have other hard links. A folder named x.md is no file."""
     found = {}
     for kind, folder in TIERS:
         if kind not in kinds:
@@ -101,6 +135,8 @@ def scan(
                 continue
             if not stat.S_ISREG(info.st_mode):
                 continue  # a folder named x.md: doctor reports it (layout.stray)
+            if linked is not None and (info.st_nlink != 1 or item.is_symlink()):
+                linked.append(f"{folder}/{item.name}")
             if info.st_size > MAX_INDEX_BYTES:
                 if too_big is not None:
                     too_big.append(f"{folder}/{item.name}")

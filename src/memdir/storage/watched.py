@@ -202,28 +202,48 @@ def _local(libc: object, path: str) -> bool:
     return int.from_bytes(buffer.raw[: ctypes.sizeof(ctypes.c_long)], "little") in _LOCAL
 
 
-def kept(folder: str, key: str, compute: Callable[[], tuple[object, bool]]) -> object:
-    """`compute()`'s value for `folder` under `key`, computed again only after a change in
-    the folder. `compute` returns (value, keep): keep False when the value must not be
-    trusted to the watch (the folder holds links). A value is kept only when no event came
-    while it was computed. Without a watch (not enabled, not Linux, not local) it is
-    computed every call."""
+def kept(
+    folders: str | tuple[str, ...], key: str, compute: Callable[[], tuple[object, bool]]
+) -> object:
+    """`compute()`'s value for `folders` (one, or several: a change in any of them counts)
+    under `key`, computed again only after a change there. `compute` returns (value,
+    keep): keep False when the value must not be trusted to the watch (the folder holds
+    links). A value is kept only when no event came while it was computed. Without a
+    watch (not enabled, not Linux, a folder missing or not local) it is computed every
+    call."""
     watcher = _current()
     if watcher is None:
         return compute()[0]
+    paths = (folders,) if isinstance(folders, str) else folders
     with watcher.lock:
         watcher.drain()  # first: a folder gone and made again at that path is forgotten
-        place = watcher.folder(folder)
-        if place is not None and key in place.values:
-            return place.values[key]
+        places = [watcher.folder(path) for path in paths]
+        held = [None if p is None else p.values.get(key) for p in places]
+        first = held[0]
+        if isinstance(first, _Kept) and all(h is first for h in held):
+            return first.value
         before = watcher.changes
     value, keep = compute()  # outside the lock: another thread's look need not wait
-    if place is not None and keep:
+    if keep and all(p is not None for p in places):
         with watcher.lock:
             watcher.drain()
-            if watcher.changes == before and watcher.folders.get(folder) is place:
-                place.values[key] = value
+            if watcher.changes == before and all(
+                watcher.folders.get(path) is p for path, p in zip(paths, places, strict=True)
+            ):
+                made = _Kept(value)
+                for place in places:
+                    assert place is not None
+                    place.values[key] = made
     return value
+
+
+class _Kept:
+    """A value kept under the watches of one or more folders: the same object in each."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
 
 
 def forget_all() -> None:
