@@ -301,3 +301,15 @@ def test_the_spare_readies_the_last_store_and_its_call_sees_every_change(
     assert path.stat().st_size == info.st_size
     after = recall()
     assert "CI takes 21 min" in after and "CI takes 12 min" not in after
+    poll(lambda: (spare := spare_of(server)) and inode in watches(spare), 60, "a readied spare")
+    procedures = Path(state_dir) / "memory" / "procedures"
+    procedures.mkdir(exist_ok=True)
+    (procedures / "feed.md").write_text("# Feed\n\nFeed the axolotl at noon.\n")
+    search = subprocess.run(
+        cli_command("search", "--mode", "lexical", "axolotl"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert search.returncode == 0 and "axolotl" in search.stdout  # the readied sync saw it

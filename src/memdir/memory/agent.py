@@ -3,6 +3,7 @@ recall (R1-R4) and boot (B), the heartbeat checks (D) and distillation (D1)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 
@@ -18,6 +19,7 @@ from .base import MemoryBase
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import distill, entries, heartbeat, hot, identity, markers, recall, tasks
+    from ..search import index
 else:
     distill = lazy("memdir.distill")
     entries = lazy("memdir.entries")
@@ -27,6 +29,7 @@ else:
     markers = lazy("memdir.markers")
     recall = lazy("memdir.recall")
     tasks = lazy("memdir.tasks")
+    index = lazy("memdir.search.index")
 
 
 class AgentMemory(MemoryBase):
@@ -173,16 +176,20 @@ class AgentMemory(MemoryBase):
         return recall.build(shown, self.path, listed, lineage, budget, step_policy)
 
     def warm(self) -> None:
-        """Ready what the next recall, boot or session hook lists, writing nothing: a
-        spare of the fork server does it before its call comes (C1), through a look of its
-        own: a connection left open would keep the store's WAL from being folded by the
-        last close. Local stores only (team mode's view is brought up to date by each
-        call)."""
+        """Ready what the next recall, boot or session hook lists and what a search syncs,
+        writing nothing: a spare of the fork server does it before its call comes (C1),
+        through a look of its own: a connection left open would keep the store's WAL from
+        being folded by the last close. A search index the files have moved on from is
+        left to the call (a look writes no chunk). Local stores only (team mode's view is
+        brought up to date by each call)."""
         if self.docs.shared or not os.path.exists(self.layout.db):
             return
         look = open_store(self.layout, self.settings, read_only=True)  # its close folds no WAL
         try:
             entries.warm(self.layout, look)
+            if self.settings.enabled:
+                with contextlib.suppress(MemdirError):  # read-only: a stale index is refused
+                    index.sync(self.layout, look)
         finally:
             look.close()
 
