@@ -4,6 +4,7 @@ match on name, frontmatter and body, so simple keywords always work."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from . import advice, query, revisions
@@ -11,7 +12,7 @@ from .errors import MemdirError, NotFoundError, ValidationError
 from .models import Procedure, Similar
 from .names import is_name
 from .paths import PROCEDURES_LOCK, Layout
-from .storage import files, frontmatter
+from .storage import files, frontmatter, watched
 from .storage.documents import Documents
 
 TYPE_CHECKING = False
@@ -80,9 +81,22 @@ def read(layout: Layout, name: str) -> Procedure:
 
 
 def list_all(layout: Layout) -> list[Procedure]:
+    """Every procedure, by name; a process that lives on keeps them while inotify says
+    procedures/ is unchanged (storage/watched.py), unless a file is a link."""
+    found = watched.kept(layout.procedures_dir, "procedures", lambda: _list_all(layout))
+    return list(found) if isinstance(found, tuple) else []
+
+
+def _list_all(layout: Layout) -> tuple[tuple[Procedure, ...], bool]:
     procedures = []
+    plain = True  # no file is a link: a change made through one raises no event here
     for name in _names(layout):
         path = layout.procedure(name)
+        try:
+            info = os.lstat(path)
+            plain = plain and stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+        except OSError:
+            plain = False
         try:
             text = files.read_inside(layout.memory_dir, path, f"procedures/{name}.md")
         except MemdirError as exc:  # a link out, a folder, unreadable: listed with its error
@@ -90,7 +104,7 @@ def list_all(layout: Layout) -> list[Procedure]:
             continue
         if text is not None:
             procedures.append(_load(layout, name, path, text))
-    return procedures
+    return tuple(procedures), plain
 
 
 def fingerprints(layout: Layout, store: Store) -> dict[str, tuple[int | None, set[int]]]:
@@ -146,8 +160,7 @@ def search(
     the query's words occur, so a procedure about the thing outranks one that mentions it."""
     words = query.positive_words(node)
     found = []
-    for proc in list_all(layout):
-        haystack = f"{proc.name}\n{proc.content}".lower()
+    for proc, haystack in _haystacks(layout):
         if not query.matches(node, haystack):
             continue
         if since is not None and proc.updated < since:
@@ -157,6 +170,17 @@ def search(
         found.append((proc, score, lines, snippet))
     found.sort(key=lambda item: (-item[1], item[0].name))
     return found[:limit]
+
+
+def _haystacks(layout: Layout) -> tuple[tuple[Procedure, str], ...]:
+    """(procedure, its name and text lowercased) of each: what search looks in."""
+
+    def make() -> tuple[tuple[tuple[Procedure, str], ...], bool]:
+        procedures, plain = _list_all(layout)
+        return tuple((p, f"{p.name}\n{p.content}".lower()) for p in procedures), plain
+
+    found = watched.kept(layout.procedures_dir, "procedures.haystacks", make)
+    return found if isinstance(found, tuple) else ()
 
 
 def _names(layout: Layout) -> list[str]:
