@@ -251,3 +251,35 @@ def test_w1_a_call_refreshes_the_view_once(tmp_path: Path, pg_url: str) -> None:
         with Memory(env=b) as two:
             two.hot_append("- b line")
         assert "- b line" in one.recall(task="t").text and len(asked) == 2
+
+
+def test_w1_a_lost_view_state_takes_renders_for_renders_and_keeps_hand_edits(
+    tmp_path: Path, pg_url: str
+) -> None:  # W1 H1 Z
+    """`.view.json` deleted while machine b moved the rows on: a file of a's view that says
+    what its row says now, or said at an earlier revision (a render of a, stale), is no hand
+    edit: the row is rendered, no conflict is kept. A file saying what no revision said is
+    a hand edit on no known revision: kept as a conflict beside the file, nothing lost."""
+    a, b = machine(tmp_path, "a", pg_url), machine(tmp_path, "b", pg_url)
+    with Memory(env=a) as one:
+        one.hot_append("- a line")
+        one.write_procedure("deploy", DEPLOY)
+        one.write_entry("api-style", "how the API is written", "REST")
+        one.daily_append("a's day")
+        root = Path(one.layout.memory_dir)
+        daily = root / "daily" / f"{one.daily_log()[0]}.md"
+    with Memory(env=b) as two:
+        two.hot_append("- b line")
+        two.write_procedure("deploy", DEPLOY + "3. watch it\n")
+        two.daily_append("b's day")
+    (root / VIEW_STATE).unlink()
+    edited = daily.read_text("utf-8") + "- typed by hand on a\n"
+    daily.write_text(edited, "utf-8")
+    with Memory(env=a) as one:
+        assert one.hot() == "- a line\n- b line\n"
+        assert one.procedure("deploy").content.endswith("3. watch it\n")
+        assert [e.name for e in one.entries()] == ["api-style"]
+        assert [c.path for c in one.docs.conflicts()] == [str(daily.relative_to(root))]
+    kept = list(root.rglob("*.conflict-*"))
+    assert [p.read_text("utf-8") for p in kept] == [edited]
+    assert "b's day" in daily.read_text("utf-8")

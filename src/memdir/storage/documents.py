@@ -33,7 +33,12 @@ TYPE_CHECKING = False  # json, threading and typing load on team mode's first us
 if TYPE_CHECKING:  # the CLI's read paths import this module (test_cli checks what loads)
     from typing import Any, Protocol, TypeGuard
 
-    from .postgres.documents import DocumentConflict, DocumentWrite, StoredDocument
+    from .postgres.documents import (
+        DocumentConflict,
+        DocumentWrite,
+        KnownDocument,
+        StoredDocument,
+    )
 
     class DocumentStore(Protocol):
         """What a store that keeps documents as rows offers (PostgresStore)."""
@@ -46,6 +51,8 @@ if TYPE_CHECKING:  # the CLI's read paths import this module (test_cli checks wh
         def document_revision(self) -> int: ...
 
         def documents_since(self, revision: int) -> list[StoredDocument]: ...
+
+        def documents_known(self, paths: list[str]) -> dict[str, KnownDocument]: ...
 
         def change_document(
             self,
@@ -315,6 +322,7 @@ class TeamDocuments(Documents):
         state["conflicts"] = kept
         rendered = _files(state)
         edits: list[tuple[str, str | None, int]] = []
+        unknown: dict[str, str] = {}
         for rel in sorted(self._local() | set(rendered)):
             path = os.path.join(self.root, rel)
             base = rendered.get(rel)
@@ -326,15 +334,17 @@ class TeamDocuments(Documents):
                 held.add(rel)
                 continue
             if base is None:
-                if text is None:
-                    continue
-                revision = 0  # a file never rendered here (memory from before, or new)
-            elif _hash(text) == base[1]:
+                if text is not None:
+                    unknown[rel] = text  # never rendered here, or the state was lost
+                continue
+            if body_hash(text) == base[1]:
                 self._record(state, rel, text, base[0])  # touched, not changed
                 continue
             else:
                 revision = base[0]
             edits.append((rel, text, revision))
+        if unknown:
+            edits += self._unknown(state, unknown, push)
         gone = [rel for rel, text, _ in edits if text is None]
         if len(gone) > 1 and len(gone) == len(rendered):
             # every rendered file missing at once: a view wiped or made again (`rm -rf` of
@@ -362,6 +372,29 @@ class TeamDocuments(Documents):
                     self._render(state, doc.path, doc.body, doc.revision, doc.updated_at, push)
             state["seen"] = top
         return held
+
+    def _unknown(
+        self, state: dict[str, object], found: dict[str, str], push: bool
+    ) -> list[tuple[str, str | None, int]]:
+        """Files the view's state does not know (`found`: rel -> text): a file new here, a
+        memory root from before team mode, or a view whose .view.json was lost. A file
+        saying what its row says, or what the row said at one of its last PAST_KEPT
+        revisions (a render from before the state was lost, since written over by the
+        team), is no hand edit: the row is rendered. Any other text is a hand edit made on
+        no revision known: stored if there is no row, else kept as a conflict (nothing of
+        it lost). Returns those edits, to push."""
+        known = self.store.documents_known(sorted(found))
+        edits: list[tuple[str, str | None, int]] = []
+        for rel, text in sorted(found.items()):
+            doc = known.get(rel)
+            digest = body_hash(text)
+            if doc is None or (text != doc.body and digest not in doc.past):
+                edits.append((rel, text, 0))
+                continue
+            if text != doc.body:
+                self._record(state, rel, text, 0)  # a stale render: the row's goes over it
+            self._render(state, rel, doc.body, doc.revision, doc.updated_at, push)
+        return edits
 
     def _push(self, state: dict[str, object], rel: str, text: str | None, revision: int) -> None:
         """A hand edit of `rel` (None: deleted) made on the view rendered at `revision`:
@@ -427,7 +460,7 @@ class TeamDocuments(Documents):
             text = _text_of(path, self.root)
         except (StorageError, ValidationError):
             return None  # not text: left to the refresh, which holds it back
-        if text is None or text == body or (known is not None and _hash(text) == known[1]):
+        if text is None or text == body or (known is not None and body_hash(text) == known[1]):
             return None
         return text, 0 if known is None else known[0]
 
@@ -438,7 +471,7 @@ class TeamDocuments(Documents):
             rendered.pop(rel, None)
         else:
             stat = _stat(os.path.join(self.root, rel))
-            rendered[rel] = (revision, _hash(body), *stat)
+            rendered[rel] = (revision, body_hash(body), *stat)
         state["files"] = {k: list(v) for k, v in rendered.items()}
 
 
@@ -522,7 +555,8 @@ def _offer(text: str | None) -> Callable[[str | None], str | None]:
     return lambda _current: text
 
 
-def _hash(text: str | None) -> str:
+def body_hash(text: str | None) -> str:
+    """The hash the view keeps of a text (and the store of a document's past bodies)."""
     import hashlib
 
     return "" if text is None else hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()

@@ -16,6 +16,13 @@ from typing import NamedTuple
 
 from .connection import Connection
 
+# kv: the hashes of the bodies a document held before its current one, newest first,
+# space-separated (the last PAST_KEPT): a view that lost its state tells by them a file it
+# rendered long ago from one edited by hand (documents.py). In kv, not a column: no
+# migration for a few hashes a document.
+PAST_KEY = "documents.past:"
+PAST_KEPT = 32
+
 
 class StoredDocument(NamedTuple):
     path: str
@@ -33,6 +40,16 @@ class DocumentWrite(NamedTuple):
     changed: bool
     conflict: int = 0  # the id of the conflict kept, 0 when none
     updated_at: str = ""  # the stored row's
+
+
+class KnownDocument(NamedTuple):
+    """A stored document with the hashes of the bodies it held before (PAST_KEY)."""
+
+    path: str
+    body: str | None
+    revision: int
+    updated_at: str
+    past: frozenset[str]
 
 
 class DocumentConflict(NamedTuple):
@@ -136,7 +153,37 @@ class DocumentRows(Connection):
             )
             got = cur.fetchone()
             assert got is not None
+            if body is not None:  # a view still holding it is behind, not edited by hand
+                from ..documents import body_hash
+
+                cur.execute(
+                    "INSERT INTO kv (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+                    "SET value = left(excluded.value || ' ' || kv.value, %s)",
+                    (PAST_KEY + path, body_hash(body), PAST_KEPT * 65 - 1),
+                )
             return DocumentWrite(new, int(str(got[0])), True, updated_at=now)
+
+    def documents_known(self, paths: list[str]) -> dict[str, KnownDocument]:
+        """The stored rows of `paths` (those that have one), each with the hashes of the
+        bodies it held before."""
+        with self._read() as cur:
+            if cur is None or not paths:
+                return {}
+            cur.execute(
+                "SELECT d.path, d.body, d.revision, d.updated_at, coalesce(kv.value, '') "
+                "FROM documents d LEFT JOIN kv ON kv.key = %s || d.path WHERE d.path = ANY(%s)",
+                (PAST_KEY, paths),
+            )
+            return {
+                str(p): KnownDocument(
+                    str(p),
+                    None if b is None else str(b),
+                    int(str(r)),
+                    str(u),
+                    frozenset(str(v).split()),
+                )
+                for p, b, r, u, v in cur.fetchall()
+            }
 
     def document_conflicts(self) -> list[DocumentConflict]:
         with self._read() as cur:
