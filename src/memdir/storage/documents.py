@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 
 from ..errors import StorageError, ValidationError
 from . import files
+from .hashing import body_hash
 
 TYPE_CHECKING = False  # json, threading and typing load on team mode's first use only:
 if TYPE_CHECKING:  # the CLI's read paths import this module (test_cli checks what loads)
@@ -553,13 +554,6 @@ def _stamp() -> str:
 def _offer(text: str | None) -> Callable[[str | None], str | None]:
     """The change a hand edit makes: its text, whatever is stored."""
     return lambda _current: text
-
-
-def body_hash(text: str | None) -> str:
-    """The hash the view keeps of a text (and the store of a document's past bodies)."""
-    import hashlib
-
-    return "" if text is None else hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
 
 
 def open_documents(memory_dir: str, store: object) -> Documents:

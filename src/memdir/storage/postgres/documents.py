@@ -154,7 +154,7 @@ class DocumentRows(Connection):
             got = cur.fetchone()
             assert got is not None
             if body is not None:  # a view still holding it is behind, not edited by hand
-                from ..documents import body_hash
+                from ..hashing import body_hash
 
                 cur.execute(
                     "INSERT INTO kv (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
