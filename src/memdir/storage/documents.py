@@ -15,8 +15,11 @@ row moved meanwhile, the row's version is rendered and the hand edit kept as a c
 (`memdir doctor` reports it). The hand edit is also written beside the file, as
 `<file>.conflict-<id>`: merge what is wanted of it into the file, delete it, and the next
 refresh drops the kept conflict. What was last rendered is recorded in `.view.json` in the
-memory root (revision and hash per file, the conflict files written), written atomically
-under the view's lock.
+memory root (revision, hash and stat per file, the conflict files written), written
+atomically under the view's lock, which is waited for at most memory.busy_timeout_ms. A
+rendered file's mtime is its row's (settle_mtime): the caches the machines of a scope share
+key a file by its (mtime, size), and agree. A library call refreshes the view once
+(operation()). Moving a memory root to rows and back: carry.py.
 """
 
 from __future__ import annotations
@@ -245,7 +248,17 @@ class TeamDocuments(Documents):
 
     def verify(self) -> list[str]:
         """The paths of the stored documents, each checked against its file here."""
-        return _verify_view(self)
+        held = []
+        for doc in self.store.documents_since(0):
+            path = os.path.join(self.root, doc.path)
+            if files.read_text(path, root=self.root) != doc.body:
+                raise StorageError(
+                    f"{doc.path} in the memory root differs from its stored row after the "
+                    "copy: nothing else was changed; run memdir migrate again"
+                )
+            if doc.body is not None:
+                held.append(doc.path)
+        return held
 
     # -- the view --------------------------------------------------------------------------
 
@@ -561,40 +574,3 @@ def open_documents(memory_dir: str, store: object) -> Documents:
     if keeps_documents(store):
         return TeamDocuments(memory_dir, store)
     return Documents(memory_dir)
-
-
-def carry_to_rows(memory_dir: str, store: DocumentStore) -> int:
-    """`memdir migrate --to URL`: the watched files of this memory root become the rows of
-    an empty scope, and the root its rendered view. Returns the documents stored."""
-    with contextlib.suppress(FileNotFoundError):  # a view of another time: its bases are void
-        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
-    team = TeamDocuments(memory_dir, store)
-    team.refresh()
-    return len(team.verify())
-
-
-def carry_to_files(memory_dir: str, store: DocumentStore) -> int:
-    """`memdir migrate --to local`: the scope's documents rendered into this memory root,
-    where the files become the truth; the view's state goes (nothing renders any more).
-    Returns the documents rendered."""
-    team = TeamDocuments(memory_dir, store)
-    team.refresh()
-    carried = team.verify()
-    with contextlib.suppress(FileNotFoundError):
-        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
-    return len(carried)
-
-
-def _verify_view(team: TeamDocuments) -> list[str]:
-    """Every stored document against the file of the view, text for text."""
-    held = []
-    for doc in team.store.documents_since(0):
-        path = os.path.join(team.root, doc.path)
-        if files.read_text(path, root=team.root) != doc.body:
-            raise StorageError(
-                f"{doc.path} in the memory root differs from its stored row after the copy: "
-                "nothing else was changed; run memdir migrate again"
-            )
-        if doc.body is not None:
-            held.append(doc.path)
-    return held
