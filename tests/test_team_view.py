@@ -56,6 +56,7 @@ def test_w1_a_render_on_another_machine_is_a_hit_of_the_shared_caches(
     with Memory(env=a) as one:
         one.write_entry("api-style", "how the API is written", "REST, JSON, v1 paths")
         one.write_procedure("deploy", DEPLOY)
+        one.write_procedure("release", "# Release\n1. tag it\n")  # its guard prints deploy
         one.daily_append("shipped the deploy script")
         assert [e.name for e in one.entries()] == ["api-style"]
         one.recall()
@@ -63,6 +64,7 @@ def test_w1_a_render_on_another_machine_is_a_hit_of_the_shared_caches(
         root_a = Path(one.layout.memory_dir)
     before = shared_caches(pg_url)
     assert before["files"] and before["entry_cache"] and before["listing"]
+    assert "deploy" in before["procedure_prints"]
     with Memory(env=b) as two:
         assert [e.name for e in two.entries()] == ["api-style"]
         two.recall()
