@@ -19,7 +19,8 @@ from __future__ import annotations
 from ..errors import ConflictError, StorageError, ValidationError
 from ..records import Record
 from ..storage import open_store
-from ..storage.documents import carry_to_files, carry_to_rows, keeps_documents
+from ..storage.carry import carry_to_files, carry_to_rows
+from ..storage.documents import keeps_documents
 from ..storage.rows import ARCHIVE_KINDS
 
 TYPE_CHECKING = False

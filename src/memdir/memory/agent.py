@@ -14,7 +14,7 @@ from ..lazy import lazy
 from ..models import Applied, Ingested, Recalled
 from ..paths import shown_path
 from ..storage import open_store
-from .base import MemoryBase
+from .base import MemoryBase, one_view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ class AgentMemory(MemoryBase):
         added = self._add_note(task, request.content, workflow, step)
         return Applied("task", task, "noted" if added else "duplicate")
 
+    @one_view
     def recall(
         self,
         *,
@@ -193,6 +194,7 @@ class AgentMemory(MemoryBase):
         finally:
             look.close()
 
+    @one_view
     def boot(self, *, subagent: bool | None = None) -> identity.Boot:
         """E3: the context a new session starts with. A subagent session (or subagent=True)
         gets the variant without the main-session-only parts (MEMORY.md)."""
@@ -225,6 +227,7 @@ class AgentMemory(MemoryBase):
         """B2: the checks that are due now (never done, or their threshold has passed)."""
         return [check for check in self.heartbeat_status() if check.due]
 
+    @one_view
     def heartbeat_status(self) -> list[heartbeat.Check]:
         """B2: every known check (configured or in the state file), with its last run and
         when it is next due; due ones first."""
@@ -238,6 +241,7 @@ class AgentMemory(MemoryBase):
         hours = dict(self.settings.heartbeat_hours)
         return heartbeat.mark(self.layout, check, hours, self.clock(), self.docs)
 
+    @one_view
     def distill(self, *, max_chars: int | None = None) -> distill.Distillation:
         """D1: what was logged since the last distillation, within the budget."""
         budget = self.settings.distill_max_chars if max_chars is None else max_chars

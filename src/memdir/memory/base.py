@@ -33,7 +33,7 @@ from ..storage.documents import open_documents
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Self
+    from typing import Concatenate, ParamSpec, Self, TypeVar
 
     from .. import daily, duplicates, entries, search, tasks
     from ..search import index, vectors, worker
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from ..storage import embedders
     from ..storage.base import Store
     from ..types import Embedder, Surface
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+    M = TypeVar("M", bound="MemoryBase")
 else:
     search = lazy("memdir.search")  # not on the path of recall, boot or a hook
     daily = lazy("memdir.daily")
@@ -55,6 +59,21 @@ else:
 SMALL_WRITE = 32  # items a write embeds in the writer's process, at most (~0.4 s)
 WRITE_BUDGET = 10.0  # seconds a write waits for the warm worker to embed what it wrote
 HITS_EVERY = 60.0  # seconds between two foldings of the hits journal by one Memory's writes
+
+
+def one_view(method: Callable[Concatenate[M, P], R]) -> Callable[Concatenate[M, P], R]:
+    """A call that reads the tiers: in team mode the view is refreshed once for all of it
+    (its first read), not at each read it makes (recall reads HOT.md, the entries and the
+    notes: each took the view's lock and asked the database). Its own writes render what
+    they wrote, so it misses nothing it did itself."""
+    import functools
+
+    def call(self: M, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.docs.operation():
+            return method(self, *args, **kwargs)
+
+    functools.update_wrapper(call, method)  # its name and docstring (help, the docs)
+    return call
 
 
 class MemoryBase:

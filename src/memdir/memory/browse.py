@@ -8,7 +8,7 @@ from ..errors import MemdirError, StorageError, ValidationError
 from ..lazy import lazy
 from ..models import Task
 from ..records import Record
-from .base import MemoryBase
+from .base import MemoryBase, one_view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class TaskFamily(Record):
 class BrowseMemory(MemoryBase):
     """What a memory browser shows that no other front end asks for."""
 
+    @one_view
     def timeline(
         self,
         *,
@@ -79,6 +80,7 @@ class BrowseMemory(MemoryBase):
             out += [found] if found else []
         return out
 
+    @one_view
     def daily_days(self) -> list[str]:
         """The days that have a log (YYYY-MM-DD), newest first."""
         self.docs.refresh()

@@ -14,7 +14,7 @@ from ..models import Entry, HotWrite, Procedure, Similar
 from ..paths import is_memory_file
 from ..records import Record
 from ..storage import files
-from .base import MemoryBase
+from .base import MemoryBase, one_view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -134,11 +134,13 @@ class FileMemory(MemoryBase):
         )
         return entry
 
+    @one_view
     def entry(self, name: str) -> Entry:
         """The global entry `name` (G1); NotFoundError if there is none."""
         self.docs.refresh()
         return entries.read(self.layout, name)
 
+    @one_view
     def entries(self) -> list[Entry]:
         """Every global entry (G5), by name; a broken one carries its error."""
         self.docs.refresh()
@@ -182,11 +184,13 @@ class FileMemory(MemoryBase):
         )
         return result._replace(similar=similar, hint=duplicates.similar_hint(similar, name))
 
+    @one_view
     def procedure(self, name: str) -> Procedure:
         """The procedure `name` (P1); NotFoundError if there is none."""
         self.docs.refresh()
         return procedures.read(self.layout, name)
 
+    @one_view
     def procedures(self) -> list[Procedure]:
         """Every procedure, by name (P2)."""
         self.docs.refresh()
@@ -200,12 +204,14 @@ class FileMemory(MemoryBase):
         """The log of `date` (YYYY-MM-DD, 'today' or 'yesterday'; default today)."""
         return self.daily_log(date)[1]
 
+    @one_view
     def daily_log(self, date: str | None = None) -> tuple[str, str]:
         """(the local date as YYYY-MM-DD, its log): `date` as for daily()."""
         day = daily.resolve_date(date, self.clock())
         self.docs.refresh()
         return day, daily.read(self.layout, day)
 
+    @one_view
     def get(self, path: str, *, from_line: int = 1, lines: int | None = None) -> Lines:
         """E4: exact lines of a file under the memory root, nothing outside it (X1)."""
         from ..numbers import MAX_LINES, check_int

@@ -14,7 +14,7 @@ from ..errors import EmbeddingError, MemdirError, MissingExtraError, StorageErro
 from ..lazy import lazy
 from ..models import Entry, Hit
 from ..records import Record
-from .base import MemoryBase
+from .base import MemoryBase, one_view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class Reindexed(Record):
 class SearchMemory(MemoryBase):
     """Search, the index and the vectors behind it."""
 
+    @one_view
     def search(
         self,
         query: str,
@@ -315,6 +316,7 @@ class SearchMemory(MemoryBase):
             _install_shown = True  # the store cannot remember it: this process does
         return f"search is lexical only: {self._install_hint()}"
 
+    @one_view
     def reindex(self, progress: Callable[[str, int, int], None] | None = None) -> Reindexed:
         """G3, Q3: rebuild MEMORY.md, the entry cache and the search index from the files,
         and embed everything not embedded yet (when the extra is installed): after a
@@ -346,6 +348,7 @@ class SearchMemory(MemoryBase):
         self._embedder = embedder
         return vectors.embed_pending(self.store, embedder, progress)
 
+    @one_view
     def sync_index(self, kinds: tuple[str, ...] | None = None) -> None:
         """Bring the chunk index up to date with the files (cheap when nothing changed),
         or only its files of `kinds`. The files too big to index are remembered for the

@@ -7,7 +7,7 @@ from .. import advice
 from ..errors import NotFoundError
 from ..lazy import lazy
 from ..models import Note, Pruned, Task
-from .base import MemoryBase
+from .base import MemoryBase, one_view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class TaskMemory(MemoryBase):
         """T1/T2: append a note to the task; False when it was there already (a retry)."""
         return self._add_note(task_id, content, workflow, step)
 
+    @one_view
     def notes(self, task_id: str, *, lineage: bool = False) -> list[Note]:
         """The task's notes; with lineage, then its parent's, grandparent's... (T3)."""
         self.layout.task_notes(task_id)
@@ -65,6 +66,7 @@ class TaskMemory(MemoryBase):
         self.docs.refresh()
         return [note for tid in chain for note in tasks.notes(self.layout, tid)]
 
+    @one_view
     def prune(self, *, dry_run: bool = False) -> list[Pruned]:
         """T4: the retention sweep over task notes."""
         if not dry_run:
@@ -74,5 +76,6 @@ class TaskMemory(MemoryBase):
             self.layout, self.store, self.clock(), self.settings.task_retention, dry_run
         )
         if pruned and not dry_run:
-            self.docs.refresh()  # team mode: the removed notes go to the rows at once
+            self.docs.files_changed()  # team mode: the removed notes go to the rows at once
+            self.docs.refresh()
         return pruned

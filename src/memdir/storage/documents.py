@@ -15,8 +15,11 @@ row moved meanwhile, the row's version is rendered and the hand edit kept as a c
 (`memdir doctor` reports it). The hand edit is also written beside the file, as
 `<file>.conflict-<id>`: merge what is wanted of it into the file, delete it, and the next
 refresh drops the kept conflict. What was last rendered is recorded in `.view.json` in the
-memory root (revision and hash per file, the conflict files written), written atomically
-under the view's lock.
+memory root (revision, hash and stat per file, the conflict files written), written
+atomically under the view's lock, which is waited for at most memory.busy_timeout_ms. A
+rendered file's mtime is its row's (settle_mtime): the caches the machines of a scope share
+key a file by its (mtime, size), and agree. A library call refreshes the view once
+(operation()). Moving a memory root to rows and back: carry.py.
 """
 
 from __future__ import annotations
@@ -28,23 +31,32 @@ from collections.abc import Callable, Iterator
 
 from ..errors import StorageError, ValidationError
 from . import files
+from .hashing import body_hash
 
 TYPE_CHECKING = False  # json, threading and typing load on team mode's first use only:
 if TYPE_CHECKING:  # the CLI's read paths import this module (test_cli checks what loads)
     from typing import Any, Protocol, TypeGuard
 
-    from .postgres.documents import DocumentConflict, DocumentWrite, StoredDocument
+    from .postgres.documents import (
+        DocumentConflict,
+        DocumentWrite,
+        KnownDocument,
+        StoredDocument,
+    )
 
     class DocumentStore(Protocol):
         """What a store that keeps documents as rows offers (PostgresStore)."""
 
         read_only: bool
+        busy_timeout_ms: int  # how long the view's lock is waited for, as the scope's
 
         def exists(self) -> bool: ...
 
         def document_revision(self) -> int: ...
 
         def documents_since(self, revision: int) -> list[StoredDocument]: ...
+
+        def documents_known(self, paths: list[str]) -> dict[str, KnownDocument]: ...
 
         def change_document(
             self,
@@ -105,6 +117,13 @@ class Documents:
     def refresh(self) -> None:
         """Bring the view up to date (nothing to do: the files are the truth)."""
 
+    def operation(self) -> contextlib.AbstractContextManager[None]:
+        """One call of the library, refreshing the view at most once (TeamDocuments)."""
+        return contextlib.nullcontext()
+
+    def files_changed(self) -> None:
+        """The call changed files of the view by other means than change()."""
+
     def read(self, path: str) -> str | None:
         return files.read_text(path, root=self.root)
 
@@ -143,16 +162,54 @@ class TeamDocuments(Documents):
         import socket
 
         self.by = f"{socket.gethostname()}:{memory_dir}"
+        # thread id -> whether the view was refreshed in the operation that thread is in
+        # (operation()): one refresh an operation, not one a read inside it
+        self._operations: dict[int, bool] = {}
+
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[None]:
+        """One call of the library: the view is refreshed once inside it, at its first read,
+        not at every read the call makes (recall reads HOT.md, the entries, the notes). Its
+        own writes render what they wrote; what it changes in the files by other means it
+        says with files_changed(), and the next read refreshes again."""
+        import threading
+
+        me = threading.get_ident()
+        if me in self._operations:
+            yield  # the outer one holds it
+            return
+        self._operations[me] = False
+        try:
+            yield
+        finally:
+            del self._operations[me]
+
+    def files_changed(self) -> None:
+        """Files of the view were changed by this call other than through change(): the next
+        refresh of the operation looks again."""
+        import threading
+
+        me = threading.get_ident()
+        if me in self._operations:
+            self._operations[me] = False
 
     def refresh(self) -> None:
+        import threading
+
+        me = threading.get_ident()
+        if self._operations.get(me):
+            return  # refreshed already in this operation
         if self.store.read_only or not self.store.exists():
             # a look (doctor) renders and pushes nothing; a read never creates the scope
             # (a hand edit made before it exists goes in with the first write)
             return
         inside = self.root in _views()
         with self._view() as state:
-            self._refresh(state)
-            stale = bool(state.get("derive"))
+            # inside a change (its rules reading the tiers, inside its transaction): what
+            # was stored is rendered, but no hand edit is pushed there (a push would be part
+            # of the change's transaction, and undone with it if the change is refused)
+            self._refresh(state, push=not inside)
+            token = state.get("derive")
         if inside:
             # a change's own rules reading the tiers, the view's lock (and the scope's)
             # held by the change around it: deriving here would take the entries' lock
@@ -160,10 +217,15 @@ class TeamDocuments(Documents):
             # and two writers would wait on each other for ever. The flag stays set: the
             # next refresh outside a change derives.
             return
-        if stale and self.after_render is not None:
+        if me in self._operations:
+            self._operations[me] = True
+        if token and self.after_render is not None:
             self.after_render()  # outside the view's lock: it takes the entries' lock
             with self._view() as state:
-                state.pop("derive", None)
+                # cleared only if no render set it again since it was read: another
+                # process may have rendered global/ while this one derived
+                if state.get("derive") == token:
+                    state.pop("derive", None)
 
     def read(self, path: str) -> str | None:
         self.refresh()
@@ -178,7 +240,7 @@ class TeamDocuments(Documents):
             if rel in held:
                 _text_of(path, self.root)  # refused as on SQLite: the file is left as it is
             done = self.store.change_document(rel, change, now=now or _stamp(), by=self.by)
-            self._render(state, rel, done.body, done.revision)
+            self._render(state, rel, done.body, done.revision, done.updated_at)
             return done.body
 
     def conflicts(self) -> list[DocumentConflict]:
@@ -186,16 +248,28 @@ class TeamDocuments(Documents):
 
     def verify(self) -> list[str]:
         """The paths of the stored documents, each checked against its file here."""
-        return _verify_view(self)
+        held = []
+        for doc in self.store.documents_since(0):
+            path = os.path.join(self.root, doc.path)
+            if files.read_text(path, root=self.root) != doc.body:
+                raise StorageError(
+                    f"{doc.path} in the memory root differs from its stored row after the "
+                    "copy: nothing else was changed; run memdir migrate again"
+                )
+            if doc.body is not None:
+                held.append(doc.path)
+        return held
 
     # -- the view --------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _view(self) -> Iterator[dict[str, object]]:
-        """The view's state, under its lock, saved when it changed. Reentrant in a thread:
-        a change's own rules may read the tiers (a procedure's duplicate guard reads the
-        procedures it resembles), and a second flock of the lock file from the same
-        process would wait for ever on the first."""
+        """The view's state, under its lock, saved when it changed: also when the work
+        inside raised (a change its rules refused), since what it rendered is on disk.
+        Reentrant in a thread: a change's own rules may read the tiers (a procedure's
+        duplicate guard reads the procedures it resembles), and a second flock of the lock
+        file from the same process would wait for ever on the first. The lock is waited
+        for at most memory.busy_timeout_ms, as the scope's lock is."""
         import json
 
         held = _views()
@@ -203,7 +277,12 @@ class TeamDocuments(Documents):
             yield held[self.root]  # the outer one saves it
             return
         state_path = os.path.join(self.root, VIEW_STATE)
-        with files.locked(os.path.join(self.root, ".locks"), "view"):
+        wait = int(getattr(self.store, "busy_timeout_ms", 10_000))
+        busy = (
+            f"the view of {self.root} is locked by another memdir process (waited {wait} ms): "
+            "nothing was changed; try again (or raise memory.busy_timeout_ms)"
+        )
+        with files.locked(os.path.join(self.root, ".locks"), "view", wait, busy):
             raw = files.read_text(state_path, root=self.root)
             try:
                 state = json.loads(raw) if raw else {}
@@ -212,14 +291,22 @@ class TeamDocuments(Documents):
             if not isinstance(state, dict) or not isinstance(state.get("files"), dict):
                 state = {"seen": 0, "files": {}}
             before = json.dumps(state, sort_keys=True)
+
+            def save() -> None:
+                after = json.dumps(state, sort_keys=True)
+                if after != before:
+                    files.atomic_write(state_path, after + "\n", root=self.root)
+
             held[self.root] = state
             try:
                 yield state
-            finally:
+            except BaseException:
                 del held[self.root]
-            after = json.dumps(state, sort_keys=True)
-            if after != before:
-                files.atomic_write(state_path, after + "\n", root=self.root)
+                with contextlib.suppress(OSError, StorageError):
+                    save()  # the error that is on its way out is the one to report
+                raise
+            del held[self.root]
+            save()
 
     def _local(self) -> set[str]:
         """The watched files of the view as they are on disk (relative paths)."""
@@ -230,41 +317,48 @@ class TeamDocuments(Documents):
                     found.add(f"{folder}/{name}")
         return found
 
-    def _refresh(self, state: dict[str, object]) -> set[str]:
+    def _refresh(self, state: dict[str, object], push: bool = True) -> set[str]:
         """Push the view's hand edits, render what was stored since; returns the files
         held back: not text (not UTF-8, or a NUL the database cannot store) or a symlink
         out of the memory root (X1), so neither read, pushed nor rendered over: left as
-        they are, nothing lost, as SQLite leaves them."""
+        they are, nothing lost, as SQLite leaves them. `push` False (inside a change's
+        transaction): nothing is written to the store; the edits wait for the next
+        refresh outside it."""
         held: set[str] = set()
         kept = state.get("conflicts")
         kept = dict(kept) if isinstance(kept, dict) else {}
         for conflict_id, name in sorted(kept.items()):
+            if not push:
+                break
             if files.read_text(os.path.join(self.root, str(name)), root=self.root) is None:
                 self.store.settle_conflict(int(conflict_id))  # merged and deleted: settled
                 del kept[conflict_id]
         state["conflicts"] = kept
         rendered = _files(state)
         edits: list[tuple[str, str | None, int]] = []
+        unknown: dict[str, str] = {}
         for rel in sorted(self._local() | set(rendered)):
             path = os.path.join(self.root, rel)
             base = rendered.get(rel)
             if base is not None and _stat(path) == base[2:]:
-                continue  # as rendered: not read again
+                continue  # as rendered (mtime, size and ctime): not read again
             try:
                 text = _text_of(path, self.root)
             except (StorageError, ValidationError):  # not text, or a link out (X1)
                 held.add(rel)
                 continue
             if base is None:
-                if text is None:
-                    continue
-                revision = 0  # a file never rendered here (memory from before, or new)
-            elif _hash(text) == base[1]:
+                if text is not None:
+                    unknown[rel] = text  # never rendered here, or the state was lost
+                continue
+            if body_hash(text) == base[1]:
                 self._record(state, rel, text, base[0])  # touched, not changed
                 continue
             else:
                 revision = base[0]
             edits.append((rel, text, revision))
+        if unknown:
+            edits += self._unknown(state, unknown, push)
         gone = [rel for rel, text, _ in edits if text is None]
         if len(gone) > 1 and len(gone) == len(rendered):
             # every rendered file missing at once: a view wiped or made again (`rm -rf` of
@@ -276,8 +370,11 @@ class TeamDocuments(Documents):
             state["files"] = {k: list(v) for k, v in rendered.items()}
             state["seen"] = 0  # every row is looked at again below: the gone ones render
             edits = [edit for edit in edits if edit[1] is not None]
-        for rel, text, revision in edits:
-            self._push(state, rel, text, revision)
+        if push:
+            for rel, text, revision in edits:
+                self._push(state, rel, text, revision)
+        else:
+            held.update(rel for rel, _, _ in edits)  # not rendered over: pushed later
         try:
             seen = int(str(state.get("seen", 0)))
         except ValueError:
@@ -286,9 +383,32 @@ class TeamDocuments(Documents):
         if top != seen:
             for doc in self.store.documents_since(seen if top > seen else 0):
                 if doc.path not in held:
-                    self._render(state, doc.path, doc.body, doc.revision)
+                    self._render(state, doc.path, doc.body, doc.revision, doc.updated_at, push)
             state["seen"] = top
         return held
+
+    def _unknown(
+        self, state: dict[str, object], found: dict[str, str], push: bool
+    ) -> list[tuple[str, str | None, int]]:
+        """Files the view's state does not know (`found`: rel -> text): a file new here, a
+        memory root from before team mode, or a view whose .view.json was lost. A file
+        saying what its row says, or what the row said at one of its last PAST_KEPT
+        revisions (a render from before the state was lost, since written over by the
+        team), is no hand edit: the row is rendered. Any other text is a hand edit made on
+        no revision known: stored if there is no row, else kept as a conflict (nothing of
+        it lost). Returns those edits, to push."""
+        known = self.store.documents_known(sorted(found))
+        edits: list[tuple[str, str | None, int]] = []
+        for rel, text in sorted(found.items()):
+            doc = known.get(rel)
+            digest = body_hash(text)
+            if doc is None or (text != doc.body and digest not in doc.past):
+                edits.append((rel, text, 0))
+                continue
+            if text != doc.body:
+                self._record(state, rel, text, 0)  # a stale render: the row's goes over it
+            self._render(state, rel, doc.body, doc.revision, doc.updated_at, push)
+        return edits
 
     def _push(self, state: dict[str, object], rel: str, text: str | None, revision: int) -> None:
         """A hand edit of `rel` (None: deleted) made on the view rendered at `revision`:
@@ -304,7 +424,7 @@ class TeamDocuments(Documents):
             if not isinstance(kept, dict):
                 kept = state["conflicts"] = {}
             kept[str(done.conflict)] = name
-        self._render(state, rel, done.body, done.revision, force=True)
+        self._render(state, rel, done.body, done.revision, done.updated_at, force=True)
 
     def _render(
         self,
@@ -312,12 +432,17 @@ class TeamDocuments(Documents):
         rel: str,
         body: str | None,
         revision: int,
+        updated_at: str,
+        push: bool = True,
         force: bool = False,
     ) -> None:
-        """Write the stored version of `rel` into the view (unless it is there already).
-        A file changed since the view's check (a person saving it while a write waited for
-        the scope's lock) is pushed as a hand edit first, never written over unseen; only
-        what lands inside the final read and rename can still be lost."""
+        """Write the stored version of `rel` into the view (unless it is there already),
+        its mtime the one every machine gives it (settle_mtime): the shared caches keyed
+        by a file's (mtime, size) then agree across machines. A file changed since the
+        view's check (a person saving it while a write waited for the scope's lock) is
+        pushed as a hand edit first (`push` False: left as it is for the next refresh to
+        push), never written over unseen; only what lands inside the final read and rename
+        can still be lost."""
         known = _files(state).get(rel)
         if not force and known is not None and known[0] >= revision:
             return
@@ -325,39 +450,42 @@ class TeamDocuments(Documents):
         if not force:
             edit = self._edited(path, known, body)
             if edit is not None:
-                self._push(state, rel, edit[0], edit[1])
+                if push:
+                    self._push(state, rel, edit[0], edit[1])
                 return
         if files.read_text(path, root=self.root) != body:
             self._put(path, body)
             if rel.startswith(DERIVED):
-                state["derive"] = True
+                state["derive"] = os.urandom(8).hex()  # a token: see refresh()
+        if body is not None:
+            settle_mtime(path, updated_at, revision)
         self._record(state, rel, body, revision)
 
     def _edited(
-        self, path: str, known: tuple[int, str, int, int] | None, body: str | None
+        self, path: str, known: tuple[int, str, int, int, int] | None, body: str | None
     ) -> tuple[str, int] | None:
         """(the text, the revision it was made on) of a hand edit of `path` the view has not
-        seen: a file that is there, changed since it was rendered, and says neither what
-        was rendered nor `body` (what is about to be)."""
-        now = _stat(path)
-        if now == (-1, -1) or (known is not None and now == known[2:]):
+        seen: a file that is there and says neither what was rendered nor `body` (what is
+        about to be). Read whatever its stat says: an edit saved with the stat rendered
+        (the same size within a coarse clock tick) would be written over unseen."""
+        if not os.path.lexists(path):
             return None
         try:
             text = _text_of(path, self.root)
         except (StorageError, ValidationError):
             return None  # not text: left to the refresh, which holds it back
-        if text is None or text == body or (known is not None and _hash(text) == known[1]):
+        if text is None or text == body or (known is not None and body_hash(text) == known[1]):
             return None
         return text, 0 if known is None else known[0]
 
     def _record(self, state: dict[str, object], rel: str, body: str | None, revision: int) -> None:
-        """What the view holds of `rel` now: its revision, hash and (mtime, size)."""
+        """What the view holds of `rel` now: its revision, hash and (mtime, size, ctime)."""
         rendered = _files(state)
         if body is None:
             rendered.pop(rel, None)
         else:
             stat = _stat(os.path.join(self.root, rel))
-            rendered[rel] = (revision, _hash(body), *stat)
+            rendered[rel] = (revision, body_hash(body), *stat)
         state["files"] = {k: list(v) for k, v in rendered.items()}
 
 
@@ -373,12 +501,38 @@ def _text_of(path: str, root: str) -> str | None:
     return text
 
 
-def _stat(path: str) -> tuple[int, int]:
+def _stat(path: str) -> tuple[int, int, int]:
+    """(mtime, size, ctime) in ns: what says a file of the view is as rendered. The mtime
+    is the row's (settle_mtime), so the same on every machine; the ctime is this
+    machine's, set by the render and by every change since, which no tool sets back (an
+    editor or `cp -p` can restore an mtime)."""
     try:
         found = os.stat(path)
     except OSError:
-        return (-1, -1)
-    return (found.st_mtime_ns, found.st_size)
+        return (-1, -1, -1)
+    return (found.st_mtime_ns, found.st_size, found.st_ctime_ns)
+
+
+def settle_mtime(path: str, updated_at: str, revision: int) -> None:
+    """Give a rendered file the mtime every machine gives that revision: the second its
+    row was written (`updated_at`), plus the revision (mod 10^9) in nanoseconds, so two
+    revisions written in one second differ. The entry cache, the procedure prints and
+    the search index (shared rows) key a file by its (mtime, size): with the view's
+    own mtimes, each machine's render would look changed to every other one. A stamp
+    that is not a time (a row of another writer) leaves the file's mtime as it is."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(updated_at)
+    except ValueError:
+        return
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    import math
+
+    ns = math.floor(when.timestamp()) * 1_000_000_000 + revision % 1_000_000_000
+    with contextlib.suppress(OSError):  # gone or not ours: the next refresh looks again
+        os.utime(path, ns=(ns, ns), follow_symlinks=False)
 
 
 def conflict_file(rel: str, conflict_id: int) -> str:
@@ -386,15 +540,19 @@ def conflict_file(rel: str, conflict_id: int) -> str:
     return f"{rel}.conflict-{conflict_id}"
 
 
-def _files(state: dict[str, object]) -> dict[str, tuple[int, str, int, int]]:
-    """rel -> (revision, hash, mtime_ns, size) of what was last rendered."""
+def _files(state: dict[str, object]) -> dict[str, tuple[int, str, int, int, int]]:
+    """rel -> (revision, hash, mtime_ns, size, ctime_ns) of what was last rendered (a
+    state written before the ctime was kept: -2, so the file is read once and hashed)."""
     raw = state.get("files")
-    out: dict[str, tuple[int, str, int, int]] = {}
+    out: dict[str, tuple[int, str, int, int, int]] = {}
     if isinstance(raw, dict):
         for rel, value in raw.items():
-            if isinstance(value, list) and len(value) == 4:
+            if isinstance(value, list) and len(value) in (4, 5):
                 try:
-                    out[str(rel)] = (int(value[0]), str(value[1]), int(value[2]), int(value[3]))
+                    ctime = int(value[4]) if len(value) == 5 else -2
+                    out[str(rel)] = (
+                        int(value[0]), str(value[1]), int(value[2]), int(value[3]), ctime
+                    )  # fmt: skip
                 except (TypeError, ValueError):
                     continue  # edited into another shape: as if never rendered here
     return out
@@ -411,51 +569,8 @@ def _offer(text: str | None) -> Callable[[str | None], str | None]:
     return lambda _current: text
 
 
-def _hash(text: str | None) -> str:
-    import hashlib
-
-    return "" if text is None else hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
-
-
 def open_documents(memory_dir: str, store: object) -> Documents:
     """Team documents when the store keeps them as rows, the files otherwise."""
     if keeps_documents(store):
         return TeamDocuments(memory_dir, store)
     return Documents(memory_dir)
-
-
-def carry_to_rows(memory_dir: str, store: DocumentStore) -> int:
-    """`memdir migrate --to URL`: the watched files of this memory root become the rows of
-    an empty scope, and the root its rendered view. Returns the documents stored."""
-    with contextlib.suppress(FileNotFoundError):  # a view of another time: its bases are void
-        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
-    team = TeamDocuments(memory_dir, store)
-    team.refresh()
-    return len(team.verify())
-
-
-def carry_to_files(memory_dir: str, store: DocumentStore) -> int:
-    """`memdir migrate --to local`: the scope's documents rendered into this memory root,
-    where the files become the truth; the view's state goes (nothing renders any more).
-    Returns the documents rendered."""
-    team = TeamDocuments(memory_dir, store)
-    team.refresh()
-    carried = team.verify()
-    with contextlib.suppress(FileNotFoundError):
-        files.unlink(os.path.join(memory_dir, VIEW_STATE), root=memory_dir)
-    return len(carried)
-
-
-def _verify_view(team: TeamDocuments) -> list[str]:
-    """Every stored document against the file of the view, text for text."""
-    held = []
-    for doc in team.store.documents_since(0):
-        path = os.path.join(team.root, doc.path)
-        if files.read_text(path, root=team.root) != doc.body:
-            raise StorageError(
-                f"{doc.path} in the memory root differs from its stored row after the copy: "
-                "nothing else was changed; run memdir migrate again"
-            )
-        if doc.body is not None:
-            held.append(doc.path)
-    return held

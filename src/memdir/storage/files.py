@@ -309,9 +309,11 @@ def fsync_dir(folder: str) -> None:
 
 
 @contextlib.contextmanager
-def locked(locks_dir: str, name: str) -> Iterator[None]:
+def locked(locks_dir: str, name: str, wait_ms: int | None = None, busy: str = "") -> Iterator[None]:
     """Hold the exclusive lock `name` (one per file that is read-modified-written). The
-    locks' folder lies in the memory root: a link out of it is refused like any (X1)."""
+    locks' folder lies in the memory root: a link out of it is refused like any (X1).
+    `wait_ms`: wait at most this long (tried again and again, never blocked on), then
+    StorageError(`busy`); None: wait for as long as it takes."""
     path = confined(os.path.dirname(locks_dir), os.path.join(locks_dir, name + ".lock"))
     ensure_dir(os.path.dirname(path))
     try:
@@ -319,10 +321,33 @@ def locked(locks_dir: str, name: str) -> Iterator[None]:
     except OSError as exc:
         raise _storage_error(f"cannot open the lock file {path}", exc) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if wait_ms is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            _flock_within(fd, wait_ms, busy)
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _flock_within(fd: int, wait_ms: int, busy: str) -> None:
+    """flock `fd` exclusively, trying again (5 ms, doubling to 100 ms) until `wait_ms` have
+    passed: a blocking flock has no time bound, and a holder stuck on a network call would
+    keep every other process waiting behind it for ever."""
+    import time
+
+    deadline = time.monotonic() + wait_ms / 1000
+    pause = 0.005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StorageError(busy or "a lock is held by another process") from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
 
 
 @contextlib.contextmanager

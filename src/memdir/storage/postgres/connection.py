@@ -38,6 +38,20 @@ if TYPE_CHECKING:
 
 LOCK_CLASS = 0x6D656D64  # "memd": the advisory lock space of memdir's scopes
 IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open (not imported to say it)
+# A server gone quiet (a dead host, a cut network, no RST) must not hold a call, and the
+# view's lock a write holds around it, for ever: TCP keepalives find a dead peer of an idle
+# connection in about a minute (30 s idle, then 3 probes 10 s apart), tcp_user_timeout one
+# that stopped acknowledging what was sent; a URL that sets any of them keeps its own.
+KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "60000",
+}
+# A statement may take this long beyond memory.busy_timeout_ms (its wait for a lock):
+# nothing memdir sends runs for minutes; a server that does not answer is reported instead.
+STATEMENT_MS = 120_000
 
 
 class Connection:
@@ -73,12 +87,22 @@ class Connection:
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+        try:
+            given = conninfo_to_dict(self.url)
+        except psycopg.Error:
+            given = {}  # not parsed here: connect() says what is wrong with it
+        extra = {key: value for key, value in KEEPALIVES.items() if key not in given}
         db = psycopg.connect(
-            self.url, autocommit=True, connect_timeout=10, application_name="memdir"
+            make_conninfo(self.url, **extra),
+            autocommit=True,
+            connect_timeout=10,
+            application_name="memdir",
         )
         try:
             db.execute(f"SET lock_timeout = '{int(self.busy_timeout_ms)}ms'")
+            db.execute(f"SET statement_timeout = '{int(self.busy_timeout_ms) + STATEMENT_MS}ms'")
             if self.read_only:
                 db.execute("SET default_transaction_read_only = on")
             db.execute(f'SET search_path TO "{self.schema}"')
@@ -244,6 +268,17 @@ class Connection:
             raise StorageError(
                 f"{self.path} is locked by another writer (waited {self.busy_timeout_ms} ms); "
                 "nothing was changed, try again (or raise memory.busy_timeout_ms)"
+            ) from exc
+        except psycopg.errors.QueryCanceled as exc:
+            waited = self.busy_timeout_ms + STATEMENT_MS
+            if committing():
+                raise StorageError(
+                    f"cannot tell whether the write to {self.path} was stored: no answer "
+                    f"within {waited} ms (look before writing it again)"
+                ) from exc
+            raise StorageError(
+                f"{self.path} did not answer within {waited} ms (statement_timeout): nothing "
+                "was taken as done; check the server's load and the network, then try again"
             ) from exc
         except psycopg.OperationalError as exc:
             if self._db is not None and self._db.closed:

@@ -16,11 +16,19 @@ from typing import NamedTuple
 
 from .connection import Connection
 
+# kv: the hashes of the bodies a document held before its current one, newest first,
+# space-separated (the last PAST_KEPT): a view that lost its state tells by them a file it
+# rendered long ago from one edited by hand (documents.py). In kv, not a column: no
+# migration for a few hashes a document.
+PAST_KEY = "documents.past:"
+PAST_KEPT = 32
+
 
 class StoredDocument(NamedTuple):
     path: str
     body: str | None  # None: deleted (the row stays so the deletion reaches every view)
     revision: int
+    updated_at: str = ""  # when it was written (the writer's clock): the view's files' mtime
 
 
 class DocumentWrite(NamedTuple):
@@ -31,6 +39,17 @@ class DocumentWrite(NamedTuple):
     revision: int
     changed: bool
     conflict: int = 0  # the id of the conflict kept, 0 when none
+    updated_at: str = ""  # the stored row's
+
+
+class KnownDocument(NamedTuple):
+    """A stored document with the hashes of the bodies it held before (PAST_KEY)."""
+
+    path: str
+    body: str | None
+    revision: int
+    updated_at: str
+    past: frozenset[str]
 
 
 class DocumentConflict(NamedTuple):
@@ -61,24 +80,27 @@ class DocumentRows(Connection):
             if cur is None:
                 return []
             cur.execute(
-                "SELECT path, body, revision FROM documents WHERE revision > %s ORDER BY revision",
+                "SELECT path, body, revision, updated_at FROM documents WHERE revision > %s "
+                "ORDER BY revision",
                 (revision,),
             )
             return [
-                StoredDocument(str(p), None if b is None else str(b), int(str(r)))
-                for p, b, r in cur.fetchall()
+                StoredDocument(str(p), None if b is None else str(b), int(str(r)), str(u))
+                for p, b, r, u in cur.fetchall()
             ]
 
     def document(self, path: str) -> StoredDocument | None:
         with self._read() as cur:
             if cur is None:
                 return None
-            cur.execute("SELECT path, body, revision FROM documents WHERE path = %s", (path,))
+            cur.execute(
+                "SELECT path, body, revision, updated_at FROM documents WHERE path = %s", (path,)
+            )
             row = cur.fetchone()
         if row is None:
             return None
         return StoredDocument(
-            str(row[0]), None if row[1] is None else str(row[1]), int(str(row[2]))
+            str(row[0]), None if row[1] is None else str(row[1]), int(str(row[2])), str(row[3])
         )
 
     def change_document(
@@ -96,10 +118,14 @@ class DocumentRows(Connection):
         the text `change` makes of the expected version is kept as a conflict. An exception
         from `change` rolls everything back."""
         with self._write() as cur:
-            cur.execute("SELECT body, revision FROM documents WHERE path = %s FOR UPDATE", (path,))
+            cur.execute(
+                "SELECT body, revision, updated_at FROM documents WHERE path = %s FOR UPDATE",
+                (path,),
+            )
             row = cur.fetchone()
             body = None if row is None or row[0] is None else str(row[0])
             revision = 0 if row is None else int(str(row[1]))
+            stamp = "" if row is None else str(row[2])
             if expected is not None and expected != revision:
                 offered = change(None)
                 if offered is not None and offered != body:
@@ -110,11 +136,13 @@ class DocumentRows(Connection):
                     )
                     kept = cur.fetchone()
                     assert kept is not None
-                    return DocumentWrite(body, revision, changed=False, conflict=int(str(kept[0])))
-                return DocumentWrite(body, revision, changed=False)
+                    return DocumentWrite(
+                        body, revision, False, conflict=int(str(kept[0])), updated_at=stamp
+                    )
+                return DocumentWrite(body, revision, False, updated_at=stamp)
             new = change(body)
             if new == body:
-                return DocumentWrite(body, revision, changed=False)
+                return DocumentWrite(body, revision, False, updated_at=stamp)
             cur.execute(
                 "INSERT INTO documents (path, body, revision, updated_at, updated_by) "
                 "VALUES (%s, %s, nextval('document_revisions'), %s, %s) "
@@ -125,7 +153,37 @@ class DocumentRows(Connection):
             )
             got = cur.fetchone()
             assert got is not None
-            return DocumentWrite(new, int(str(got[0])), changed=True)
+            if body is not None:  # a view still holding it is behind, not edited by hand
+                from ..hashing import body_hash
+
+                cur.execute(
+                    "INSERT INTO kv (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+                    "SET value = left(excluded.value || ' ' || kv.value, %s)",
+                    (PAST_KEY + path, body_hash(body), PAST_KEPT * 65 - 1),
+                )
+            return DocumentWrite(new, int(str(got[0])), True, updated_at=now)
+
+    def documents_known(self, paths: list[str]) -> dict[str, KnownDocument]:
+        """The stored rows of `paths` (those that have one), each with the hashes of the
+        bodies it held before."""
+        with self._read() as cur:
+            if cur is None or not paths:
+                return {}
+            cur.execute(
+                "SELECT d.path, d.body, d.revision, d.updated_at, coalesce(kv.value, '') "
+                "FROM documents d LEFT JOIN kv ON kv.key = %s || d.path WHERE d.path = ANY(%s)",
+                (PAST_KEY, paths),
+            )
+            return {
+                str(p): KnownDocument(
+                    str(p),
+                    None if b is None else str(b),
+                    int(str(r)),
+                    str(u),
+                    frozenset(str(v).split()),
+                )
+                for p, b, r, u, v in cur.fetchall()
+            }
 
     def document_conflicts(self) -> list[DocumentConflict]:
         with self._read() as cur:
