@@ -122,10 +122,10 @@ class Worker:
             return {"ok": True}
         if op == "query":
             want = int(request["want"])
-            nearest, similarity = nearest_vectors(
-                self.cache, store, self.embedder, str(request["text"]), want
-            )
             keys = [(str(o), i) for o, i in request.get("keys", [])]
+            nearest, similarity = nearest_vectors(
+                self.cache, store, self.embedder, str(request["text"]), want, keys
+            )
             if store.count_unembedded(self.embedder.name):
                 self.wants_embedding = True  # another process wrote them, or a hand edit
             return {
