@@ -191,7 +191,7 @@ class Connection:
         from . import pgvector
 
         self._pgvector = False
-        found, self.vector_ranking = pgvector.detect(db, may_create=not self.read_only)
+        found, self.vector_ranking = pgvector.detect(db, not self.read_only, LOCK_CLASS)
         if found is None:
             return
         db.execute(f'SET search_path TO "{self.schema}", "{found}"')

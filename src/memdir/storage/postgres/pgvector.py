@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     Cursor = psycopg.Cursor[tuple[object, ...]]
     Db = psycopg.Connection[tuple[object, ...]]
 
-LOCK_KEY = "memdir:pgvector"  # the advisory lock (in connection.LOCK_CLASS) of creating it
+LOCK_KEY = "memdir:pgvector"  # the advisory lock (in connection's LOCK_CLASS) of creating it
 MAX_DIM = 16_000  # pgvector's limit of a vector's size
 BACKFILL_BATCH = 2_000
 
@@ -81,9 +81,10 @@ def _wire(blob: bytes) -> bytes:
     return struct.pack(">HH", len(floats), 0) + floats.tobytes()
 
 
-def detect(db: Db, may_create: bool) -> tuple[str | None, str]:
+def detect(db: Db, may_create: bool, lock_class: int) -> tuple[str | None, str]:
     """(the extension's schema, or None: the Python ranking) and why, in a line for doctor.
-    `may_create`: a connection that may write creates the extension when it can."""
+    `may_create`: a connection that may write creates the extension when it can, under
+    the advisory lock (`lock_class`, LOCK_KEY)."""
     row = db.execute(
         "SELECT n.nspname, e.extversion, a.default_version, "
         "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR "
@@ -107,13 +108,11 @@ def detect(db: Db, may_create: bool) -> tuple[str | None, str]:
         )
     if not may_create:
         return None, f"in Python (numpy): pgvector {available} is available, not created yet"
-    from .connection import LOCK_CLASS
-
     with db.transaction():
         # two processes creating it at once: one does, the other finds it made
-        db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, LOCK_KEY))
+        db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (lock_class, LOCK_KEY))
         db.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
-    return detect(db, False)
+    return detect(db, False, lock_class)
 
 
 def register(db: Db) -> None:
