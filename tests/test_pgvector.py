@@ -278,3 +278,68 @@ def _word(text: str) -> Any:
     from memdir.storage.rows import Word
 
     return Word(text)
+
+
+def test_w1_q2_without_pgvector_on_the_server_the_store_ranks_in_python(
+    pg_server: Any, pg_url: str, tmp_path: Path
+) -> None:  # W1 Q2
+    import psycopg
+
+    with psycopg.connect(pg_url) as db:
+        if db.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+            pytest.skip("this lane's server has pgvector (the others run this)")
+    with _open(tmp_path / "team", pg_url) as mem:
+        mem.add_fact("they were there when it was zanzibar", "learning")
+        assert not mem.store.ranks_vectors()
+        hits = mem.search("zanzibar they were there", mode="semantic", min_score=-1.0)
+        assert [h.content for h in hits] == ["they were there when it was zanzibar"]
+        ranking = doctor.run(mem).database["vector_ranking"]
+    assert ranking == "in Python (numpy): the server has no pgvector (the vector extension)"
+
+
+OPENER = """
+import os, sys, time
+from memdir import Memory
+from memdir.testing import HashEmbedder
+
+state, url, go, me = sys.argv[1:5]
+while not os.path.exists(go):
+    time.sleep(0.001)
+with Memory(state, env={**os.environ, "MEMDIR_DATABASE_URL": url}, embedder=HashEmbedder()) as mem:
+    mem.add_fact(f"writer {me} was here first", "learning")
+    print(mem.store.ranks_vectors(), flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("processes")
+def test_w1_q2_processes_opening_a_new_store_at_once_create_pgvectors_form_once(
+    pgvector_server: Any, vec_db: str, tmp_path: Path
+) -> None:  # W1 Q2 L3
+    """Four processes open one new scope on a server whose database has no extension yet,
+    all at once: each creates what is missing under its lock, none fails, every vector is
+    in pgvector's form."""
+    import subprocess
+    import sys
+
+    url = pgvector_server.url(vec_db)
+    go = tmp_path / "go"
+    env = _env(None)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(tmp_path / "state"), url, str(go), str(k)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for k in range(4)
+    ]  # fmt: skip
+    go.touch()
+    answers = [proc.communicate(timeout=120) for proc in procs]
+    assert [
+        (proc.returncode, out.strip()) for proc, (out, _) in zip(procs, answers, strict=True)
+    ] == [(0, "True")] * 4, [err for _, err in answers]
+    with _open(tmp_path / "look", url) as mem:
+        with mem.store._read() as cur:  # type: ignore[attr-defined]
+            cur.execute("SELECT count(*), count(embedding) FROM vectors")
+            assert cur.fetchone() == (4, 4)
+            cur.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'")
+            assert cur.fetchone() == (1,)

@@ -1209,13 +1209,11 @@ class PostgresStore(DocumentRows):
     ) -> list[RankedVector] | None:
         """With pgvector, the server ranks (pgvector.py: an exact scan by inner product, as
         the Python ranking's matrix product); without it, None."""
-        form = pgvector.blob_form(question) if self._pgvector else None
-        if form is None:
-            return None
         with self._read() as cur:
             if cur is None:
                 return []
-            if not self._pgvector:  # connected again meanwhile, to a server without it
+            form = pgvector.blob_form(question) if self._pgvector else None
+            if form is None:
                 return None
             where: str = ""
             extra: tuple[object, ...] = ()
@@ -1247,11 +1245,11 @@ class PostgresStore(DocumentRows):
     ) -> dict[tuple[str, int], float]:
         """The inner product of the question with these owners' vectors (with pgvector;
         without it, or an owner with no vector of this size: absent)."""
-        form = pgvector.blob_form(question) if self._pgvector else None
-        if form is None or not keys:
+        if not keys:
             return {}
         with self._read() as cur:
-            if cur is None or not self._pgvector:
+            form = pgvector.blob_form(question) if self._pgvector else None
+            if cur is None or form is None:
                 return {}
             cur.execute(
                 "SELECT v.owner, v.owner_id, v.embedding <#> %b FROM vectors v JOIN "
