@@ -491,9 +491,11 @@ def _semantic(
             cosines.setdefault(key, score)
     else:
         assert embedder is not None
-        nearest, cosine_of = nearest_vectors(
-            cache, store, embedder, text, depth * 4, known, (kinds, category, since)
-        )
+        # no filter at all: every stored vector qualifies (a fact's goes when it stops
+        # being active), and a ranking in the server then reads no row but the vectors'
+        everything = set(kinds) == set(KINDS) and category is None and since is None
+        within = None if everything else (kinds, category, since)
+        nearest, cosine_of = nearest_vectors(cache, store, embedder, text, depth * 4, known, within)
     model = embedder.name if embedder is not None else remote.model if remote else ""
     mean, p99 = calibration(model, store)
 
