@@ -344,3 +344,14 @@ def test_w1_q2_processes_opening_a_new_store_at_once_create_pgvectors_form_once(
             assert cur.fetchone() == (4, 4)
             cur.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'")
             assert cur.fetchone() == (1,)
+
+
+def test_w1_q2_doctor_prints_how_semantic_search_ranks(
+    pgvector_server: Any, vec_db: str, tmp_path: Path, run: Any
+) -> None:  # W1 Q2 C
+    url = pgvector_server.url(vec_db)
+    res = run("fact", "add", "they were there when it was zanzibar", "--category", "learning",
+              env={"MEMDIR_DATABASE_URL": url})  # fmt: skip
+    assert res.code == 0, res.err
+    res = run("doctor", env={"MEMDIR_DATABASE_URL": url})
+    assert "\nsemantic ranking: pgvector 0.6.2 (ranked by the server, exact)\n" in res.out, res.out
