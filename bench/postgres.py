@@ -76,9 +76,13 @@ def migrate(state: str, url: str) -> dict[str, Any]:
     return {"seconds": took, "facts": facts, "vectors": done.vectors, "facts_per_s": facts / took}
 
 
+answers: dict[tuple[str, str, str], list[tuple[str, int | None, str | None]]] = {}
+
+
 def search(state: str, urls: dict[str, str], runs: int) -> dict[tuple[str, str, str], list[float]]:
     """(side, kind, mode) -> the durations of every search of that kind and mode; `urls`:
-    the database of each PostgreSQL side."""
+    the database of each PostgreSQL side. The hits of each side's first search of each
+    query and mode are kept in `answers` (agreement: the same hits as memory.db's)."""
     sides = ("sqlite", *urls)
     memories = {
         "sqlite": common.open_memory(state),
@@ -90,12 +94,14 @@ def search(state: str, urls: dict[str, str], runs: int) -> dict[tuple[str, str, 
     times: dict[tuple[str, str, str], list[float]] = {
         (s, k, m): [] for s in sides for k in KINDS for m in MODES
     }
+    answers.clear()
     try:
-        for memory in memories.values():  # warm: the model, the vector matrix, the pages
+        for side, memory in memories.items():  # warm: the model, the vector matrix, the pages
             for texts in KINDS.values():
                 for text in texts:
                     for mode in MODES:
-                        memory.search(text, limit=LIMIT, mode=mode)
+                        hits = memory.search(text, limit=LIMIT, mode=mode)
+                        answers[(side, text, mode)] = [(h.kind, h.id, h.path) for h in hits]
         for run_no in range(runs):
             for kind, texts in KINDS.items():
                 for text in common.rotate(run_no, list(texts)):
@@ -202,6 +208,19 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
     sides = ("sqlite", *servers)
+    agreement = []
+    for side in sides[1:]:
+        for mode in MODES[1:]:
+            keys = [(t, m) for (s, t, m) in answers if s == side and m == mode]
+            same = sum(answers[(side, t, m)] == answers[("sqlite", t, m)] for t, m in keys)
+            shared = sum(
+                len(set(answers[(side, t, m)]) & set(answers[("sqlite", t, m)])) for t, m in keys
+            )
+            wanted = sum(len(answers[("sqlite", t, m)]) for t, m in keys) or 1
+            agreement.append(
+                {"side": side, "mode": mode, "queries": len(keys), "same": same,
+                 "overlap": shared / wanted}
+            )  # fmt: skip
     rows = []
     for kind in KINDS:
         for mode in MODES:
@@ -215,6 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         [("facts", "facts", ",d"), ("vectors", "vectors", ",d"), ("seconds", "s", ".1f"),
          ("facts_per_s", "facts/s", ",.0f")],
         [moved],
+    )  # fmt: skip
+    common.print_table(
+        f"the same hits as memory.db (top {LIMIT}, every query)",
+        [("side", "store", ""), ("mode", "mode", ""), ("queries", "queries", ",d"),
+         ("same", "same list", ",d"), ("overlap", "overlap", ".3f")],
+        agreement,
     )  # fmt: skip
     for row in written:
         row["ratio"] = common.ratio(row["per_s"], written[0]["per_s"])
@@ -238,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             "pgvector": with_pgvector,
         },
         rows,
-        {"migrate": moved, "writes": written},
+        {"migrate": moved, "writes": written, "agreement": agreement},
     )
     return 0
 
