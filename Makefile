@@ -76,13 +76,23 @@ PG_LANE := tests/test_facts.py tests/test_entries.py tests/test_hot.py tests/tes
 	tests/test_search_context.py tests/test_duplicates.py tests/test_duplicates_x5.py \
 	tests/test_distill.py tests/test_doctor.py tests/test_embedding.py
 
+# The pgvector lane (Q2): the semantic, hybrid and vector tests again on the PostgreSQL 16
+# with pgvector that the pgserver wheel (the dev extra) bundles, where the server ranks;
+# the lane above keeps Debian's PostgreSQL 15, which has no pgvector (the Python ranking).
+# tests/test_pgvector.py, in the main suite, compares the two. ~30 s.
+PGVECTOR_LANE := tests/test_search.py tests/test_search_context.py tests/test_store_contract.py \
+	tests/test_duplicates.py tests/test_embedding.py tests/test_vector_worker.py \
+	-k "semantic or hybrid or vector or embed or similar or context"
+
 test: $(STAMP) $(CLAUDE) $(CODEX) $(CHROMIUM) postgres iproute2 lint
 	$(PYTEST)
 	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
+	MEMDIR_TEST_BACKEND=pgvector $(PYTEST) -q -m "not sqlite_only" $(PGVECTOR_LANE)
 
 test-postgres: $(STAMP) postgres iproute2
 	MEMDIR_TEST_BACKEND=postgres $(PYTEST) -q -m "not sqlite_only" $(PG_LANE)
-	$(PYTEST) -q tests/test_postgres.py tests/test_team_hosts.py
+	MEMDIR_TEST_BACKEND=pgvector $(PYTEST) -q -m "not sqlite_only" $(PGVECTOR_LANE)
+	$(PYTEST) -q tests/test_postgres.py tests/test_team_hosts.py tests/test_pgvector.py
 
 test-fast: $(STAMP) $(CLAUDE) $(CODEX) $(CHROMIUM) postgres
 	$(PYTEST) -q -m "not slow"

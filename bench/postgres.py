@@ -1,5 +1,5 @@
-"""Team memory on PostgreSQL (W1) beside memory.db: lexical and hybrid search p50/p95 on
-the same store, and the migration that made it.
+"""Team memory on PostgreSQL (W1) beside memory.db: lexical, semantic and hybrid search
+p50/p95 on the same store, and the migration that made it.
 
 One store of --facts make_facts texts (common.build_store, cached), every fact given a
 vector the way scale.py gives them (a mix of --pool texts embedded with the real model).
@@ -9,7 +9,11 @@ unix socket, fsync off as in the suite) gets the same store by `memdir migrate -
 record for record), timed. Then one warm Memory on each side answers every question and
 keyword query (scale.QUESTIONS, scale.KEYWORDS) in each mode, --runs rounds, the sides and
 the queries taking turns going first; reported per mode and side: p50/p95/min/max, and the
-ratio PostgreSQL / SQLite (the baseline, measured beside it in the same run).
+ratio PostgreSQL / SQLite (the baseline, measured beside it in the same run). With
+--pgvector (the default where the pgserver wheel is installed), a second server, the
+PostgreSQL 16 with pgvector that wheel bundles, gets the store too (side `pgvector`: the
+server ranks the vectors, storage/postgres/pgvector.py), beside Debian's PostgreSQL 15
+(side `postgres`: no pgvector, the vectors ranked in Python as on memory.db).
 
 Then acknowledged writes per second: --writers processes on this one host (the same
 writers on 3 hosts, network namespaces over TCP, are bench/team_hosts.py), each adding
@@ -20,7 +24,7 @@ told was stored is counted, and the store's count must match.
 Not measured here: connection latency over a network (the server is on a local socket).
 
     python bench/postgres.py [--facts 100k] [--runs 10] [--pool 512] [--writers 12]
-                             [--seconds 10]
+                             [--seconds 10] [--no-pgvector] [--no-writes]
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ import pg_server  # noqa: E402  (the suite's throwaway server, tests/pg_server.p
 
 NAME = "postgres"
 LIMIT = 10
-MODES = ("lexical", "hybrid")
+MODES = ("lexical", "semantic", "hybrid")
 SIDES = ("sqlite", "postgres")
+WRITE_SIDES = ("sqlite", "postgres")
 KINDS = {"questions": scale.QUESTIONS, "keywords": scale.KEYWORDS}
 
 
@@ -71,26 +76,40 @@ def migrate(state: str, url: str) -> dict[str, Any]:
     return {"seconds": took, "facts": facts, "vectors": done.vectors, "facts_per_s": facts / took}
 
 
-def search(state: str, url: str, runs: int) -> dict[tuple[str, str, str], list[float]]:
-    """(side, kind, mode) -> the durations of every search of that kind and mode."""
+answers: dict[tuple[str, str, str], list[tuple[str, int | None, str | None]]] = {}
+scores: dict[tuple[str, str, str], list[float]] = {}  # of those hits, to tell ties apart
+
+
+def search(state: str, urls: dict[str, str], runs: int) -> dict[tuple[str, str, str], list[float]]:
+    """(side, kind, mode) -> the durations of every search of that kind and mode; `urls`:
+    the database of each PostgreSQL side. The hits of each side's first search of each
+    query and mode are kept in `answers` (agreement: the same hits as memory.db's)."""
+    sides = ("sqlite", *urls)
     memories = {
         "sqlite": common.open_memory(state),
-        "postgres": common.open_memory(state, env={"MEMDIR_DATABASE_URL": url}),
+        **{
+            side: common.open_memory(state, env={"MEMDIR_DATABASE_URL": url})
+            for side, url in urls.items()
+        },
     }
     times: dict[tuple[str, str, str], list[float]] = {
-        (s, k, m): [] for s in SIDES for k in KINDS for m in MODES
+        (s, k, m): [] for s in sides for k in KINDS for m in MODES
     }
+    answers.clear()
+    scores.clear()
     try:
-        for memory in memories.values():  # warm: the model, the vector matrix, the pages
+        for side, memory in memories.items():  # warm: the model, the vector matrix, the pages
             for texts in KINDS.values():
                 for text in texts:
                     for mode in MODES:
-                        memory.search(text, limit=LIMIT, mode=mode)
+                        hits = memory.search(text, limit=LIMIT, mode=mode)
+                        answers[(side, text, mode)] = [(h.kind, h.id, h.path) for h in hits]
+                        scores[(side, text, mode)] = [round(h.score, 3) for h in hits]
         for run_no in range(runs):
             for kind, texts in KINDS.items():
                 for text in common.rotate(run_no, list(texts)):
                     for mode in common.rotate(run_no, list(MODES)):
-                        for side in common.alternate(run_no, SIDES):
+                        for side in common.rotate(run_no, list(sides)):
                             query = partial(memories[side].search, text, limit=LIMIT, mode=mode)
                             took, _ = common.timed(query)
                             times[(side, kind, mode)].append(took)
@@ -159,28 +178,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool", type=int, default=512, help="texts embedded for real")
     parser.add_argument("--writers", type=int, default=12, help="writer processes")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long they write")
+    parser.add_argument("--no-pgvector", action="store_true", help="no second server with pgvector")
+    parser.add_argument("--no-writes", action="store_true", help="searches only")
     args = parser.parse_args(argv)
+    from importlib.util import find_spec
+
+    with_pgvector = not args.no_pgvector and find_spec("pgserver") is not None
     (n,) = common.sizes(args.facts)
     work = os.path.join(os.path.abspath(args.cache_dir), f"postgres-work-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    server = pg_server.start()
+    servers = {"postgres": pg_server.start()}
     try:
+        if with_pgvector:
+            servers["pgvector"] = pg_server.start(bindir=pg_server.pgvector_bin_dir())
         state = build(n, args.seed, args.pool, args.cache_dir, work)
-        url = server.url(server.new_database())
-        moved = migrate(state, url)
-        times = search(state, url, args.runs)
-        written = [
-            writes(work, side, url, args.writers, args.seconds, args.cache_dir) for side in SIDES
-        ]
+        urls = {side: server.url(server.new_database()) for side, server in servers.items()}
+        moved = migrate(state, urls["postgres"])
+        if with_pgvector:
+            migrate(state, urls["pgvector"])
+        times = search(state, urls, args.runs)
+        written = (
+            []
+            if args.no_writes
+            else [
+                writes(work, side, urls["postgres"], args.writers, args.seconds, args.cache_dir)
+                for side in WRITE_SIDES
+            ]
+        )
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
         shutil.rmtree(work, ignore_errors=True)
+    sides = ("sqlite", *servers)
+    agreement = []
+    for side in sides[1:]:
+        for mode in MODES[1:]:
+            keys = [(t, m) for (s, t, m) in answers if s == side and m == mode]
+            same = sum(answers[(side, t, m)] == answers[("sqlite", t, m)] for t, m in keys)
+            # the bench's vectors come from --pool texts, each shared by many facts: equal
+            # cosines, which each side orders its own way
+            tied = sum(scores[(side, t, m)] == scores[("sqlite", t, m)] for t, m in keys)
+            shared = sum(
+                len(set(answers[(side, t, m)]) & set(answers[("sqlite", t, m)])) for t, m in keys
+            )
+            wanted = sum(len(answers[("sqlite", t, m)]) for t, m in keys) or 1
+            agreement.append(
+                {"side": side, "mode": mode, "queries": len(keys), "same": same,
+                 "same_scores": tied, "overlap": shared / wanted}
+            )  # fmt: skip
     rows = []
     for kind in KINDS:
         for mode in MODES:
-            stats = {side: common.stats_ms(times[(side, kind, mode)]) for side in SIDES}
-            for side in SIDES:
+            stats = {side: common.stats_ms(times[(side, kind, mode)]) for side in sides}
+            for side in sides:
                 rows.append({"kind": kind, "mode": mode, **common.side_row(side, stats, "sqlite")})
     columns = [("kind", "queries", ""), ("mode", "mode", ""), *common.SIDE_COLUMNS]
     common.print_table(f"search at {n:,} facts: PostgreSQL beside memory.db", columns, rows)
@@ -190,15 +241,22 @@ def main(argv: list[str] | None = None) -> int:
          ("facts_per_s", "facts/s", ",.0f")],
         [moved],
     )  # fmt: skip
-    base = written[0]["per_s"]
-    for row in written:
-        row["ratio"] = common.ratio(row["per_s"], base)
     common.print_table(
-        f"acknowledged writes: {args.writers} processes on one store, {args.seconds:.0f} s",
-        [("side", "store", ""), ("writers", "writers", ",d"), ("acked", "facts", ",d"),
-         ("per_s", "facts/s", ",.0f"), ("ratio", "/ sqlite", ".2f")],
-        written,
+        f"the same hits as memory.db (top {LIMIT}, every query)",
+        [("side", "store", ""), ("mode", "mode", ""), ("queries", "queries", ",d"),
+         ("same", "same list", ",d"), ("same_scores", "same scores", ",d"),
+         ("overlap", "overlap", ".3f")],
+        agreement,
     )  # fmt: skip
+    for row in written:
+        row["ratio"] = common.ratio(row["per_s"], written[0]["per_s"])
+    if written:
+        common.print_table(
+            f"acknowledged writes: {args.writers} processes on one store, {args.seconds:.0f} s",
+            [("side", "store", ""), ("writers", "writers", ",d"), ("acked", "facts", ",d"),
+             ("per_s", "facts/s", ",.0f"), ("ratio", "/ sqlite", ".2f")],
+            written,
+        )  # fmt: skip
     common.write_result(
         NAME,
         args.out_dir,
@@ -209,9 +267,10 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "writers": args.writers,
             "seconds": args.seconds,
+            "pgvector": with_pgvector,
         },
         rows,
-        {"migrate": moved, "writes": written},
+        {"migrate": moved, "writes": written, "agreement": agreement},
     )
     return 0
 

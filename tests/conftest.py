@@ -20,7 +20,8 @@ from memdir.testing import cli_command, cli_env, stop_forkserver, stop_workers_u
 
 # `MEMDIR_TEST_BACKEND=postgres pytest ...` (the PostgreSQL lane of `make test`): every test
 # gets a fresh database of the test server as MEMDIR_DATABASE_URL, and nothing else changes
-# (W1: with only a URL set, the tiers behave as on memory.db).
+# (W1: with only a URL set, the tiers behave as on memory.db). `pgvector`: the same on
+# the PostgreSQL that the pgserver wheel bundles with pgvector (the pgvector lane, Q2).
 TEST_BACKEND = os.environ.get("MEMDIR_TEST_BACKEND", "sqlite")
 
 
@@ -36,7 +37,7 @@ def state_dir(
         "MEMDIR_DATABASE_SCOPE",
     ):
         monkeypatch.delenv(var, raising=False)
-    if TEST_BACKEND == "postgres":
+    if TEST_BACKEND in ("postgres", "pgvector"):
         monkeypatch.setenv("MEMDIR_DATABASE_URL", str(request.getfixturevalue("pg_url")))
     state = tmp_path / "state"
     state.mkdir()
@@ -119,10 +120,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Any]:
     """One throwaway PostgreSQL server per test process (each xdist worker its own),
-    started on first use and removed at the end (tests/pg_server.py)."""
+    started on first use and removed at the end (tests/pg_server.py); in the pgvector
+    lane, the one with pgvector."""
     import pg_server as server_module
 
-    server = server_module.start()
+    bindir = server_module.pgvector_bin_dir() if TEST_BACKEND == "pgvector" else None
+    server = server_module.start(bindir=bindir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL with pgvector (the pgserver wheel's), whatever the lane."""
+    import pg_server as server_module
+
+    server = server_module.start(bindir=server_module.pgvector_bin_dir())
     try:
         yield server
     finally:

@@ -1,6 +1,8 @@
 """A throwaway PostgreSQL server for the suite (W1): initdb + pg_ctl of the installed
 PostgreSQL (Debian's postgresql-15, which `make test` installs when initdb is missing),
 in a temp dir, on a unix socket and a free loopback port. Nothing is assumed running.
+Debian's has no pgvector; `start(bindir=pgvector_bin_dir())` runs the PostgreSQL 16 that
+the `pgserver` wheel (the dev extra) bundles with pgvector instead (Q2).
 
 As root the server runs as the `postgres` user (PostgreSQL refuses to run as root). Local
 connections (the socket) are trusted; TCP ones need a password (scram-sha-256), so a test
@@ -39,12 +41,27 @@ def bin_dir() -> str:
     return os.path.dirname(candidates[-1])
 
 
+def pgvector_bin_dir() -> str:
+    """The bin dir of the PostgreSQL with pgvector that the pgserver wheel bundles (its
+    package is not imported: only its files are used)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "the pgvector lane needs the pgserver wheel (PostgreSQL with pgvector): "
+            "pip install -e '.[dev]'"
+        )
+    return os.path.join(list(spec.submodule_search_locations)[0], "pginstall", "bin")
+
+
 @dataclass
 class Server:
     root: str
     socket_dir: str
     port: int
     host: str = "127.0.0.1"
+    bindir: str = ""
 
     def url(self, database: str = "postgres") -> str:
         """A URL over the unix socket (trusted, no password)."""
@@ -69,7 +86,7 @@ class Server:
         self.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def stop(self) -> None:
-        _run(_as_owner([os.path.join(bin_dir(), "pg_ctl"), "-D", self.data, "-m", "immediate",
+        _run(_as_owner([os.path.join(self.bindir, "pg_ctl"), "-D", self.data, "-m", "immediate",
                         "-w", "stop"]), check=False)  # fmt: skip
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -89,17 +106,18 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str
     return proc
 
 
-def start(host: str = "127.0.0.1", clients: str | None = None) -> Server:
+def start(host: str = "127.0.0.1", clients: str | None = None, bindir: str | None = None) -> Server:
     """A new server, initialised and started; stop() removes it. `clients`, a subnet such as
-    10.213.7.0/24, may connect over TCP too (with the password), beside loopback."""
+    10.213.7.0/24, may connect over TCP too (with the password), beside loopback. `bindir`:
+    the PostgreSQL to run (default: the installed one, bin_dir())."""
     # short: a socket's path has at most 107 bytes
     root = tempfile.mkdtemp(prefix="memdir-pg-", dir="/tmp")
     os.chmod(root, 0o755)
     if os.geteuid() == 0:
         owner = pwd.getpwnam("postgres")
         os.chown(root, owner.pw_uid, owner.pw_gid)
-    server = Server(root, root, free_port(host), host)
-    bindir = bin_dir()
+    bindir = bindir or bin_dir()
+    server = Server(root, root, free_port(host), host, bindir)
     _run(_as_owner([os.path.join(bindir, "initdb"), "-D", server.data, "-U", "postgres",
                     "-E", "UTF8", "--locale=C.UTF-8", "--auth-local=trust",
                     "--auth-host=scram-sha-256", "--no-sync"]))  # fmt: skip

@@ -177,9 +177,15 @@ def similar_files(
 def _nearest(
     store: Store, embedder: Embedder, cache: Any, vector: Any, minimum: float, top: int
 ) -> list[tuple[tuple[str, int | str], float]]:
-    """The `top` stored vectors (facts and chunks) most like `vector`, cosine >= minimum."""
+    """The `top` stored vectors (facts and chunks) most like `vector`, cosine >= minimum:
+    ranked by the store where it ranks (pgvector), else by the matrix."""
     import numpy as np
 
+    if store.ranks_vectors():
+        blob = np.asarray(vector, dtype="<f4").tobytes()
+        ranked = store.rank_vectors(embedder.name, blob, top)
+        if ranked is not None:
+            return [((r.owner, r.owner_id), r.score) for r in ranked if r.score >= minimum]
     keys, matrix = cache.load(store, embedder)
     if not keys:
         return []

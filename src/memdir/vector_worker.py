@@ -104,12 +104,16 @@ class Worker:
         op = request.get("op")
         store = self.memory.store
         if op == "status":
-            self.cache.load(store, self.embedder)  # current: callers take its count
+            if store.ranks_vectors():  # the server ranks them (pgvector): no matrix here
+                count = store.vector_generation(self.embedder.name).n
+            else:
+                self.cache.load(store, self.embedder)  # current: callers take its count
+                count = len(self.cache.keys)
             return {
                 "pid": os.getpid(),
                 "model": self.embedder.name,
                 "rss_mib": rss_mib(),
-                "vectors": len(self.cache.keys),
+                "vectors": count,
                 "idle_s": round(time.monotonic() - self.last, 3),
                 "idle_exit_s": self.idle,
                 "embedded": self.embedded,
@@ -122,10 +126,10 @@ class Worker:
             return {"ok": True}
         if op == "query":
             want = int(request["want"])
-            nearest, similarity = nearest_vectors(
-                self.cache, store, self.embedder, str(request["text"]), want
-            )
             keys = [(str(o), i) for o, i in request.get("keys", [])]
+            nearest, similarity = nearest_vectors(
+                self.cache, store, self.embedder, str(request["text"]), want, keys
+            )
             if store.count_unembedded(self.embedder.name):
                 self.wants_embedding = True  # another process wrote them, or a hand edit
             return {
@@ -216,7 +220,8 @@ def main(argv: list[str]) -> int:
         idle = memory.settings.search_worker_idle
         embedder = memory.embedder()  # the model [embeddings] names (Q2)
         worker = Worker(memory, embedder, idle)
-        worker.cache.load(memory.store, embedder)  # ready to answer from the first request
+        if not memory.store.ranks_vectors():
+            worker.cache.load(memory.store, embedder)  # ready to answer from the first request
         with contextlib.suppress(FileNotFoundError):
             os.unlink(places.socket)  # a dead worker's, or one killed: ours now, by the lock
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

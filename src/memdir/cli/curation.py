@@ -107,6 +107,8 @@ def render(report: Report, fix: bool = False) -> str:
             else "not in use: search is lexical"
         )
         lines.append(f"search model: {model['model']} ({model['provider']}); {state}")
+    if isinstance(db.get("vector_ranking"), str):  # team mode (Q2): pgvector or Python
+        lines.append(f"semantic ranking: {db['vector_ranking']}")
     size = ""
     if db.get("bytes") is not None:
         size = (

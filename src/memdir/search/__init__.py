@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..storage.base import Store
     from ..storage.embeddings import Vectors
     from ..storage.rows import Chunk
+    from ..storage.rows_cold import RankedVector
     from ..types import Embedder
     from .worker import Remote
 
@@ -490,7 +491,11 @@ def _semantic(
             cosines.setdefault(key, score)
     else:
         assert embedder is not None
-        nearest, cosine_of = nearest_vectors(cache, store, embedder, text, depth * 4)
+        # no filter at all: every stored vector qualifies (a fact's goes when it stops
+        # being active), and a ranking in the server then reads no row but the vectors'
+        everything = set(kinds) == set(KINDS) and category is None and since is None
+        within = None if everything else (kinds, category, since)
+        nearest, cosine_of = nearest_vectors(cache, store, embedder, text, depth * 4, known, within)
     model = embedder.name if embedder is not None else remote.model if remote else ""
     mean, p99 = calibration(model, store)
 
@@ -524,10 +529,28 @@ def _semantic(
 
 
 def nearest_vectors(
-    cache: VectorCache, store: Store, embedder: Embedder, text: str, want: int
+    cache: VectorCache,
+    store: Store,
+    embedder: Embedder,
+    text: str,
+    want: int,
+    known: list[Key] | None = None,
+    within: tuple[tuple[str, ...], str | None, str | None] | None = None,
 ) -> tuple[list[tuple[Key, float]], Callable[[Key], float | None]]:
     """The `want` vectors nearest the question's, best first, with their cosines, and the
-    cosine of any key (None: no vector): what the worker answers a query with, too."""
+    cosine of any key (None: no vector): what the worker answers a query with, too. A
+    store that ranks itself (PostgreSQL with pgvector: rank_vectors) is asked instead of
+    the matrix, kept to `within` (kinds, category, since: the search's filters), and gives
+    the cosines of the `known` keys (the lexical candidates) in one more question; any
+    other key's is asked when wanted."""
+    if store.ranks_vectors():
+        from ..storage.rows_cold import VectorFilter  # not on a lexical search's path
+
+        blob = embedder.embed([text])[0].astype("<f4").tobytes()
+        scope = None if within is None else VectorFilter(*within)
+        ranked = store.rank_vectors(embedder.name, blob, want, scope)
+        if ranked is not None:
+            return _ranked_by_store(store, embedder.name, blob, ranked, known or [])
     import numpy as np
 
     keys, matrix = cache.load(store, embedder)
@@ -544,6 +567,31 @@ def nearest_vectors(
     candidates = np.argpartition(-scores, wanted - 1)[:wanted]
     candidates = candidates[np.argsort(-scores[candidates])]
     return [(keys[int(i)], float(scores[i])) for i in candidates], similarity
+
+
+def _ranked_by_store(
+    store: Store, model: str, blob: bytes, ranked: list[RankedVector], known: list[Key]
+) -> tuple[list[tuple[Key, float]], Callable[[Key], float | None]]:
+    scores: dict[Key, float] = {(r.owner, r.owner_id): r.score for r in ranked}
+    asked = set(scores)
+
+    def ask(keys: list[Key]) -> None:
+        wanted: list[tuple[str, int]] = [
+            (str(o), int(i)) for o, i in keys if o in ("fact", "chunk") and (o, i) not in asked
+        ]
+        asked.update(keys)
+        if wanted:
+            for key, score in store.score_vectors(model, blob, wanted).items():
+                scores[key] = score
+
+    ask(known)
+
+    def similarity(key: Key) -> float | None:
+        if key not in asked:
+            ask([key])  # a neighbour brought in by its context (context.py)
+        return scores.get(key)
+
+    return [((r.owner, r.owner_id), r.score) for r in ranked], similarity
 
 
 def _fact_hit(fact: Fact, score: float) -> Hit:

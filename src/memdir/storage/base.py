@@ -28,9 +28,11 @@ from .rows_cold import (
     NewFact,
     NewVector,
     ProcedurePrint,
+    RankedVector,
     StoredVector,
     Superseded,
     Unembedded,
+    VectorFilter,
     VectorGeneration,
 )
 
@@ -278,6 +280,26 @@ class IndexStore(Protocol):
     def vector_generation(self, model: str) -> VectorGeneration: ...
 
     def iter_vectors(self, model: str, after: int = 0) -> Iterator[StoredVector]: ...
+
+    def ranks_vectors(self) -> bool:
+        """Q2: whether rank_vectors ranks (PostgreSQL with pgvector), so that a search
+        need not load every vector into a matrix."""
+        ...
+
+    def rank_vectors(
+        self, model: str, question: bytes, want: int, within: VectorFilter | None = None
+    ) -> list[RankedVector] | None:
+        """Q2: the `want` vectors of the model nearest the question's blob, best first, by
+        inner product, kept to `within`, when the store ranks them itself (PostgreSQL with
+        pgvector); None when it does not: the caller ranks the matrix (iter_vectors)."""
+        ...
+
+    def score_vectors(
+        self, model: str, question: bytes, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], float]:
+        """Q2: the inner product of the question with each of these owners' vectors, where
+        rank_vectors ranks (absent: no vector of that size, or a store that does not)."""
+        ...
 
     def vector_models(self) -> dict[str, int]:
         """Q2: model -> how many vectors of it are stored (doctor: which are stale)."""

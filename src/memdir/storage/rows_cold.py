@@ -46,6 +46,25 @@ class StoredVector(Record):
     vec: bytes
 
 
+class RankedVector(Record):
+    """A vector the store ranked for a question (rank_vectors): its owner and the inner
+    product (the cosine, vectors being unit length)."""
+
+    owner: str
+    owner_id: int
+    score: float
+
+
+class VectorFilter(Record):
+    """The candidates a ranking in the store keeps, as the search's own filters (Q1):
+    facts when `kinds` has "fact", active, of `category`, made since `since`; chunks of
+    the other kinds, dated since `since`, and none when a category is asked."""
+
+    kinds: tuple[str, ...]
+    category: str | None
+    since: str | None
+
+
 class VectorGeneration(Record):
     """How many vectors of a model there are, and the highest id: a cached matrix is
     current while both hold."""

@@ -53,8 +53,9 @@ TEMP_RE = re.compile(rf"{re.escape(files.TEMP_PREFIX)}(.+)\.[0-9]+\.[0-9a-f]{{12
 
 def check_team_database(url: str, scope: str, store: Store, found: list[Finding]) -> dict[str, Any]:
     """W1: the PostgreSQL store: the server reached, the scope's schema version, and its
-    lexical index checked against its rows (PostgresStore.inspect). The URL is shown with
-    its password replaced by ***."""
+    lexical index checked against its rows (PostgresStore.inspect), and how semantic search
+    ranks there (`vector_ranking`: pgvector, or Python and why). The URL is shown with its
+    password replaced by ***."""
     from ...storage.postgres.url import redact
 
     where = f"{redact(url)} (scope {scope})"
@@ -118,6 +119,9 @@ def check_team_database(url: str, scope: str, store: Store, found: list[Finding]
     else:
         info["facts"] = store.count_facts()
         check_conflicts(store, found)
+    ranking = getattr(store, "vector_ranking", None)  # PostgresStore's: how it ranks (Q2)
+    if isinstance(ranking, str):
+        info["vector_ranking"] = ranking
     return info
 
 

@@ -84,6 +84,10 @@ class Connection:
         # tables have none, and a plan made without them can read every row per row
         self._analyze = False  # search groups the open write touched (groups.py)
         self._lock = threading.RLock()  # one connection: one statement at a time
+        # pgvector (pgvector.py): whether the server ranks the vectors, and the line saying
+        # how they are ranked (doctor); found again on each connection
+        self._pgvector = False
+        self.vector_ranking = "in Python (numpy)"
 
     def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
         import psycopg
@@ -128,6 +132,7 @@ class Connection:
                         import os
 
                         os.makedirs(self.memory_dir, exist_ok=True)
+                self._use_pgvector(db)
                 self._present = True
             return db.cursor()
 
@@ -187,6 +192,52 @@ class Connection:
                         "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (version, name),
                     )
+
+    def _use_pgvector(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
+        """pgvector when it can be had; a store never fails for it: anything but a lost
+        connection leaves the Python ranking, and doctor says why."""
+        import psycopg
+
+        try:
+            self._find_pgvector(db)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            self._pgvector = False
+            self.vector_ranking = (
+                f"in Python (numpy): pgvector could not be used: {self._said(exc)}"
+            )
+
+    def _find_pgvector(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
+        """Use pgvector when the server has it (pgvector.py): its schema on the search path,
+        its type known to the connection, and the scope's `embedding` column there (a
+        writer adds and fills it, under the scope's lock)."""
+        from . import pgvector
+
+        self._pgvector = False
+        found, self.vector_ranking = pgvector.detect(db, not self.read_only, LOCK_CLASS)
+        if found is None:
+            return
+        db.execute(f'SET search_path TO "{self.schema}", "{found}"')
+        pgvector.register(db)
+        cur = db.cursor()
+        if not self.read_only and (not pgvector.has_column(cur) or pgvector.unfilled(cur)):
+            with db.transaction():
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, self.schema)
+                )
+                pgvector.ensure_column(cur)
+        self._pgvector = pgvector.has_column(cur)
+        if not self._pgvector:
+            self.vector_ranking = (
+                "in Python (numpy): pgvector is there, the scope's vectors are not in its "
+                "form yet (the next write brings them)"
+            )
+        elif pgvector.unfilled(cur):
+            self.vector_ranking += (
+                f"; {pgvector.unfilled(cur)} vectors are not in its form yet and not ranked "
+                "(the next write fills them)"
+            )
 
     def _version(self, db: psycopg.Connection[tuple[object, ...]]) -> int:
         found = db.execute(

@@ -29,7 +29,7 @@ from ..rows import (
 )
 from ..sqlite import groups
 from ..sqlite.index import or_words
-from . import lexical
+from . import lexical, pgvector
 from .documents import DocumentRows
 from .schema import LATEST
 
@@ -45,9 +45,11 @@ if TYPE_CHECKING:
         NewFact,
         NewVector,
         ProcedurePrint,
+        RankedVector,
         StoredVector,
         Superseded,
         Unembedded,
+        VectorFilter,
         VectorGeneration,
     )
     from .connection import Cursor
@@ -864,12 +866,23 @@ class PostgresStore(DocumentRows):
                     rows,
                 )
                 lexical.put(cur, lexical.CHUNKS, [(_int(r[0]), str(r[6])) for r in rows])
-                cur.executemany(
-                    "INSERT INTO vectors (model, owner, owner_id, hash, vec) "
-                    "SELECT %s, 'chunk', id, hash, %s FROM chunks WHERE path = %s AND hash = %s "
-                    "ON CONFLICT DO NOTHING",
-                    [(model, vec, path, digest) for model, digest, vec in kept],
-                )
+                if self._pgvector:
+                    cur.executemany(
+                        "INSERT INTO vectors (model, owner, owner_id, hash, vec, embedding) "
+                        "SELECT %s, 'chunk', id, hash, %s, %b FROM chunks WHERE path = %s "
+                        "AND hash = %s ON CONFLICT DO NOTHING",
+                        [
+                            (model, vec, pgvector.blob_form(bytes(vec)), path, digest)  # type: ignore[call-overload]  # psycopg rows are tuples of object
+                            for model, digest, vec in kept
+                        ],
+                    )
+                else:
+                    cur.executemany(
+                        "INSERT INTO vectors (model, owner, owner_id, hash, vec) SELECT %s, "
+                        "'chunk', id, hash, %s FROM chunks WHERE path = %s AND hash = %s "
+                        "ON CONFLICT DO NOTHING",
+                        [(model, vec, path, digest) for model, digest, vec in kept],
+                    )
                 self._dirty.add("file:" + path)
 
     def _drop_chunks(self, cur: Cursor, path: str) -> None:
@@ -1146,14 +1159,23 @@ class PostgresStore(DocumentRows):
                 "WHERE v.model = %s AND v.owner = u.owner AND v.owner_id = u.id",
                 (owners, ids, model),
             )
+            blobs = [r[3] for r in last.values()]
+            # with pgvector, each vector in its form too (None: one it would refuse)
+            forms = [pgvector.blob_form(b) for b in blobs] if self._pgvector else None
             cur.execute(
-                "INSERT INTO vectors (model, owner, owner_id, hash, vec) "
-                "SELECT %s, u.owner, u.id, u.hash, u.vec FROM unnest(%s::text[], %s::bigint[], "
-                "%s::text[], %s::bytea[]) WITH ORDINALITY AS u(owner, id, hash, vec, n) "
-                "WHERE (u.owner = 'chunk' AND EXISTS (SELECT 1 FROM chunks c WHERE c.id = u.id)) "
-                "OR (u.owner = 'fact' AND EXISTS (SELECT 1 FROM facts f WHERE f.id = u.id AND "
-                "f.status = 'active')) ORDER BY u.n",
-                (model, owners, ids, [r[2] for r in last.values()], [r[3] for r in last.values()]),
+                "INSERT INTO vectors (model, owner, owner_id, hash, vec"
+                + (", embedding" if forms is not None else "")
+                + ") SELECT %s, u.owner, u.id, u.hash, u.vec"
+                + (", u.e" if forms is not None else "")
+                + " FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::bytea[]"
+                + (", %b::vector[]" if forms is not None else "")
+                + ") WITH ORDINALITY AS u(owner, id, hash, vec"
+                + (", e" if forms is not None else "")
+                + ", n) WHERE (u.owner = 'chunk' AND EXISTS (SELECT 1 FROM chunks c WHERE "
+                "c.id = u.id)) OR (u.owner = 'fact' AND EXISTS (SELECT 1 FROM facts f WHERE "
+                "f.id = u.id AND f.status = 'active')) ORDER BY u.n",
+                (model, owners, ids, [r[2] for r in last.values()], blobs)
+                + ((forms,) if forms is not None else ()),
             )
             if len(last) >= ANALYZE_AFTER:
                 self._analyze = True
@@ -1184,6 +1206,70 @@ class PostgresStore(DocumentRows):
             rows = cur.fetchall()
         for owner, owner_id, vec in rows:
             yield StoredVector(str(owner), _int(owner_id), bytes(vec))  # type: ignore[call-overload]  # psycopg rows are tuples of object
+
+    def ranks_vectors(self) -> bool:
+        with self._read() as cur:
+            return cur is not None and self._pgvector
+
+    def rank_vectors(
+        self,
+        model: str,
+        question: bytes,
+        want: int,
+        within: VectorFilter | None = None,
+    ) -> list[RankedVector] | None:
+        """With pgvector, the server ranks (pgvector.py: an exact scan by inner product, as
+        the Python ranking's matrix product); without it, None."""
+        with self._read() as cur:
+            if cur is None:
+                return []
+            form = pgvector.blob_form(question) if self._pgvector else None
+            if form is None:
+                return None
+            where: str = ""
+            extra: tuple[object, ...] = ()
+            if within is not None:
+                kinds, category, since = within
+                where = (
+                    " AND ((v.owner = 'fact' AND 'fact' = ANY(%s) AND EXISTS (SELECT 1 FROM "
+                    "facts f WHERE f.id = v.owner_id AND f.status = 'active' AND (%s::text IS "
+                    "NULL OR f.category = %s) AND (%s::text IS NULL OR f.created >= %s))) OR "
+                    "(v.owner = 'chunk' AND %s::text IS NULL AND EXISTS (SELECT 1 FROM chunks "
+                    "c WHERE c.id = v.owner_id AND c.kind = ANY(%s) AND (%s::text IS NULL OR "
+                    "coalesce(c.date, '') >= %s))))"
+                )
+                chunk_kinds = [k for k in kinds if k != "fact"]
+                extra = (list(kinds), category, category, since, since, category, chunk_kinds,
+                         since, since)  # fmt: skip
+            cur.execute(
+                "SELECT v.owner, v.owner_id, v.embedding <#> %b AS d FROM vectors v "
+                "WHERE v.model = %s AND v.embedding IS NOT NULL AND "
+                f"vector_dims(v.embedding) = %s{where} ORDER BY d, v.owner, v.owner_id LIMIT %s",
+                (form, model, len(question) // 4, *extra, want),
+            )
+            from ..rows_cold import RankedVector
+
+            return [RankedVector(str(o), _int(i), -float(str(d))) for o, i, d in cur.fetchall()]
+
+    def score_vectors(
+        self, model: str, question: bytes, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], float]:
+        """The inner product of the question with these owners' vectors (with pgvector;
+        without it, or an owner with no vector of this size: absent)."""
+        if not keys:
+            return {}
+        with self._read() as cur:
+            form = pgvector.blob_form(question) if self._pgvector else None
+            if cur is None or form is None:
+                return {}
+            cur.execute(
+                "SELECT v.owner, v.owner_id, v.embedding <#> %b FROM vectors v JOIN "
+                "unnest(%s::text[], %s::bigint[]) AS u(owner, id) ON v.owner = u.owner AND "
+                "v.owner_id = u.id WHERE v.model = %s AND v.embedding IS NOT NULL AND "
+                "vector_dims(v.embedding) = %s",
+                (form, [k[0] for k in keys], [k[1] for k in keys], model, len(question) // 4),
+            )
+            return {(str(o), _int(i)): -float(str(d)) for o, i, d in cur.fetchall()}
 
     def vector_models(self) -> dict[str, int]:
         with self._read() as cur:

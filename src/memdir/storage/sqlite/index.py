@@ -9,7 +9,7 @@ the vectors of chunks and facts. Part of SQLiteStore.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 from ..rows import FACT_FIELDS, Chunk, FileState, Node, ScoredChunk, Word
 from . import bounded
@@ -19,7 +19,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
 
-    from ..rows_cold import FileChunks, NewVector, StoredVector, Unembedded, VectorGeneration
+    from ..rows_cold import (
+        FileChunks,
+        NewVector,
+        RankedVector,
+        StoredVector,
+        Unembedded,
+        VectorFilter,
+        VectorGeneration,
+    )
 
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
 FACT_COLUMNS = ", ".join(FACT_FIELDS)  # a fact's columns are the fields an export carries
@@ -393,6 +401,20 @@ class IndexRows(Connection):
                 (model, after),
             )
             yield from (StoredVector(*row) for row in rows)
+
+    def ranks_vectors(self) -> bool:
+        return False
+
+    def rank_vectors(
+        self, model: str, question: bytes, want: int, within: VectorFilter | None = None
+    ) -> list[RankedVector] | None:
+        """None: memory.db's vectors are ranked by the caller's matrix (search.VectorCache)."""
+        return None
+
+    def score_vectors(
+        self, model: str, question: bytes, keys: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], float]:
+        return {}
 
     def vector_models(self) -> dict[str, int]:
         db = self._conn()
