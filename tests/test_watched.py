@@ -210,6 +210,79 @@ def test_a_linked_file_keeps_the_sync_from_being_kept(watching: Memory) -> None:
     assert any("capybara" in text for text in found(memory, "capybara"))
 
 
+def test_one_folder_reached_by_two_paths_drops_what_each_kept(
+    watching: Memory, tmp_path: Path
+) -> None:  # C1
+    """The kernel gives a folder one watch whatever path reached it (a symlinked root, a
+    bind mount): an event drops what every path kept, and forgetting one path leaves the
+    other watched."""
+    memory = watching
+    memory.write_entry("ci", "CI takes 12 min", "details")
+    alias = tmp_path / "alias"
+    alias.symlink_to(memory.layout.memory_dir)
+    other = Memory(str(memory.layout.state_dir), env={"MEMDIR_MEMORY_DIR": str(alias)})
+    assert other.layout.global_dir != memory.layout.global_dir
+    for _ in range(2):
+        assert listed(memory)["ci"] == listed(other)["ci"] == "CI takes 12 min"
+    path = entry_file(memory, "ci")
+    path.write_text(path.read_text().replace("12 min", "34 min"))
+    assert listed(other)["ci"] == "CI takes 34 min"
+    assert listed(memory)["ci"] == "CI takes 34 min"
+    assert watched._watcher is not None
+    watched._watcher.forget(other.layout.global_dir)
+    listed(memory)
+    path.write_text(path.read_text().replace("34 min", "56 min"))
+    assert listed(memory)["ci"] == "CI takes 56 min"
+
+
+def test_lost_events_start_every_watch_again(watching: Memory) -> None:  # C1
+    """More events than the kernel queues (an idle process): what was kept is dropped and
+    every watch is added again, since the end of one may be among those lost."""
+    memory = watching
+    memory.write_entry("ci", "CI takes 12 min", "details")
+    listed(memory)
+    listed(memory)
+    assert kept(memory)
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    path = entry_file(memory, "ci")
+    for i in range(limit + 100):
+        os.utime(path, ns=(i, i))
+    path.write_text(path.read_text().replace("12 min", "21 min"))
+    assert listed(memory)["ci"] == "CI takes 21 min"
+    assert watched._watcher is not None
+    assert memory.layout.global_dir not in watched._watcher.folders or not kept(memory)
+
+
+def test_a_forked_child_lets_go_of_its_parents_queue_at_once(watching: Memory) -> None:  # C1
+    memory = watching
+    memory.write_entry("ci", "CI", "details")
+    listed(memory)
+    listed(memory)
+    assert watched._watcher is not None
+    fd = watched._watcher.fd
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.fstat(fd)
+        except OSError:
+            os._exit(0 if watched._watcher is None else 3)
+        os._exit(1)  # still open: a later open could get that number and lose it
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    os.fstat(fd)  # the parent's is open
+
+
+def test_readying_a_stale_index_keeps_nothing(watching: Memory) -> None:  # C1, Q3
+    memory = watching
+    memory.write_procedure("deploy", "# Deploy\n\nRun the zebra pipeline.\n")
+    assert found(memory, "zebra")
+    path = Path(memory.layout.procedures_dir) / "deploy.md"
+    path.write_text("# Deploy\n\nRun the yak pipeline.\n")
+    memory.warm()  # a look: it finds the index behind the files and leaves it to the call
+    assert not synced_kept(memory)
+    assert any("yak" in text for text in found(memory, "yak"))
+
+
 def test_a_process_of_one_call_never_watches(memory: Memory) -> None:  # C1
     saved = watched._mode
     try:

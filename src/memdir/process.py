@@ -42,6 +42,10 @@ def opened_stores() -> list[tuple[str, str]]:
     return list(_stores)
 
 
+def forget_opened_stores() -> None:
+    _stores.clear()
+
+
 def forked() -> bool:
     """Whether this process runs a call forked for another (cli/forkserver.py), which
     ends with os._exit: the stores it opened may be left to that exit (cli/common)."""

@@ -723,16 +723,20 @@ def _ready(end: Socket) -> None:
             recent = json.loads(handle.read(65536))
     except (OSError, ValueError):
         return
-    for place in recent if isinstance(recent, list) else ():
-        if select.select([end], [], [], 0)[0]:
-            return
-        try:
-            state, root = place
-            memory = Memory(state, env={}, cwd="/")
-            if memory.layout.memory_dir == root:
-                memory.warm()
-        except Exception:  # a store gone or broken is the call's to report
-            continue
+    try:
+        for place in recent if isinstance(recent, list) else ():
+            if select.select([end], [], [], 0)[0]:
+                return
+            try:
+                state, root = place
+                # the root as the call found it (its config, or MEMDIR_MEMORY_DIR)
+                memory = Memory(state, env={"MEMDIR_MEMORY_DIR": root}, cwd="/")
+                if memory.layout.memory_dir == root:
+                    memory.warm()
+            except Exception:  # a store gone or broken is the call's to report
+                continue
+    finally:
+        process.forget_opened_stores()  # readied, not opened for a call: not the call's list
 
 
 def _remember() -> None:

@@ -3,7 +3,6 @@ recall (R1-R4) and boot (B), the heartbeat checks (D) and distillation (D1)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 
@@ -181,16 +180,15 @@ class AgentMemory(MemoryBase):
         writing nothing: a spare of the fork server does it before its call comes (C1),
         through a look of its own: a connection left open would keep the store's WAL from
         being folded by the last close. A search index the files have moved on from is
-        left to the call (a look writes no chunk). Local stores only (team mode's view is
-        brought up to date by each call)."""
+        left to the call, unread (a look writes no chunk). Local stores only (team mode's
+        view is brought up to date by each call)."""
         if self.docs.shared or not os.path.exists(self.layout.db):
             return
         look = open_store(self.layout, self.settings, read_only=True)  # its close folds no WAL
         try:
             entries.warm(self.layout, look)
             if self.settings.enabled:
-                with contextlib.suppress(MemdirError):  # read-only: a stale index is refused
-                    index.sync(self.layout, look)
+                index.ready(self.layout, look)
         finally:
             look.close()
 

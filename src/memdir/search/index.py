@@ -14,6 +14,7 @@ import time
 from ..clock import iso
 from ..paths import STEM_CHECKS, Layout
 from ..storage import files, watched
+from ..storage.documents import keeps_documents
 from ..storage.hashing import text_hash
 from ..storage.rows import FileState
 
@@ -51,14 +52,12 @@ def sync(
     left out for their size (filled before anything is written). `kinds`: only the files
     of these tiers (a search of some kinds looks at no other folder). A process that lives
     on finds nothing to do without a look at any file while inotify says neither the
-    memory root nor a tier's folder changed since its last sync (storage/watched.py)."""
+    memory root nor a tier's folder changed since its last sync (storage/watched.py); not
+    in team mode, where other machines write the scope's index too."""
     if not set(kinds) & set(CHUNK_KINDS):
         return 0
-    if full or progress is not None:
+    if full or progress is not None or keeps_documents(store):
         return _sync(layout, store, full, progress, too_big, kinds)
-    # a tier's folder made later raises its event in the memory root
-    tiers = (os.path.join(layout.memory_dir, f) for _, f in TIERS)
-    folders = (layout.memory_dir, *(path for path in tiers if os.path.isdir(path)))
     changed = [0]
 
     def synced() -> tuple[tuple[str, ...], bool]:
@@ -68,10 +67,57 @@ def sync(
         return tuple(left_out), not linked
 
     # the index is the files', so in step with them until one changes (for this store)
-    left_out = watched.kept(folders, f"index.synced {layout.db} {','.join(kinds)}", synced)
+    left_out = watched.kept(_folders(layout), _synced_key(layout, kinds), synced)
     if too_big is not None and isinstance(left_out, tuple):
         too_big.extend(left_out)
     return changed[0]
+
+
+def ready(layout: Layout, store: Store) -> None:
+    """Keep sync's answer under the watch where the index is in step with the files
+    already; where it is not, nothing is read and nothing written (a spare of the fork
+    server readying the next call through a read-only look: the call syncs)."""
+    if keeps_documents(store):
+        return
+
+    def in_step() -> tuple[tuple[str, ...] | None, bool]:
+        left_out: list[str] = []
+        linked: list[str] = []
+        found = scan(layout, left_out, CHUNK_KINDS, linked)
+        stale, gone = _behind(found, store.indexed_files(), False, CHUNK_KINDS)
+        if stale or gone:
+            return None, False
+        return tuple(left_out), not linked
+
+    watched.kept(_folders(layout), _synced_key(layout, CHUNK_KINDS), in_step)
+
+
+def _folders(layout: Layout) -> tuple[str, ...]:
+    """What the index's files are in: the memory root (a tier's folder made later raises
+    its event there) and each tier's folder that exists."""
+    tiers = (os.path.join(layout.memory_dir, f) for _, f in TIERS)
+    return (layout.memory_dir, *(path for path in tiers if os.path.isdir(path)))
+
+
+def _synced_key(layout: Layout, kinds: tuple[str, ...]) -> str:
+    return f"index.synced {layout.db} {','.join(kinds)}"
+
+
+def _behind(
+    found: dict[str, tuple[str, str, int, int]],
+    indexed: dict[str, FileState],
+    full: bool,
+    kinds: tuple[str, ...],
+) -> tuple[list[tuple[str, str, str, int, int]], list[str]]:
+    """(the files to chunk again: new, changed, or all when `full`; the indexed files
+    gone from disk)."""
+    stale = [
+        (rel, kind, path, mtime, size)
+        for rel, (kind, path, mtime, size) in found.items()
+        if full or indexed.get(rel, ("", -1, -1, ""))[1:3] != (mtime, size)
+    ]
+    gone = [rel for rel, row in indexed.items() if row[0] in kinds and rel not in found]
+    return stale, gone
 
 
 def _sync(
@@ -84,12 +130,7 @@ def _sync(
     linked: list[str] | None = None,
 ) -> int:
     found = scan(layout, too_big, kinds, linked)
-    indexed = store.indexed_files()
-    stale = [
-        (rel, kind, path, mtime, size)
-        for rel, (kind, path, mtime, size) in found.items()
-        if full or indexed.get(rel, ("", -1, -1, ""))[1:3] != (mtime, size)
-    ]
+    stale, gone = _behind(found, store.indexed_files(), full, kinds)
     changes: list[FileChunks] = []
     if progress is not None and stale:
         progress(0, len(stale))  # a bar from the first file on, not after it
@@ -105,7 +146,6 @@ def _sync(
         changes.append(FileChunks(rel, state, _chunks(kind, rel, text, mtime)))
         if progress is not None:
             progress(done, len(stale))
-    gone = [rel for rel, row in indexed.items() if row[0] in kinds and rel not in found]
     if changes or gone:
         store.replace_chunks(changes, gone)
     return len(changes)

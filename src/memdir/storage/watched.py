@@ -60,7 +60,9 @@ class _Folder:
 
 
 class _Watcher:
-    """This process's inotify queue and what is kept under its watches."""
+    """This process's inotify queue and what is kept under its watches. One folder can
+    be reached by more than one path (a symlinked root, a bind mount): the kernel gives
+    them one watch, and an event drops what every one of those paths kept."""
 
     def __init__(self, libc: object, fd: int) -> None:
         import threading
@@ -68,9 +70,8 @@ class _Watcher:
         self.lock = threading.Lock()  # a server's threads share the queue and what it keeps
         self.libc = libc
         self.fd = fd
-        self.pid = os.getpid()
         self.folders: dict[str, _Folder] = {}
-        self.by_wd: dict[int, str] = {}
+        self.by_wd: dict[int, set[str]] = {}  # a watch -> the paths that reach its folder
         self.changes = 0  # events read: a value computed across one is not kept
 
     def drain(self) -> None:
@@ -89,22 +90,27 @@ class _Watcher:
                 size = int.from_bytes(data[at + 12 : at + 16], "little")
                 at += 16 + size
                 self.changes += 1
-                if mask & _OVERFLOW:
-                    for folder in self.folders.values():
-                        folder.values.clear()
+                if mask & _OVERFLOW:  # lost events may have ended watches: start again
+                    for path in list(self.folders):
+                        self.forget(path)
                     continue
-                path = self.by_wd.get(wd)
-                if path is None:
-                    continue
-                if mask & _IGNORED:
-                    self.forget(path)
-                else:
-                    self.folders[path].values.clear()
+                for path in list(self.by_wd.get(wd, ())):
+                    if mask & _IGNORED:
+                        self.forget(path)
+                    else:
+                        self.folders[path].values.clear()
 
     def forget(self, path: str) -> None:
+        """Stop trusting `path`; its watch ends with the last path that reaches it."""
         folder = self.folders.pop(path, None)
-        if folder is not None:
-            folder.values.clear()
+        if folder is None:
+            return
+        folder.values.clear()
+        paths = self.by_wd.get(folder.wd, set())
+        paths.discard(path)
+        for other in paths:
+            self.folders[other].values.clear()  # what they kept rode on the same watch
+        if not paths:
             self.by_wd.pop(folder.wd, None)
             self.libc.inotify_rm_watch(self.fd, folder.wd)  # type: ignore[attr-defined]
 
@@ -127,24 +133,28 @@ class _Watcher:
         wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), _MASK)  # type: ignore[attr-defined]
         if wd < 0:
             return None
+        wd = int(wd)
         try:
             again = os.stat(path)
         except OSError:
+            again = None
+        if again is None or (again.st_dev, again.st_ino) != identity:
+            # replaced while the watch was added: the next call starts again
+            if wd not in self.by_wd:
+                self.libc.inotify_rm_watch(self.fd, wd)  # type: ignore[attr-defined]
             return None
-        if (again.st_dev, again.st_ino) != identity:
-            return None  # replaced while the watch was added: the next call starts again
         self.drain()  # what was queued before the watch concerns what this holds no more
-        known = self.folders[path] = _Folder(int(wd), identity)
-        self.by_wd[int(wd)] = path
+        known = self.folders[path] = _Folder(wd, identity)
+        self.by_wd.setdefault(wd, set()).add(path)
         return known
 
 
 _watcher: _Watcher | None = None
-_unavailable = False
+_unavailable = False  # no inotify here (not Linux, or a kernel without it)
 # True: watch (a process that lives on); False: a process that makes one call (the
-# CLI's own); None: a library caller, watched from its second call on
+# CLI's own); None: a library caller, watched once it asks for a value a second time
 _mode: bool | None = None
-_calls = 0
+_asked: set[str] = set()
 
 
 def enable() -> None:
@@ -160,37 +170,52 @@ def one_call() -> None:
         _mode = False
 
 
-def _current() -> _Watcher | None:
-    global _watcher, _unavailable, _mode, _calls
+def _current(key: str) -> _Watcher | None:
+    global _watcher, _unavailable, _mode
     if _mode is None:
-        _calls += 1
-        if _calls < 2:
+        if key not in _asked:
+            _asked.add(key)
             return None
         _mode = True
     if not _mode or _unavailable:
         return None
-    if _watcher is not None and _watcher.pid == os.getpid():
+    if _watcher is not None:
         return _watcher
-    if _watcher is not None:  # a forked child: its parent's queue, which it must not read
-        with contextlib.suppress(OSError):
-            os.close(_watcher.fd)  # (its own copy: the parent's stays open)
-        _watcher = None
-    import ctypes  # a forked child comes here too: the queue is its parent's; it starts its own
+    import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, AttributeError):
-        fd = -1
-    if fd < 0:
         _unavailable = True
         return None
+    if fd < 0:
+        import errno
+
+        # out of inotify instances (EMFILE) is for now; no inotify at all is for good
+        _unavailable = ctypes.get_errno() in (errno.ENOSYS, errno.EINVAL)
+        return None
     made = _Watcher(libc, int(fd))
-    if _watcher is not None and _watcher.pid == made.pid:  # another thread made one first
+    if _watcher is not None:  # another thread made one first
         os.close(made.fd)
         return _watcher
     _watcher = made
     return made
+
+
+def _forked() -> None:
+    """In a forked child: the queue is its parent's, and reading it would take the
+    parent's events; the child closes its copy at once (the parent's stays open) and
+    watches on its own when it asks."""
+    global _watcher
+    if _watcher is not None:
+        with contextlib.suppress(OSError):
+            os.close(_watcher.fd)
+        _watcher = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _local(libc: object, path: str) -> bool:
@@ -211,7 +236,7 @@ def kept(
     links). A value is kept only when no event came while it was computed. Without a
     watch (not enabled, not Linux, a folder missing or not local) it is computed every
     call."""
-    watcher = _current()
+    watcher = _current(key)
     if watcher is None:
         return compute()[0]
     paths = (folders,) if isinstance(folders, str) else folders
@@ -248,7 +273,7 @@ class _Kept:
 
 def forget_all() -> None:
     """Drop every kept value (a test, or a caller that knows better than the kernel)."""
-    if _watcher is not None and _watcher.pid == os.getpid():
+    if _watcher is not None:
         with _watcher.lock:
             for place in _watcher.folders.values():
                 place.values.clear()
