@@ -89,6 +89,21 @@ WATCHED_DIRS = ("daily", "global", "procedures", "tasks")
 DERIVED = "global/"  # rendering a file here makes MEMORY.md stale (derived on each machine)
 
 
+def is_document(rel: str) -> bool:
+    """Whether the memory root's file `rel` ("daily/2026-01-02.md") is one of the documents
+    (in team mode a row); the rest of the root (HOT.md.bak, HOT.overflow.md, MEMORY.md,
+    anything else put there) stays a file of the machine."""
+    if rel in WATCHED_FILES:
+        return True
+    folder, _, name = rel.partition("/")
+    return (
+        folder in WATCHED_DIRS
+        and "/" not in name
+        and name.endswith(".md")
+        and not name.startswith(files.TEMP_PREFIX)
+    )
+
+
 class Documents:
     """Local: the files are the truth."""
 
@@ -109,16 +124,41 @@ class Documents:
         return files.read_text(path, root=self.root)
 
     def change(
-        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+        self,
+        path: str,
+        lock: str | None,
+        change: Callable[[str | None], str | None],
+        now: str = "",
     ) -> str | None:
-        """Read-modify-write `path` under the lock `lock`: `change` gets the current text
-        (None: no file) and returns the new one (None: remove the file)."""
-        with files.locked(os.path.join(self.root, ".locks"), lock):
+        """Read-modify-write `path` under the lock `lock` (None: the caller holds the lock
+        every writer of `path` takes): `change` gets the current text (None: no file) and
+        returns the new one (None: remove the file)."""
+        with self._locked(lock):
             current = files.read_for_rewrite(path, root=self.root)
             new = change(current)
             if new != current:
                 self._put(path, new)
             return new
+
+    def remove(self, path: str, lock: str | None) -> bool:
+        """Delete `path` (a change to None that need not read the file: one that is not
+        text goes too, as a plain unlink did); False when there was nothing to delete."""
+        with self._locked(lock):
+            try:
+                files.unlink(path, root=self.root)
+            except FileNotFoundError:
+                return False
+            return True
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many changes in a row (an import): locally nothing differs; see TeamDocuments."""
+        yield
+
+    def _locked(self, lock: str | None) -> contextlib.AbstractContextManager[None]:
+        if lock is None:
+            return contextlib.nullcontext()
+        return files.locked(os.path.join(self.root, ".locks"), lock)
 
     def _put(self, path: str, text: str | None) -> None:
         files.sweep_temps(path, root=self.root)
@@ -143,6 +183,7 @@ class TeamDocuments(Documents):
         import socket
 
         self.by = f"{socket.gethostname()}:{memory_dir}"
+        self._bulk = 0  # inside bulk(): each change refreshes its own file only
 
     def refresh(self) -> None:
         if self.store.read_only or not self.store.exists():
@@ -170,14 +211,61 @@ class TeamDocuments(Documents):
         return super().read(path)
 
     def change(
-        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+        self,
+        path: str,
+        lock: str | None,
+        change: Callable[[str | None], str | None],
+        now: str = "",
+    ) -> str | None:
+        return self._change(path, change, now, removing=False)
+
+    def remove(self, path: str, lock: str | None) -> bool:
+        """The stored row deleted (a row with no body, so every view drops the file) and
+        the file here; a file that is not text, never a row, goes as it would locally."""
+        had: list[bool] = []
+
+        def gone(current: str | None) -> None:
+            had.append(current is not None)
+
+        self._change(path, gone, "", removing=True)
+        return any(had)
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many changes in a row (an import of hundreds of files): the view is refreshed
+        once before and once after, and each change in between looks at its own file only
+        (a hand edit of it goes in first, as always) instead of at every file of the view.
+        Rows other machines write meanwhile, and hand edits of other files, are taken by
+        the refresh at the end. No lock is held across: a writer of the same machine
+        interleaves as it would between two separate writes."""
+        self.refresh()
+        self._bulk += 1
+        try:
+            yield
+        finally:
+            self._bulk -= 1
+        self.refresh()
+
+    def _change(
+        self,
+        path: str,
+        change: Callable[[str | None], str | None],
+        now: str,
+        *,
+        removing: bool,
     ) -> str | None:
         with self._view() as state:
-            held = self._refresh(state)  # a hand edit goes in first: the change is made on it
             rel = self.rel(path)
-            if rel in held:
+            if self._bulk:
+                held = self._refresh_one(state, rel)
+            else:
+                held = self._refresh(state)  # a hand edit goes in first: the change is on it
+            if rel in held and not removing:
                 _text_of(path, self.root)  # refused as on SQLite: the file is left as it is
             done = self.store.change_document(rel, change, now=now or _stamp(), by=self.by)
+            if rel in held:  # a deletion of a file that was never a row: gone here too
+                with contextlib.suppress(FileNotFoundError):
+                    files.unlink(path, root=self.root)
             self._render(state, rel, done.body, done.revision)
             return done.body
 
@@ -246,25 +334,13 @@ class TeamDocuments(Documents):
         rendered = _files(state)
         edits: list[tuple[str, str | None, int]] = []
         for rel in sorted(self._local() | set(rendered)):
-            path = os.path.join(self.root, rel)
-            base = rendered.get(rel)
-            if base is not None and _stat(path) == base[2:]:
-                continue  # as rendered: not read again
             try:
-                text = _text_of(path, self.root)
+                edit = self._edit_of(state, rel, rendered.get(rel))
             except (StorageError, ValidationError):  # not text, or a link out (X1)
                 held.add(rel)
                 continue
-            if base is None:
-                if text is None:
-                    continue
-                revision = 0  # a file never rendered here (memory from before, or new)
-            elif _hash(text) == base[1]:
-                self._record(state, rel, text, base[0])  # touched, not changed
-                continue
-            else:
-                revision = base[0]
-            edits.append((rel, text, revision))
+            if edit is not None:
+                edits.append((rel, *edit))
         gone = [rel for rel, text, _ in edits if text is None]
         if len(gone) > 1 and len(gone) == len(rendered):
             # every rendered file missing at once: a view wiped or made again (`rm -rf` of
@@ -289,6 +365,36 @@ class TeamDocuments(Documents):
                     self._render(state, doc.path, doc.body, doc.revision)
             state["seen"] = top
         return held
+
+    def _edit_of(
+        self, state: dict[str, object], rel: str, base: tuple[int, str, int, int] | None
+    ) -> tuple[str | None, int] | None:
+        """(the text, None when deleted; the revision it was made on) of a hand edit of
+        `rel`, None when the file is as rendered (`base`). Raises StorageError or
+        ValidationError for a file that is not text or a link out (X1)."""
+        path = os.path.join(self.root, rel)
+        if base is not None and _stat(path) == base[2:]:
+            return None  # as rendered: not read again
+        text = _text_of(path, self.root)
+        if base is None:
+            if text is None:
+                return None
+            return text, 0  # a file never rendered here (memory from before, or new)
+        if _hash(text) == base[1]:
+            self._record(state, rel, text, base[0])  # touched, not changed
+            return None
+        return text, base[0]
+
+    def _refresh_one(self, state: dict[str, object], rel: str) -> set[str]:
+        """_refresh for the one file a change inside bulk() is about to make: its hand edit
+        pushed first; returns {rel} when it is held back (not text, or a link out)."""
+        try:
+            edit = self._edit_of(state, rel, _files(state).get(rel))
+        except (StorageError, ValidationError):
+            return {rel}
+        if edit is not None:
+            self._push(state, rel, *edit)
+        return set()
 
     def _push(self, state: dict[str, object], rel: str, text: str | None, revision: int) -> None:
         """A hand edit of `rel` (None: deleted) made on the view rendered at `revision`:
