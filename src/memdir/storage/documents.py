@@ -389,7 +389,7 @@ class TeamDocuments(Documents):
         """_refresh for the one file a change inside bulk() is about to make: its hand edit
         pushed first; returns {rel} when it is held back (not text, or a link out)."""
         try:
-            edit = self._edit_of(state, rel, _files(state).get(rel))
+            edit = self._edit_of(state, rel, _file_of(state, rel))
         except (StorageError, ValidationError):
             return {rel}
         if edit is not None:
@@ -424,7 +424,7 @@ class TeamDocuments(Documents):
         A file changed since the view's check (a person saving it while a write waited for
         the scope's lock) is pushed as a hand edit first, never written over unseen; only
         what lands inside the final read and rename can still be lost."""
-        known = _files(state).get(rel)
+        known = _file_of(state, rel)
         if not force and known is not None and known[0] >= revision:
             return
         path = os.path.join(self.root, rel)
@@ -458,13 +458,14 @@ class TeamDocuments(Documents):
 
     def _record(self, state: dict[str, object], rel: str, body: str | None, revision: int) -> None:
         """What the view holds of `rel` now: its revision, hash and (mtime, size)."""
-        rendered = _files(state)
+        rendered = state.get("files")
+        if not isinstance(rendered, dict):
+            rendered = state["files"] = {}
         if body is None:
             rendered.pop(rel, None)
         else:
             stat = _stat(os.path.join(self.root, rel))
-            rendered[rel] = (revision, _hash(body), *stat)
-        state["files"] = {k: list(v) for k, v in rendered.items()}
+            rendered[rel] = [revision, _hash(body), *stat]
 
 
 def _text_of(path: str, root: str) -> str | None:
@@ -497,13 +498,24 @@ def _files(state: dict[str, object]) -> dict[str, tuple[int, str, int, int]]:
     raw = state.get("files")
     out: dict[str, tuple[int, str, int, int]] = {}
     if isinstance(raw, dict):
-        for rel, value in raw.items():
-            if isinstance(value, list) and len(value) == 4:
-                try:
-                    out[str(rel)] = (int(value[0]), str(value[1]), int(value[2]), int(value[3]))
-                except (TypeError, ValueError):
-                    continue  # edited into another shape: as if never rendered here
+        for rel in raw:
+            found = _file_of(state, str(rel))
+            if found is not None:
+                out[str(rel)] = found
     return out
+
+
+def _file_of(state: dict[str, object], rel: str) -> tuple[int, str, int, int] | None:
+    """_files(state).get(rel), without reading every other file's record (a bulk write of
+    hundreds of files looks up one at a time)."""
+    raw = state.get("files")
+    value = raw.get(rel) if isinstance(raw, dict) else None
+    if isinstance(value, list) and len(value) == 4:
+        try:
+            return (int(value[0]), str(value[1]), int(value[2]), int(value[3]))
+        except (TypeError, ValueError):
+            pass  # edited into another shape: as if never rendered here
+    return None
 
 
 def _stamp() -> str:
