@@ -409,8 +409,9 @@ def _write_file(
     """One file of the archive, under the lock its writers take. A document (HOT.md, a
     daily log, an entry...: is_document) goes through the memory root's documents, so in
     team mode it is the scope's row, rendered here and on every machine (W1); what replaced
-    HOT.md is the stored text, kept in this machine's HOT.md.bak (H4). The rest (identity
-    files, HOT.md.bak, bytes that are not text, anything else) is a file of this machine."""
+    HOT.md is the stored text, kept in this machine's HOT.md.bak (H4); a row carries no
+    time, so there the file's time is left to the render. The rest (identity files,
+    HOT.md.bak, bytes that are not text, anything else) is a file of this machine."""
     base = root_dir(memory.layout, root)
     lock = lock_of(rel) if root == "memory" else None
     with files.locked(memory.layout.locks_dir, lock) if lock else contextlib.nullcontext():
@@ -423,7 +424,9 @@ def _write_file(
                     files.atomic_write(os.path.join(base, "HOT.md.bak"), current, root=base)
                 return text
 
-            memory.docs.change(target, None, change)  # None: the lock is held here
+            memory.docs.put(target, None, change)  # None: the lock is held here
+            if memory.docs.shared:
+                return  # a row has no time: each view's file has the time it was rendered
         else:
             if lock:
                 files.sweep_temps(target, root=base)

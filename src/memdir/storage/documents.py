@@ -140,6 +140,10 @@ class Documents:
                 self._put(path, new)
             return new
 
+    def put(self, path: str, lock: str | None, change: Callable[[str | None], str | None]) -> None:
+        """change() for a writer that reads nothing of the file after it (see TeamDocuments)."""
+        self.change(path, lock, change)
+
     def remove(self, path: str, lock: str | None) -> bool:
         """Delete `path` (a change to None that need not read the file: one that is not
         text goes too, as a plain unlink did); False when there was nothing to delete."""
@@ -217,17 +221,23 @@ class TeamDocuments(Documents):
         change: Callable[[str | None], str | None],
         now: str = "",
     ) -> str | None:
-        return self._change(path, change, now, removing=False)
+        return self._change(path, change, now, removing=False, later=False)
+
+    def put(self, path: str, lock: str | None, change: Callable[[str | None], str | None]) -> None:
+        """change() for a writer that reads nothing of the file after it: inside bulk() the
+        file is rendered when the bulk write ends, with the others, in one pass."""
+        self._change(path, change, "", removing=False, later=True)
 
     def remove(self, path: str, lock: str | None) -> bool:
         """The stored row deleted (a row with no body, so every view drops the file) and
-        the file here; a file that is not text, never a row, goes as it would locally."""
+        the file here (inside bulk(), when it ends); a file that is not text, never a row,
+        goes at once, as it would locally."""
         had: list[bool] = []
 
         def gone(current: str | None) -> None:
             had.append(current is not None)
 
-        self._change(path, gone, "", removing=True)
+        self._change(path, gone, "", removing=True, later=True)
         return any(had)
 
     @contextlib.contextmanager
@@ -236,8 +246,9 @@ class TeamDocuments(Documents):
         once before and once after, and each change in between looks at its own file only
         (a hand edit of it goes in first, as always) instead of at every file of the view.
         Rows other machines write meanwhile, and hand edits of other files, are taken by
-        the refresh at the end. No lock is held across: a writer of the same machine
-        interleaves as it would between two separate writes."""
+        the refresh at the end, which also renders what put() and remove() stored (one
+        pass: the view's state saved once, not once a file). No lock is held across: a
+        writer of the same machine interleaves as it would between two separate writes."""
         self.refresh()
         self._bulk += 1
         try:
@@ -253,6 +264,7 @@ class TeamDocuments(Documents):
         now: str,
         *,
         removing: bool,
+        later: bool,
     ) -> str | None:
         with self._view() as state:
             rel = self.rel(path)
@@ -266,7 +278,10 @@ class TeamDocuments(Documents):
             if rel in held:  # a deletion of a file that was never a row: gone here too
                 with contextlib.suppress(FileNotFoundError):
                     files.unlink(path, root=self.root)
-            self._render(state, rel, done.body, done.revision)
+            if not (later and self._bulk):
+                # (later: the refresh that ends the bulk write renders it, as a row written
+                # since the view last looked; a hand edit made meanwhile is kept there)
+                self._render(state, rel, done.body, done.revision)
             return done.body
 
     def conflicts(self) -> list[DocumentConflict]:
@@ -299,15 +314,14 @@ class TeamDocuments(Documents):
                 state = {}  # unreadable: every file is looked at again, nothing is lost
             if not isinstance(state, dict) or not isinstance(state.get("files"), dict):
                 state = {"seen": 0, "files": {}}
-            before = json.dumps(state, sort_keys=True)
             held[self.root] = state
             try:
                 yield state
             finally:
                 del held[self.root]
-            after = json.dumps(state, sort_keys=True)
-            if after != before:
-                files.atomic_write(state_path, after + "\n", root=self.root)
+            after = json.dumps(state, sort_keys=True) + "\n"
+            if after != raw:  # (raw as saved: a change that changed nothing writes nothing)
+                files.atomic_write(state_path, after, root=self.root)
 
     def _local(self) -> set[str]:
         """The watched files of the view as they are on disk (relative paths)."""

@@ -218,7 +218,7 @@ class _Applier:
 
         # through the documents (W1): the file under the lock its writers take, or in team
         # mode the stored row, rendered here and on every machine of the scope
-        self.memory.docs.change(path, lock, change)
+        self.memory.docs.put(path, lock, change)
         return EXISTS if held else None
 
     def facts(self, rows: list[FactRow]) -> None:
