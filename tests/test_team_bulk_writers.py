@@ -278,3 +278,24 @@ def test_w1_inside_a_bulk_write_a_hand_edit_goes_in_first(tmp_path: Path, pg_url
         assert two.hot() == "- first\n- by hand\n- in bulk\n"
         assert two.daily("2026-03-01") == "# 2026-03-01\n\nhand\n"
     assert conflicts(pg_url) == []
+
+
+def test_w1_a_hand_edit_before_a_bulk_write_renders_is_kept(tmp_path: Path, pg_url: str) -> None:
+    # W1 H1
+    """What put() stores inside a bulk write is rendered when it ends; a file saved by hand
+    in between is not written over: both are kept (the row's in the file, the hand edit
+    beside it as a conflict, which doctor reports)."""
+    a = machine(tmp_path, "a", pg_url)
+    with Memory(env=a) as one:
+        one.hot_append("- first")
+        day = Path(one.layout.memory_dir) / "daily" / "2026-03-02.md"
+        with one.docs.bulk():
+            one.docs.put(str(day), "daily-2026-03-02", lambda _held: "# 2026-03-02\n\nput\n")
+            assert not day.exists()  # rendered when the bulk write ends
+            day.parent.mkdir(exist_ok=True)
+            day.write_text("# 2026-03-02\n\nby hand meanwhile\n", "utf-8")
+        assert day.read_text("utf-8") == "# 2026-03-02\n\nput\n"
+        [kept] = one.docs.conflicts()
+        assert kept.path == "daily/2026-03-02.md" and "by hand meanwhile" in kept.body
+        assert "by hand meanwhile" in (day.parent / f"2026-03-02.md.conflict-{kept.id}").read_text()
+    assert rows(pg_url)["daily/2026-03-02.md"] == "# 2026-03-02\n\nput\n"

@@ -17,6 +17,10 @@ row moved meanwhile, the row's version is rendered and the hand edit kept as a c
 refresh drops the kept conflict. What was last rendered is recorded in `.view.json` in the
 memory root (revision and hash per file, the conflict files written), written atomically
 under the view's lock.
+
+A writer of many documents at once (an import, the retention sweep) writes inside `bulk()`:
+the view is refreshed once before and once after, each change in between looks at its own
+file only, and what `put()` and `remove()` stored is rendered by the refresh that ends it.
 """
 
 from __future__ import annotations
