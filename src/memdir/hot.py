@@ -102,15 +102,13 @@ def update(
             Documents(layout.memory_dir).change(layout.hot, None, apply, now)
         except StorageError:
             # HOT.md is unchanged (a full disk, say), so its previous backup stays too:
-            # "nothing was changed" must hold for HOT.md.bak as well
-            # (when `done` is empty the write was refused before the backup was touched)
+            # "nothing was changed" must hold for HOT.md.bak as well (`done` is empty when
+            # the write was refused before the backup was touched)
             current, backup = done.get("current"), done.get("backup")
             with contextlib.suppress(OSError, StorageError):
-                if not done:
-                    pass
-                elif current is not None and backup is None:
+                if done and current is not None and backup is None:
                     files.unlink(layout.hot + ".bak", root=layout.memory_dir)
-                elif isinstance(backup, str) and backup != current:
+                elif done and isinstance(backup, str) and backup != current:
                     files.atomic_write(layout.hot + ".bak", backup, root=layout.memory_dir)
             raise
     text, cut = str(done["text"]), int(str(done["cut"]))

@@ -74,15 +74,25 @@ VIEW_STATE = ".view.json"
 _THREAD: Any = None  # threading.local: the views this thread holds the lock of
 
 
-def _views() -> dict[str, dict[str, object]]:
-    """root -> state of the views whose lock this thread holds."""
+def _thread() -> Any:
     global _THREAD
     if _THREAD is None:
         import threading
 
         _THREAD = threading.local()
-    held: dict[str, dict[str, object]] = _THREAD.__dict__.setdefault("views", {})
+    return _THREAD
+
+
+def _views() -> dict[str, dict[str, object]]:
+    """root -> state of the views whose lock this thread holds."""
+    held: dict[str, dict[str, object]] = _thread().__dict__.setdefault("views", {})
     return held
+
+
+def _bulks() -> dict[str, int]:
+    """root -> how deep in bulk() this thread is (another thread's writes are its own)."""
+    depth: dict[str, int] = _thread().__dict__.setdefault("bulks", {})
+    return depth
 
 
 CONFLICT_RE = re.compile(r"\.md\.conflict-[0-9]+\Z")  # a kept hand edit beside its file
@@ -191,7 +201,6 @@ class TeamDocuments(Documents):
         import socket
 
         self.by = f"{socket.gethostname()}:{memory_dir}"
-        self._bulk = 0  # inside bulk(): each change refreshes its own file only
 
     def refresh(self) -> None:
         if self.store.read_only or not self.store.exists():
@@ -254,11 +263,12 @@ class TeamDocuments(Documents):
         pass: the view's state saved once, not once a file). No lock is held across: a
         writer of the same machine interleaves as it would between two separate writes."""
         self.refresh()
-        self._bulk += 1
+        depth = _bulks()
+        depth[self.root] = depth.get(self.root, 0) + 1
         try:
             yield
         finally:
-            self._bulk -= 1
+            depth[self.root] -= 1
         self.refresh()
 
     def _change(
@@ -270,9 +280,10 @@ class TeamDocuments(Documents):
         removing: bool,
         later: bool,
     ) -> str | None:
+        bulk = _bulks().get(self.root, 0) > 0  # inside bulk(): only this file looked at
         with self._view() as state:
             rel = self.rel(path)
-            if self._bulk:
+            if bulk:
                 held = self._refresh_one(state, rel)
             else:
                 held = self._refresh(state)  # a hand edit goes in first: the change is on it
@@ -282,7 +293,7 @@ class TeamDocuments(Documents):
             if rel in held:  # a deletion of a file that was never a row: gone here too
                 with contextlib.suppress(FileNotFoundError):
                     files.unlink(path, root=self.root)
-            if not (later and self._bulk):
+            if not (later and bulk):
                 # (later: the refresh that ends the bulk write renders it, as a row written
                 # since the view last looked; a hand edit made meanwhile is kept there)
                 self._render(state, rel, done.body, done.revision)
