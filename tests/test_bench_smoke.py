@@ -142,8 +142,10 @@ TINY = {
         "--profile-runs",
         "1",
     ],
+    "team_import": ["--days", "5", "--runs", "1"],
 }
 SUMMARY_KEYS = {
+    "team_import": {"openclaw_p50_s", "archive_p50_s", "prune_p50_s", "times", "ok"},
     "worker": {"search_ratio", "update_ratio", "chunks_per_s", "worker_rss_mib", "ok"},
     "search_cli": {"target_ratio", "worst_ratio", "median_ratio", "memdir_ms", "bare_ms", "ok"},
     "search_inprocess": {"target_ratio_p95", "worst_ratio_p95", "by_size", "ok"},
@@ -255,6 +257,7 @@ SUMMARY_KEYS = {
     },
 }
 ROW_KEYS = {
+    "team_import": {"writer", "files", "p50_s", "per_file_ms"},
     "worker": {"table"},
     "search_cli": {"query", "matches", "memdir_ms", "bare_ms", "ratio"},
     "search_inprocess": {

@@ -87,15 +87,8 @@ def write(
         done.update(similar=similar, previous=previous, created=created, meta=meta)
         return frontmatter.dump(meta, body)
 
-    with files.locked(layout.locks_dir, LOCK):
-        if docs is not None and docs.shared:
-            docs.change(path, LOCK, change, now)
-        else:
-            text = files.read_text(path, root=layout.memory_dir)
-            new = change(text)
-            if new != text and new is not None:
-                files.sweep_temps(path, root=layout.memory_dir)
-                files.atomic_write(path, new, root=layout.memory_dir)
+    with files.locked(layout.locks_dir, LOCK):  # held through MEMORY.md's rewrite below
+        _documents(layout, docs).change(path, None, change, now)
         if not done:
             return read(layout, name)._replace(duplicate=True), False
         _write_index(layout, store)
@@ -188,21 +181,20 @@ def remove(layout: Layout, store: Store, name: str, docs: Documents | None = Non
         key=name,
     )
 
-    def change(text: str | None) -> None:
-        if text is None:
+    with files.locked(layout.locks_dir, LOCK):  # held through MEMORY.md's rewrite below
+        if not _documents(layout, docs).remove(layout.entry(name), None):
             raise gone
-        return None
-
-    with files.locked(layout.locks_dir, LOCK):
-        if docs is not None and docs.shared:
-            docs.change(layout.entry(name), LOCK, change)
-        else:
-            try:
-                files.unlink(layout.entry(name), root=layout.memory_dir)
-            except FileNotFoundError:
-                raise gone from None
         _write_index(layout, store)
     return entry
+
+
+def _documents(layout: Layout, docs: Documents | None) -> Documents:
+    """The memory root's documents (W1): the files, or in team mode the scope's rows."""
+    if docs is not None:
+        return docs
+    from .storage.documents import Documents
+
+    return Documents(layout.memory_dir)
 
 
 def follow_view(layout: Layout, store: Store) -> None:

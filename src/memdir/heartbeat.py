@@ -70,13 +70,11 @@ def mark(
         data.setdefault("lastChecks", {})[name] = int(now)
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
-    if docs is not None and docs.shared:
-        docs.change(path, "heartbeat", change)
-        return _check(name, int(now), hours, now)
-    with files.locked(layout.locks_dir, "heartbeat"):
-        new = change(files.read_text(path, root=layout.memory_dir))
-        files.sweep_temps(path, root=layout.memory_dir)
-        files.atomic_write(path, new, root=layout.memory_dir)
+    if docs is None:
+        from .storage.documents import Documents
+
+        docs = Documents(layout.memory_dir)
+    docs.change(path, "heartbeat", change)
     return _check(name, int(now), hours, now)
 
 

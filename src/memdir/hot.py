@@ -76,8 +76,11 @@ def update(
     """
     if docs is not None and docs.shared:
         return _update_shared(layout, docs, cap, change, replace=replace, now=now)
-    with files.locked(layout.locks_dir, "HOT.md"):
-        current = files.read_for_rewrite(layout.hot, root=layout.memory_dir)
+    from .storage.documents import Documents
+
+    done: dict[str, object] = {}
+
+    def apply(current: str | None) -> str:
         carried = 0 if replace else cut_so_far(current or "")
         text, cut, removed = _truncate(change(current or ""), cap, carried)
         if removed.strip():
@@ -89,19 +92,26 @@ def update(
             if current is not None
             else None
         )
-        if current is not None:
+        if current is not None:  # H4: the backup is written before HOT.md
             files.atomic_write(layout.hot + ".bak", current, root=layout.memory_dir)
+        done.update(current=current, backup=backup, text=text, cut=cut)
+        return text
+
+    with files.locked(layout.locks_dir, "HOT.md"):
         try:
-            files.atomic_write(layout.hot, text, root=layout.memory_dir)
+            Documents(layout.memory_dir).change(layout.hot, None, apply, now)
         except StorageError:
             # HOT.md is unchanged (a full disk, say), so its previous backup stays too:
-            # "nothing was changed" must hold for HOT.md.bak as well
+            # "nothing was changed" must hold for HOT.md.bak as well (`done` is empty when
+            # the write was refused before the backup was touched)
+            current, backup = done.get("current"), done.get("backup")
             with contextlib.suppress(OSError, StorageError):
-                if current is not None and backup is None:
+                if done and current is not None and backup is None:
                     files.unlink(layout.hot + ".bak", root=layout.memory_dir)
-                elif backup is not None and backup != current:
+                elif done and isinstance(backup, str) and backup != current:
                     files.atomic_write(layout.hot + ".bak", backup, root=layout.memory_dir)
             raise
+    text, cut = str(done["text"]), int(str(done["cut"]))
     return HotWrite(len(text), cap, cut, _warning(len(text), cap, cut))
 
 

@@ -243,9 +243,13 @@ class _Local(Documents):
         self.layout = layout
 
     def change(
-        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+        self,
+        path: str,
+        lock: str | None,
+        change: Callable[[str | None], str | None],
+        now: str = "",
     ) -> str | None:
-        with files.locked(self.layout.locks_dir, lock):
+        with self._locked(lock):
             try:
                 current = files.read_inside(self.root, path)
             except ValidationError:

@@ -133,10 +133,16 @@ def lineage(tasks: dict[str, Task], task: str) -> list[str]:
 
 
 def prune(
-    layout: Layout, store: Store, now: float, retention: float, dry_run: bool
+    layout: Layout,
+    store: Store,
+    now: float,
+    retention: float,
+    dry_run: bool,
+    docs: Documents | None = None,
 ) -> list[Pruned]:
     """T4: remove the notes of tasks that ended more than `retention` seconds ago and have
-    no running descendant; notes of ids the registry does not know go by file age."""
+    no running descendant; notes of ids the registry does not know go by file age. Each
+    removal goes through the documents (in team mode the stored row, W1)."""
     tasks = {t.id: t for t in store.all_tasks()}
     children: dict[str, list[str]] = {}
     for t in tasks.values():
@@ -149,11 +155,7 @@ def prune(
             continue
         pruned.append(Pruned(task_id, os.path.relpath(path, layout.memory_dir), reason))
         if not dry_run:
-            with files.locked(layout.locks_dir, f"task-{task_id}"):
-                try:
-                    files.unlink(path, root=layout.memory_dir)
-                except FileNotFoundError:
-                    pass
+            (docs or Documents(layout.memory_dir)).remove(path, f"task-{task_id}")
     return pruned
 
 

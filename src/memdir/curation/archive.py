@@ -46,6 +46,7 @@ from ..models import ImportItem, ImportReport
 from ..paths import HOT_OVERFLOW, Layout, lock_of, safe_path
 from ..records import Record
 from ..storage import files
+from ..storage.documents import is_document
 from ..storage.rows_cold import FactIdentity
 from .archive_format import DB_FILES, DERIVED, FORMAT, ROW_KINDS, latest_schema, root_dir
 
@@ -241,7 +242,9 @@ def import_archive(
         rows.update(_other_rows(memory, plan, report, merge=bool(holds)))
         if not dry_run:
             memory.store.restore_rows(rows)
-        _write_files(memory, plan, source, report, dry_run, merge=bool(holds))
+        # in team mode the view is refreshed once around the files, not before each one
+        with contextlib.nullcontext() if dry_run else memory.docs.bulk():
+            _write_files(memory, plan, source, report, dry_run, merge=bool(holds))
     if not dry_run:
         _rebuild(memory)
     return report
@@ -396,29 +399,48 @@ def _write_files(
             kept = " (the previous one kept in HOT.md.bak)" if rel == "HOT.md" else ""
             item = item._replace(note=f"replaced the store's {rel}{kept}")
         report.imported.append(item)
-        if dry_run:
-            continue
-        base = root_dir(layout, root)
-        lock = lock_of(rel) if root == "memory" else None
-        with files.locked(layout.locks_dir, lock) if lock else contextlib.nullcontext():
+        if not dry_run:
+            _write_file(memory, root, rel, target, data, record.get("mtime_ns"))
+
+
+def _write_file(
+    memory: Memory, root: str, rel: str, target: str, data: str | bytes, mtime: int | None
+) -> None:
+    """One file of the archive, under the lock its writers take. A document (HOT.md, a
+    daily log, an entry...: is_document) goes through the memory root's documents, so in
+    team mode it is the scope's row, rendered here and on every machine (W1); what replaced
+    HOT.md is the stored text, kept in this machine's HOT.md.bak (H4); a row carries no
+    time, so there the file's time is left to the render. The rest (identity files,
+    HOT.md.bak, bytes that are not text, anything else) is a file of this machine."""
+    base = root_dir(memory.layout, root)
+    lock = lock_of(rel) if root == "memory" else None
+    with files.locked(memory.layout.locks_dir, lock) if lock else contextlib.nullcontext():
+        if root == "memory" and isinstance(data, str) and is_document(rel):
+            text = data
+
+            def change(current: str | None) -> str:
+                if current is not None and rel == "HOT.md":  # H4: the previous is kept
+                    files.sweep_temps(os.path.join(base, "HOT.md.bak"), root=base)
+                    files.atomic_write(os.path.join(base, "HOT.md.bak"), current, root=base)
+                return text
+
+            memory.docs.put(target, None, change)  # None: the lock is held here
+            if memory.docs.shared:
+                return  # a row has no time: each view's file has the time it was rendered
+        else:
             if lock:
                 files.sweep_temps(target, root=base)
-            if replaces and root == "memory" and rel == "HOT.md":
-                previous = files.read_text(target, root=base)  # H4: the previous content is kept
-                if previous is not None:
-                    files.atomic_write(os.path.join(base, "HOT.md.bak"), previous, root=base)
             if isinstance(data, str):
                 files.atomic_write(target, data, root=base)
             else:
                 files.ensure_dir(os.path.dirname(files.confined(base, target)))
                 with files.atomic_output(target, root=base) as out:
                     out.write(data)
-            mtime = record.get("mtime_ns")
-            if mtime is not None:
-                try:
-                    os.utime(target, ns=(mtime, mtime), follow_symlinks=False)
-                except OSError as exc:
-                    raise StorageError(f"cannot set the time of {target}: {exc.strerror}") from exc
+        if mtime is not None:
+            try:
+                os.utime(target, ns=(mtime, mtime), follow_symlinks=False)
+            except OSError as exc:
+                raise StorageError(f"cannot set the time of {target}: {exc.strerror}") from exc
 
 
 def _holds_already(target: str, data: str | bytes) -> bool:

@@ -71,11 +71,9 @@ class TaskMemory(MemoryBase):
         """T4: the retention sweep over task notes."""
         if not dry_run:
             self.require_writable("task notes")
-        self.docs.refresh()
-        pruned = tasks.prune(
-            self.layout, self.store, self.clock(), self.settings.task_retention, dry_run
-        )
-        if pruned and not dry_run:
-            self.docs.files_changed()  # team mode: the removed notes go to the rows at once
+        retention = self.settings.task_retention
+        if dry_run:
             self.docs.refresh()
-        return pruned
+            return tasks.prune(self.layout, self.store, self.clock(), retention, True)
+        with self.docs.bulk():  # team mode: each removal a row, the view refreshed once
+            return tasks.prune(self.layout, self.store, self.clock(), retention, False, self.docs)

@@ -20,6 +20,10 @@ atomically under the view's lock, which is waited for at most memory.busy_timeou
 rendered file's mtime is its row's (settle_mtime): the caches the machines of a scope share
 key a file by its (mtime, size), and agree. A library call refreshes the view once
 (operation()). Moving a memory root to rows and back: carry.py.
+
+A writer of many documents at once (an import, the retention sweep) writes inside `bulk()`:
+the view is refreshed once before and once after, each change in between looks at its own
+file only, and what `put()` and `remove()` stored is rendered by the refresh that ends it.
 """
 
 from __future__ import annotations
@@ -82,15 +86,25 @@ VIEW_STATE = ".view.json"
 _THREAD: Any = None  # threading.local: the views this thread holds the lock of
 
 
-def _views() -> dict[str, dict[str, object]]:
-    """root -> state of the views whose lock this thread holds."""
+def _thread() -> Any:
     global _THREAD
     if _THREAD is None:
         import threading
 
         _THREAD = threading.local()
-    held: dict[str, dict[str, object]] = _THREAD.__dict__.setdefault("views", {})
+    return _THREAD
+
+
+def _views() -> dict[str, dict[str, object]]:
+    """root -> state of the views whose lock this thread holds."""
+    held: dict[str, dict[str, object]] = _thread().__dict__.setdefault("views", {})
     return held
+
+
+def _bulks() -> dict[str, int]:
+    """root -> how deep in bulk() this thread is (another thread's writes are its own)."""
+    depth: dict[str, int] = _thread().__dict__.setdefault("bulks", {})
+    return depth
 
 
 CONFLICT_RE = re.compile(r"\.md\.conflict-[0-9]+\Z")  # a kept hand edit beside its file
@@ -99,6 +113,21 @@ CONFLICT_RE = re.compile(r"\.md\.conflict-[0-9]+\Z")  # a kept hand edit beside 
 WATCHED_FILES = ("HOT.md", "heartbeat-state.json")
 WATCHED_DIRS = ("daily", "global", "procedures", "tasks")
 DERIVED = "global/"  # rendering a file here makes MEMORY.md stale (derived on each machine)
+
+
+def is_document(rel: str) -> bool:
+    """Whether the memory root's file `rel` ("daily/2026-01-02.md") is one of the documents
+    (in team mode a row); the rest of the root (HOT.md.bak, HOT.overflow.md, MEMORY.md,
+    anything else put there) stays a file of the machine."""
+    if rel in WATCHED_FILES:
+        return True
+    folder, _, name = rel.partition("/")
+    return (
+        folder in WATCHED_DIRS
+        and "/" not in name
+        and name.endswith(".md")
+        and not name.startswith(files.TEMP_PREFIX)
+    )
 
 
 class Documents:
@@ -128,16 +157,45 @@ class Documents:
         return files.read_text(path, root=self.root)
 
     def change(
-        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+        self,
+        path: str,
+        lock: str | None,
+        change: Callable[[str | None], str | None],
+        now: str = "",
     ) -> str | None:
-        """Read-modify-write `path` under the lock `lock`: `change` gets the current text
-        (None: no file) and returns the new one (None: remove the file)."""
-        with files.locked(os.path.join(self.root, ".locks"), lock):
+        """Read-modify-write `path` under the lock `lock` (None: the caller holds the lock
+        every writer of `path` takes): `change` gets the current text (None: no file) and
+        returns the new one (None: remove the file)."""
+        with self._locked(lock):
             current = files.read_for_rewrite(path, root=self.root)
             new = change(current)
             if new != current:
                 self._put(path, new)
             return new
+
+    def put(self, path: str, lock: str | None, change: Callable[[str | None], str | None]) -> None:
+        """change() for a writer that reads nothing of the file after it (see TeamDocuments)."""
+        self.change(path, lock, change)
+
+    def remove(self, path: str, lock: str | None) -> bool:
+        """Delete `path` (a change to None that need not read the file: one that is not
+        text goes too, as a plain unlink did); False when there was nothing to delete."""
+        with self._locked(lock):
+            try:
+                files.unlink(path, root=self.root)
+            except FileNotFoundError:
+                return False
+            return True
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many changes in a row (an import): locally nothing differs; see TeamDocuments."""
+        yield
+
+    def _locked(self, lock: str | None) -> contextlib.AbstractContextManager[None]:
+        if lock is None:
+            return contextlib.nullcontext()
+        return files.locked(os.path.join(self.root, ".locks"), lock)
 
     def _put(self, path: str, text: str | None) -> None:
         files.sweep_temps(path, root=self.root)
@@ -232,15 +290,76 @@ class TeamDocuments(Documents):
         return super().read(path)
 
     def change(
-        self, path: str, lock: str, change: Callable[[str | None], str | None], now: str = ""
+        self,
+        path: str,
+        lock: str | None,
+        change: Callable[[str | None], str | None],
+        now: str = "",
     ) -> str | None:
+        return self._change(path, change, now, removing=False, later=False)
+
+    def put(self, path: str, lock: str | None, change: Callable[[str | None], str | None]) -> None:
+        """change() for a writer that reads nothing of the file after it: inside bulk() the
+        file is rendered when the bulk write ends, with the others, in one pass."""
+        self._change(path, change, "", removing=False, later=True)
+
+    def remove(self, path: str, lock: str | None) -> bool:
+        """The stored row deleted (a row with no body, so every view drops the file) and
+        the file here (inside bulk(), when it ends); a file that is not text, never a row,
+        goes at once, as it would locally."""
+        had: list[bool] = []
+
+        def gone(current: str | None) -> None:
+            had.append(current is not None)
+
+        self._change(path, gone, "", removing=True, later=True)
+        return any(had)
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many changes in a row (an import of hundreds of files): the view is refreshed
+        once before and once after, and each change in between looks at its own file only
+        (a hand edit of it goes in first, as always) instead of at every file of the view.
+        Rows other machines write meanwhile, and hand edits of other files, are taken by
+        the refresh at the end, which also renders what put() and remove() stored (one
+        pass: the view's state saved once, not once a file). No lock is held across: a
+        writer of the same machine interleaves as it would between two separate writes."""
+        self.refresh()
+        depth = _bulks()
+        depth[self.root] = depth.get(self.root, 0) + 1
+        try:
+            yield
+        finally:
+            depth[self.root] -= 1
+        self.files_changed()  # the refresh of the call (operation()) is to look again
+        self.refresh()
+
+    def _change(
+        self,
+        path: str,
+        change: Callable[[str | None], str | None],
+        now: str,
+        *,
+        removing: bool,
+        later: bool,
+    ) -> str | None:
+        bulk = _bulks().get(self.root, 0) > 0  # inside bulk(): only this file looked at
         with self._view() as state:
-            held = self._refresh(state)  # a hand edit goes in first: the change is made on it
             rel = self.rel(path)
-            if rel in held:
+            if bulk:
+                held = self._refresh_one(state, rel)
+            else:
+                held = self._refresh(state)  # a hand edit goes in first: the change is on it
+            if rel in held and not removing:
                 _text_of(path, self.root)  # refused as on SQLite: the file is left as it is
             done = self.store.change_document(rel, change, now=now or _stamp(), by=self.by)
-            self._render(state, rel, done.body, done.revision, done.updated_at)
+            if rel in held:  # a deletion of a file that was never a row: gone here too
+                with contextlib.suppress(FileNotFoundError):
+                    files.unlink(path, root=self.root)
+            if not (later and bulk):
+                # (later: the refresh that ends the bulk write renders it, as a row written
+                # since the view last looked; a hand edit made meanwhile is kept there)
+                self._render(state, rel, done.body, done.revision, done.updated_at)
             return done.body
 
     def conflicts(self) -> list[DocumentConflict]:
@@ -410,12 +529,34 @@ class TeamDocuments(Documents):
             self._render(state, rel, doc.body, doc.revision, doc.updated_at, push)
         return edits
 
+    def _refresh_one(self, state: dict[str, object], rel: str) -> set[str]:
+        """_refresh for the one file a change inside bulk() is about to make: its hand edit
+        pushed first; returns {rel} when it is held back (not text, or a link out)."""
+        path = os.path.join(self.root, rel)
+        base = _file_of(state, rel)
+        if base is not None and _stat(path) == base[2:]:
+            return set()  # as rendered: not read again
+        try:
+            text = _text_of(path, self.root)
+        except (StorageError, ValidationError):
+            return {rel}
+        if base is None:
+            if text is not None:
+                for edit in self._unknown(state, {rel: text}, True):
+                    self._push(state, *edit)
+        elif body_hash(text) == base[1]:
+            self._record(state, rel, text, base[0])  # touched, not changed
+        else:
+            self._push(state, rel, text, base[0])
+        return set()
+
     def _push(self, state: dict[str, object], rel: str, text: str | None, revision: int) -> None:
         """A hand edit of `rel` (None: deleted) made on the view rendered at `revision`:
         written back through the same change; when the row moved meanwhile it is kept (a
         conflict: in the database and beside the file) and the row's version rendered."""
+        saved = _saved_at(os.path.join(self.root, rel)) if text is not None else None
         done = self.store.change_document(
-            rel, _offer(text), now=_stamp(), by=self.by, expected=revision
+            rel, _offer(text), now=_stamp(saved), by=self.by, expected=revision
         )
         if done.conflict and text is not None:
             name = conflict_file(rel, done.conflict)
@@ -443,7 +584,7 @@ class TeamDocuments(Documents):
         pushed as a hand edit first (`push` False: left as it is for the next refresh to
         push), never written over unseen; only what lands inside the final read and rename
         can still be lost."""
-        known = _files(state).get(rel)
+        known = _file_of(state, rel)
         if not force and known is not None and known[0] >= revision:
             return
         path = os.path.join(self.root, rel)
@@ -480,13 +621,14 @@ class TeamDocuments(Documents):
 
     def _record(self, state: dict[str, object], rel: str, body: str | None, revision: int) -> None:
         """What the view holds of `rel` now: its revision, hash and (mtime, size, ctime)."""
-        rendered = _files(state)
+        rendered = state.get("files")
+        if not isinstance(rendered, dict):
+            rendered = state["files"] = {}
         if body is None:
             rendered.pop(rel, None)
         else:
             stat = _stat(os.path.join(self.root, rel))
-            rendered[rel] = (revision, body_hash(body), *stat)
-        state["files"] = {k: list(v) for k, v in rendered.items()}
+            rendered[rel] = [revision, body_hash(body), *stat]
 
 
 def _text_of(path: str, root: str) -> str | None:
@@ -541,27 +683,49 @@ def conflict_file(rel: str, conflict_id: int) -> str:
 
 
 def _files(state: dict[str, object]) -> dict[str, tuple[int, str, int, int, int]]:
-    """rel -> (revision, hash, mtime_ns, size, ctime_ns) of what was last rendered (a
-    state written before the ctime was kept: -2, so the file is read once and hashed)."""
+    """rel -> (revision, hash, mtime_ns, size, ctime_ns) of what was last rendered."""
     raw = state.get("files")
     out: dict[str, tuple[int, str, int, int, int]] = {}
-    if isinstance(raw, dict):
-        for rel, value in raw.items():
-            if isinstance(value, list) and len(value) in (4, 5):
-                try:
-                    ctime = int(value[4]) if len(value) == 5 else -2
-                    out[str(rel)] = (
-                        int(value[0]), str(value[1]), int(value[2]), int(value[3]), ctime
-                    )  # fmt: skip
-                except (TypeError, ValueError):
-                    continue  # edited into another shape: as if never rendered here
+    for rel in raw if isinstance(raw, dict) else ():
+        found = _file_of(state, str(rel))
+        if found is not None:
+            out[str(rel)] = found
     return out
 
 
-def _stamp() -> str:
+def _file_of(state: dict[str, object], rel: str) -> tuple[int, str, int, int, int] | None:
+    """_files(state).get(rel), without reading every other file's record (a bulk write of
+    hundreds of files looks up one at a time). A state written before the ctime was kept
+    gives -2, so the file is read once and hashed."""
+    raw = state.get("files")
+    value = raw.get(rel) if isinstance(raw, dict) else None
+    if isinstance(value, list) and len(value) in (4, 5):
+        try:
+            ctime = int(value[4]) if len(value) == 5 else -2
+            return (int(value[0]), str(value[1]), int(value[2]), int(value[3]), ctime)
+        except (TypeError, ValueError):
+            pass  # edited into another shape: as if never rendered here
+    return None
+
+
+def _stamp(at: float | None = None) -> str:
+    """An ISO time of `at` (default now): a row's updated_at."""
     from datetime import UTC, datetime
 
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    when = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
+    return when.isoformat(timespec="seconds")
+
+
+def _saved_at(path: str) -> float | None:
+    """When a hand edit was saved: its file's mtime (never later than now), which the row
+    keeps and every view's render then gives back (settle_mtime), so what orders the
+    files by time (distill's watermark, `since`) sees them as the person wrote them."""
+    import time
+
+    try:
+        return min(os.stat(path).st_mtime, time.time())
+    except OSError:
+        return None  # deleted: the deletion is now
 
 
 def _offer(text: str | None) -> Callable[[str | None], str | None]:

@@ -6,7 +6,9 @@ holds: names (X1), the secret scan (X2), size caps (X3), read-only subagents (U2
 duplicate guard (X5: an entry or procedure under a new name is stored, with a note naming
 what it resembles; a fact that an active fact says exactly, case, Unicode form and spacing
 aside, is skipped as a duplicate). Whole files memdir keeps as they are (daily logs,
-identity files, the heartbeat state) are written atomically after the same checks.
+identity files, the heartbeat state) are written after the same checks: the daily logs and
+the heartbeat state through the memory root's documents (in team mode the scope's rows, W1),
+the identity files (this machine's, in the state dir) atomically.
 
 An item that cannot be imported (a secret, a bad name, too big, a malformed record, memory
 that exists already) is skipped with its one-line reason: one bad item never stops the
@@ -17,6 +19,7 @@ report lists what would be imported and what would be skipped, checked the same 
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from ...errors import MemdirError, ValidationError
@@ -65,7 +68,9 @@ def run(
         # refused once for the whole import rather than once per item
         memory.require_writable("imported memory")
     applier = _Applier(memory, plan, dry_run, force)
-    with memory.bulk():  # vectors come after, in one pass (`Memory.embed_pending`)
+    # vectors come after, in one pass (`Memory.embed_pending`); in team mode the view is
+    # refreshed once around the whole import, not before each file (Documents.bulk)
+    with memory.bulk(), contextlib.nullcontext() if dry_run else memory.docs.bulk():
         for item in plan.items:
             applier.item(item)
         applier.facts(plan.facts)
@@ -200,15 +205,21 @@ class _Applier:
             return EXISTS
         if self.dry_run:
             return None
-        if lock is None:
+        if lock is None:  # an identity file: this machine's own, in the state dir
             files.atomic_write(path, item.content, root=base)
             return None
-        with files.locked(layout.locks_dir, lock):  # the lock every writer of it takes
-            if not self.force and os.path.exists(path):
-                return EXISTS
-            files.sweep_temps(path, root=base)
-            files.atomic_write(path, item.content, root=base)
-        return None
+        held: list[str] = []
+
+        def change(current: str | None) -> str | None:
+            if current is not None and not self.force:  # written meanwhile: kept
+                held.append(current)
+                return current
+            return item.content
+
+        # through the documents (W1): the file under the lock its writers take, or in team
+        # mode the stored row, rendered here and on every machine of the scope
+        self.memory.docs.put(path, lock, change)
+        return EXISTS if held else None
 
     def facts(self, rows: list[FactRow]) -> None:
         """F2-F5: check each fact, drop repeats of active facts, then write the rest in one
