@@ -2,7 +2,7 @@
 change (storage/watched.py), and sees every change a person or another process makes: an
 edit in place of the same size, a new, deleted or renamed file, a touch, a folder made
 again; never through a link; never with a queue it shares with its parent. The fork
-server's spare readies the stores the last calls used before its call comes. Real files,
+server readies the stores the last calls used, and its calls use that. Real files,
 real processes, the real kernel."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from memdir.cli import forkserver
 from memdir.storage import watched
 from memdir.testing import cli_command, cli_env, forkserver_pid, poll, stop_forkserver
 
-pytestmark = pytest.mark.sqlite_only  # the spare readies local stores only (Memory.warm)
+pytestmark = pytest.mark.sqlite_only  # the server readies local stores only (Memory.warm)
 
 
 @pytest.fixture
@@ -163,8 +163,8 @@ def test_task_notes_are_kept_until_their_folder_changes(watching: Memory) -> Non
 
 def synced_kept(memory: Memory) -> bool:
     current = watched._watcher
-    root = None if current is None else current.folders.get(memory.layout.memory_dir)
-    return root is not None and any(key.startswith("index.synced") for key in root.values)
+    place = None if current is None else current.folders.get(memory.layout.procedures_dir)
+    return place is not None and any(key.startswith("index.synced") for key in place.values)
 
 
 def found(memory: Memory, query: str) -> set[str]:
@@ -296,7 +296,7 @@ def test_a_process_of_one_call_never_watches(memory: Memory) -> None:  # C1
         watched._mode = saved
 
 
-# -- the fork server's spare readies the stores the last calls used --------------------
+# -- the fork server readies the stores the last calls used, for its calls --------------
 
 
 @pytest.fixture
@@ -337,7 +337,7 @@ def spare_of(server: int) -> int | None:
     return None
 
 
-def test_the_spare_readies_the_last_store_and_its_call_sees_every_change(
+def test_the_server_readies_the_last_store_and_its_calls_see_every_change(
     runtime: str, state_dir: Path
 ) -> None:  # C1, R1
     with Memory() as memory:
@@ -357,14 +357,14 @@ def test_the_spare_readies_the_last_store_and_its_call_sees_every_change(
     server = poll(
         lambda: os.path.exists(forkserver.places()[1]) and forkserver_pid(), 60, "a server up"
     )
-    assert recall() == first  # forked: names this store for the next spare
+    assert recall() == first  # forked: names this store for the server to ready
     recent = forkserver.recent_file(forkserver.places()[1])
     # written once the caller has its answer: looked for until it is there
     poll(lambda: os.path.exists(recent), 60, "the list of the stores the last calls used")
     assert [str(state_dir), str(folder.parent)] in json.loads(Path(recent).read_text())
     inode = folder.stat().st_ino
     poll(lambda: (spare := spare_of(server)) and inode in watches(spare), 60, "a readied spare")
-    assert recall() == first  # from the spare's kept listing: the same answer
+    assert recall() == first  # from the server's kept listing: the same answer
     poll(lambda: (spare := spare_of(server)) and inode in watches(spare), 60, "a readied spare")
     path = folder / "ci.md"
     text = path.read_text()

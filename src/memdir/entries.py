@@ -225,7 +225,7 @@ def index(layout: Layout, store: Store) -> list[tuple[str, str, str | None]]:
 
 def warm(layout: Layout, store: Store) -> None:
     """Keep index's answer under a watch where the kept listing holds, writing nothing
-    (a spare of the fork server readying the next call, cli/forkserver.py)."""
+    (the fork server readying its next calls, cli/forkserver.py)."""
     watched.kept(layout.global_dir, INDEX_KEY, lambda: _index(layout, store, refresh=False))
 
 

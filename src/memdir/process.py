@@ -29,8 +29,8 @@ _stores: list[tuple[str, str]] = []  # (state dir, memory root) opened here, new
 
 
 def opened_store(state_dir: str, memory_dir: str) -> None:
-    """A store this process opened: a forked call's child names them to the spare that
-    runs the next call, which readies them before it comes (cli/forkserver.py)."""
+    """A store this process opened: a forked call's child names them to the server, which
+    readies them for its next calls (cli/forkserver.py)."""
     place = (state_dir, memory_dir)
     if place in _stores:
         _stores.remove(place)

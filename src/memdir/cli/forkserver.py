@@ -48,9 +48,6 @@ PROTOCOL = b"memdir-fork/1"
 MAX_REQUEST = 16 * 2**20
 SPARE_NAME = "memdir-spare"  # the process that waits for the next call (Server.fork_spare)
 TOUCH_SLICE = 4096  # objects the spare touches between two looks for a call
-# the server to its spare, when no call runs: ready the stores the last calls used. A
-# call's message starts with its length, never 0.
-READY = b"\0\0\0\0"
 FORWARDED = (2, 15, 1)  # SIGINT, SIGTERM, SIGHUP: what stops the caller stops the call
 NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")
 # modules no call should find imported in its child: they bring their own threads (the
@@ -294,6 +291,11 @@ def serve() -> int:
         server.watched = dict(_signature())
         server.notify = _notifier(list(server.watched))
         server.own = context()
+        from ..storage import watched
+
+        watched.share_with_children()  # what the server readies, its calls use (C1)
+        global _recent_file
+        _recent_file = recent_file(path)  # its children's list of the stores they used
         import gc
 
         # what is imported stays: no child's collection walks it, so a child does not
@@ -461,9 +463,21 @@ class Server:
         with contextlib.suppress(OSError):
             conn.sendall(f"signal {-code}\n".encode() if code < 0 else f"exit {code}\n".encode())
         conn.close()
-        if not self.children and self.spare is not None:
-            with contextlib.suppress(OSError):  # a spare gone is found by the loop
-                self.spare[1].send(READY)  # the box is idle: the spare readies the stores
+        if not self.children and self.listener is not None:
+            self.ready()
+
+    def ready(self) -> None:
+        """No call runs: ready the stores the last calls used (_ready), here, where what
+        is kept lives on from call to call; the spare, forked before, holds a copy from
+        before, so it is forked again when anything was read or kept anew."""
+        from ..storage import watched
+
+        before = watched.changes()
+        assert self.listener is not None
+        _ready(self.listener)
+        if watched.changes() != before and self.spare is not None:
+            self.drop_spare()
+            self.fork_spare()
 
     def retire(self, why: str) -> None:
         """Take no more calls: the socket goes, then the lock, so a new server may start."""
@@ -497,8 +511,6 @@ class Server:
             os.close(self.notify)
         self.children, self.listener, self.lock, self.spare = {}, None, -1, None
         self.notify = -1
-        global _recent_file
-        _recent_file = recent_file(self.path)
 
 
 class Forked(BaseException):
@@ -675,18 +687,12 @@ def _spare(end: Socket, objects: list[object]) -> None:
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     server_name = _rename(SPARE_NAME)
-    asked = False  # to ready the stores, once the copying is done
+    for start in range(0, len(objects), TOUCH_SLICE):
+        if select.select([end], [], [], 0)[0]:
+            break
+        for _ in objects[start : start + TOUCH_SLICE]:
+            pass  # (their referents too would cost 3x this for ~1 ms less a call)
     try:
-        for start in range(0, len(objects), TOUCH_SLICE):
-            if select.select([end], [], [], 0)[0]:
-                if not _asked_to_ready(end):
-                    break  # a call, or the server's end
-                asked = True
-            for _ in objects[start : start + TOUCH_SLICE]:
-                pass  # (their referents too would cost 3x this for ~1 ms less a call)
-        while asked or _asked_to_ready(end):  # waits for what comes next
-            asked = False
-            _ready(end)
         data, fds = _receive(end, 4)
     except (OSError, ValueError):
         os._exit(0)  # the server is gone, or dropped us
@@ -695,29 +701,17 @@ def _spare(end: Socket, objects: list[object]) -> None:
     raise Forked(socket.socket(fileno=fds[0]), fds[1:], _fields(data))
 
 
-def _asked_to_ready(end: Socket) -> bool:
-    """Whether what comes next on the spare's socket (waited for) is the server's READY,
-    taken; a call's message is left whole, its descriptors with it (only peeked at)."""
-    import socket
-
-    if end.recv(len(READY), socket.MSG_PEEK) != READY:
-        return False
-    end.recv(len(READY))
-    return True
-
-
-def _ready(end: Socket) -> None:
-    """In the spare, while no call runs: ready the stores the last calls used, newest
-    first, writing nothing (Memory.warm: the entry listing checked and kept under a
-    watch, storage/watched.py), so that its call does not stat every entry file. A call
-    that comes stops it between two stores. Whatever fails is left to the call."""
+def _ready(listener: Socket) -> None:
+    """In the server, while no call runs: ready the stores the last calls used, newest
+    first, writing nothing (Memory.warm: the entry listing and the search's sync checked
+    through a read-only look and kept under the server's watch, storage/watched.py), so
+    that a call forked from it lists no folder that did not change. A call waiting stops
+    it between two stores. Whatever fails is left to the call."""
     import json
     import select
 
     from ..memory import Memory
-    from ..storage import watched
 
-    watched.enable()
     try:
         with open(_recent_file, "rb") as handle:
             recent = json.loads(handle.read(65536))
@@ -725,7 +719,7 @@ def _ready(end: Socket) -> None:
         return
     try:
         for place in recent if isinstance(recent, list) else ():
-            if select.select([end], [], [], 0)[0]:
+            if select.select([listener], [], [], 0)[0]:
                 return
             try:
                 state, root = place
@@ -741,7 +735,7 @@ def _ready(end: Socket) -> None:
 
 def _remember() -> None:
     """In a call's child, once its caller has its answer: the stores it opened go first
-    in the list the next spare readies (at most 4), in the runtime folder."""
+    in the list the server readies (at most 4), in the runtime folder."""
     import contextlib
     import json
 
@@ -771,7 +765,7 @@ def recent_file(sock: str) -> str:
     return sock.removesuffix(".sock") + ".recent"
 
 
-_recent_file = ""  # in a child of the server: recent_file(its socket)
+_recent_file = ""  # in the server and its children: recent_file(its socket)
 
 
 def _rename(name: str) -> str:

@@ -177,7 +177,7 @@ class AgentMemory(MemoryBase):
 
     def warm(self) -> None:
         """Ready what the next recall, boot or session hook lists and what a search syncs,
-        writing nothing: a spare of the fork server does it before its call comes (C1),
+        writing nothing: the fork server does it for its next calls while none runs (C1),
         through a look of its own: a connection left open would keep the store's WAL from
         being folded by the last close. A search index the files have moved on from is
         left to the call, unread (a look writes no chunk). Local stores only (team mode's

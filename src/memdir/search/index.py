@@ -67,7 +67,10 @@ def sync(
         return tuple(left_out), not linked
 
     # the index is the files', so in step with them until one changes (for this store)
-    left_out = watched.kept(_folders(layout), _synced_key(layout, kinds), synced)
+    folders = _folders(layout)
+    if not folders:
+        return _sync(layout, store, False, None, too_big, kinds)
+    left_out = watched.kept(folders, _synced_key(layout, kinds), synced)
     if too_big is not None and isinstance(left_out, tuple):
         too_big.extend(left_out)
     return changed[0]
@@ -75,7 +78,7 @@ def sync(
 
 def ready(layout: Layout, store: Store) -> None:
     """Keep sync's answer under the watch where the index is in step with the files
-    already; where it is not, nothing is read and nothing written (a spare of the fork
+    already; where it is not, nothing is read and nothing written (the fork
     server readying the next call through a read-only look: the call syncs)."""
     if keeps_documents(store):
         return
@@ -89,18 +92,23 @@ def ready(layout: Layout, store: Store) -> None:
             return None, False
         return tuple(left_out), not linked
 
-    watched.kept(_folders(layout), _synced_key(layout, CHUNK_KINDS), in_step)
+    if _folders(layout):
+        watched.kept(_folders(layout), _synced_key(layout, CHUNK_KINDS), in_step)
 
 
 def _folders(layout: Layout) -> tuple[str, ...]:
-    """What the index's files are in: the memory root (a tier's folder made later raises
-    its event there) and each tier's folder that exists."""
+    """The tiers' folders that exist, which hold the index's files. Not the memory root:
+    memory.db may live there, and every connection to it would drop what is kept; a
+    tier's folder made later is seen by the stat of each that was missing (_synced_key)."""
     tiers = (os.path.join(layout.memory_dir, f) for _, f in TIERS)
-    return (layout.memory_dir, *(path for path in tiers if os.path.isdir(path)))
+    return tuple(path for path in tiers if os.path.isdir(path))
 
 
 def _synced_key(layout: Layout, kinds: tuple[str, ...]) -> str:
-    return f"index.synced {layout.db} {','.join(kinds)}"
+    """The kept sync of this store, for these tiers, with these of their folders there:
+    a folder made since asks for another key, so the sync runs again."""
+    there = ",".join(os.path.basename(path) for path in _folders(layout))
+    return f"index.synced {layout.db} {','.join(kinds)} {there}"
 
 
 def _behind(

@@ -3,17 +3,19 @@
 Recall, boot and the session hooks list global/ every call: a stat of each entry file to
 see that the kept listing still holds (~1 µs a file in a warm process, ~6 µs in a freshly
 forked one, whose every allocation copies a page: 6 ms at 1,000 entries). A process that
-lives on (the MCP server, the browser, a library caller, the fork server's spare) asks
+lives on (the MCP server, the browser, a library caller, the fork server) asks
 inotify(7) instead: a watch on the folder, added before the value is computed, and the
 value kept until an event names the folder (a file written, replaced, created, deleted,
 renamed, its mode or times changed) or the watch ends (the folder deleted or moved). One
 read of the queue and one stat of the folder (the same folder still at that path) a call.
+The fork server keeps values for its calls: each child uses them read-only while the queue
+it inherited is empty (FIONREAD), and never reads it (share_with_children).
 
 What inotify does not see is not trusted to it: a change made through a symlink's target
 or another hard link of a file (the caller keeps values only for folders of plain files),
 and a folder on a network or FUSE file system (changes made on another machine raise no
 event here: only local file systems are watched). A process forked from a watching one
-shares its queue, so it must not read it: it starts with no watches of its own.
+shares its queue, so it must not read it: it starts with watches of its own.
 
 Linux only, through libc (ctypes, loaded on the first watch: 1.6 ms, so a one-call
 process never watches); elsewhere nothing is kept and every call computes.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,6 +76,7 @@ class _Watcher:
         self.folders: dict[str, _Folder] = {}
         self.by_wd: dict[int, set[str]] = {}  # a watch -> the paths that reach its folder
         self.changes = 0  # events read: a value computed across one is not kept
+        self.kept = 0  # values kept
 
     def drain(self) -> None:
         """Read every queued event, forgetting what each one's folder held."""
@@ -155,6 +159,8 @@ _unavailable = False  # no inotify here (not Linux, or a kernel without it)
 # CLI's own); None: a library caller, watched once it asks for a value a second time
 _mode: bool | None = None
 _asked: set[str] = set()
+_share = False  # the fork server: its children use what it keeps (share_with_children)
+_inherited: _Watcher | None = None  # in such a child: the server's watcher, read-only
 
 
 def enable() -> None:
@@ -205,13 +211,18 @@ def _current(key: str) -> _Watcher | None:
 
 def _forked() -> None:
     """In a forked child: the queue is its parent's, and reading it would take the
-    parent's events; the child closes its copy at once (the parent's stays open) and
-    watches on its own when it asks."""
-    global _watcher
+    parent's events. A child of the fork server uses what the server kept, read-only
+    (share_with_children); any other closes its copy at once (the parent's stays open)
+    and watches on its own when it asks."""
+    global _watcher, _inherited
+    if _watcher is not None and _share:
+        _inherited, _watcher = _watcher, None
+        return
     if _watcher is not None:
         with contextlib.suppress(OSError):
             os.close(_watcher.fd)
         _watcher = None
+    _inherited = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -236,10 +247,14 @@ def kept(
     links). A value is kept only when no event came while it was computed. Without a
     watch (not enabled, not Linux, a folder missing or not local) it is computed every
     call."""
+    paths = (folders,) if isinstance(folders, str) else folders
+    if not paths:
+        return compute()[0]
+    if _inherited is not None:
+        return _inherited_value(_inherited, paths, key, compute)
     watcher = _current(key)
     if watcher is None:
         return compute()[0]
-    paths = (folders,) if isinstance(folders, str) else folders
     with watcher.lock:
         watcher.drain()  # first: a folder gone and made again at that path is forgotten
         places = [watcher.folder(path) for path in paths]
@@ -259,7 +274,58 @@ def kept(
                 for place in places:
                     assert place is not None
                     place.values[key] = made
+                watcher.kept += 1
     return value
+
+
+def _inherited_value(
+    watcher: _Watcher, paths: tuple[str, ...], key: str, compute: Callable[[], tuple[object, bool]]
+) -> object:
+    """kept() in a child of the fork server, which holds the watch: what the server kept
+    holds while the queue they share is empty (the server drained it, then forked this
+    process; an event since, this call's own writes too, stays queued). The child never
+    reads the queue nor adds a watch: that is the server's."""
+    if _pending(watcher.fd):  # (it stays queued: one event and nothing kept is trusted)
+        return compute()[0]
+    held = []
+    for path in paths:
+        place = watcher.folders.get(path)
+        try:
+            info = os.stat(path)
+        except OSError:
+            return compute()[0]
+        if place is None or place.identity != (info.st_dev, info.st_ino):
+            return compute()[0]
+        held.append(place.values.get(key))
+    first = held[0]
+    if isinstance(first, _Kept) and all(h is first for h in held):
+        return first.value
+    return compute()[0]
+
+
+def _pending(fd: int) -> bool:
+    """Whether an event waits on the inotify queue `fd` (FIONREAD), without reading it."""
+    import fcntl
+
+    try:
+        count = fcntl.ioctl(fd, 0x541B, b"\0\0\0\0")  # FIONREAD
+    except OSError:
+        return True
+    return int.from_bytes(count, sys.byteorder) > 0
+
+
+def share_with_children() -> None:
+    """This process (the fork server) keeps values for the calls it forks: each child
+    uses them read-only while the queue it inherits is empty (_inherited_value)."""
+    global _share
+    _share = True
+    enable()
+
+
+def changes() -> int:
+    """Events read and values kept so far: the fork server forks a new spare when this
+    moved (its old one holds a copy from before)."""
+    return 0 if _watcher is None else _watcher.changes + _watcher.kept
 
 
 class _Kept:
