@@ -52,7 +52,38 @@ def pgvector_bin_dir() -> str:
             "the pgvector lane needs the pgserver wheel (PostgreSQL with pgvector): "
             "pip install -e '.[dev]'"
         )
-    return os.path.join(list(spec.submodule_search_locations)[0], "pginstall", "bin")
+    install = os.path.join(list(spec.submodule_search_locations)[0], "pginstall")
+    return os.path.join(_reachable(install), "bin")
+
+
+def _reachable(install: str) -> str:
+    """`install`, or a copy the postgres user can reach: the server runs as that user,
+    and a checkout under a folder only root may enter (a clone in `mktemp -d`) hides the
+    venv's files from it. Copied once per installation, made whole before it is named."""
+    folder = os.path.dirname(os.path.abspath(install))
+    while folder != os.path.dirname(folder):
+        if not os.stat(folder).st_mode & 0o001:
+            break
+        folder = os.path.dirname(folder)
+    else:
+        return install  # every folder above it may be entered by anyone
+    # the binaries find their libraries at $ORIGIN/../../../pgserver.libs (the wheel's
+    # RPATH): the package and its libs folder are copied side by side
+    package = os.path.dirname(install)
+    site = os.path.dirname(package)
+    tag = f"{os.stat(install).st_ino:x}-{int(os.stat(install).st_mtime)}"
+    copy = os.path.join(tempfile.gettempdir(), f"memdir-pgserver-{tag}")
+    if not os.path.isdir(copy):
+        part = tempfile.mkdtemp(prefix="memdir-pgserver-part-")
+        os.chmod(part, 0o755)
+        for name in (os.path.basename(package), "pgserver.libs"):
+            if os.path.isdir(os.path.join(site, name)):
+                shutil.copytree(os.path.join(site, name), os.path.join(part, name), symlinks=True)
+        try:
+            os.rename(part, copy)
+        except OSError:
+            shutil.rmtree(part, ignore_errors=True)  # another worker made it first
+    return os.path.join(copy, os.path.basename(package), os.path.basename(install))
 
 
 @dataclass

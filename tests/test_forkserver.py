@@ -292,6 +292,9 @@ def test_a_forked_write_leaves_the_wal_for_the_next_call_and_its_own_process_fol
     assert wal.exists()  # left for the next call
     found = run(env, "search", "--mode", "lexical", "pears")
     assert "pears ripen late" in found.stdout
+    # the server, between calls, looks at the stores they used (a connection of its own,
+    # which folds nothing): stopped, so that the call below has the last connection
+    stop_forkserver()
     alone = run({**env, "MEMDIR_FORKSERVER": "0"}, "fact", "add", "-c", "learning", "figs too")
     assert alone.returncode == 0 and not wal.exists()  # folded by the last close
     with Memory(str(store)) as memory:

@@ -182,9 +182,12 @@ class AgentMemory(MemoryBase):
         being folded by the last close. A search index the files have moved on from is
         left to the call, unread (a look writes no chunk). Local stores only (team mode's
         view is brought up to date by each call)."""
-        if self.docs.shared or not os.path.exists(self.layout.db):
-            return
-        look = open_store(self.layout, self.settings, read_only=True)  # its close folds no WAL
+        if self.docs.shared or not all(
+            os.path.exists(self.layout.db + suffix) for suffix in ("", "-wal", "-shm")
+        ):
+            return  # (no WAL: every connection closed; a look would leave its files behind)
+        # its close folds no WAL: a forked call leaves it for the next (C1)
+        look = open_store(self.layout, self.settings, read_only=True, leave_wal=True)
         try:
             entries.warm(self.layout, look)
             if self.settings.enabled:

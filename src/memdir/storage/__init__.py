@@ -41,10 +41,16 @@ def backend_of(settings: Settings) -> str:
 
 
 def open_store(
-    layout: Layout, settings: Settings, read_only: bool = False, *, backend: str | None = None
+    layout: Layout,
+    settings: Settings,
+    read_only: bool = False,
+    *,
+    backend: str | None = None,
+    leave_wal: bool = False,
 ) -> Store:
     """The store of this memory. Cheap: nothing is opened until the first read or write.
-    `read_only`: a look only (doctor): never creates, migrates or writes, even a cache.
+    `read_only`: a look only (doctor): never creates, migrates or writes, even a cache;
+    `leave_wal` too: its close folds no WAL (SQLite: sqlite/connection.py).
     `backend`: the settings' (backend_of) unless named."""
     backend = backend_of(settings) if backend is None else backend
     if backend == "postgres":
@@ -60,6 +66,7 @@ def open_store(
         busy_timeout_ms=settings.busy_timeout_ms,
         create=settings.enabled,
         read_only=read_only,
+        leave_wal=leave_wal,
     )
 
 

@@ -30,6 +30,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any  # libc through ctypes: its functions are found by name
 
 # inotify(7): modified, attributes, closed after writing, moved out, moved in, created,
 # deleted, the folder itself deleted or moved; and only if it is a folder, not followed
@@ -67,7 +68,7 @@ class _Watcher:
     be reached by more than one path (a symlinked root, a bind mount): the kernel gives
     them one watch, and an event drops what every one of those paths kept."""
 
-    def __init__(self, libc: object, fd: int) -> None:
+    def __init__(self, libc: Any, fd: int) -> None:
         import threading
 
         self.lock = threading.Lock()  # a server's threads share the queue and what it keeps
@@ -116,7 +117,7 @@ class _Watcher:
             self.folders[other].values.clear()  # what they kept rode on the same watch
         if not paths:
             self.by_wd.pop(folder.wd, None)
-            self.libc.inotify_rm_watch(self.fd, folder.wd)  # type: ignore[attr-defined]
+            self.libc.inotify_rm_watch(self.fd, folder.wd)
 
     def folder(self, path: str) -> _Folder | None:
         """The watched folder at `path`, its watch added now if need be; None when it
@@ -134,7 +135,7 @@ class _Watcher:
             self.forget(path)  # another folder at that path now (its parent moved)
         if not _local(self.libc, path):
             return None
-        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), _MASK)  # type: ignore[attr-defined]
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), _MASK)
         if wd < 0:
             return None
         wd = int(wd)
@@ -145,7 +146,7 @@ class _Watcher:
         if again is None or (again.st_dev, again.st_ino) != identity:
             # replaced while the watch was added: the next call starts again
             if wd not in self.by_wd:
-                self.libc.inotify_rm_watch(self.fd, wd)  # type: ignore[attr-defined]
+                self.libc.inotify_rm_watch(self.fd, wd)
             return None
         self.drain()  # what was queued before the watch concerns what this holds no more
         known = self.folders[path] = _Folder(wd, identity)
@@ -229,11 +230,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
 
 
-def _local(libc: object, path: str) -> bool:
+def _local(libc: Any, path: str) -> bool:
     import ctypes
 
     buffer = ctypes.create_string_buffer(256)  # struct statfs: f_type first, 120 bytes
-    if libc.statfs(os.fsencode(path), buffer) != 0:  # type: ignore[attr-defined]
+    if libc.statfs(os.fsencode(path), buffer) != 0:
         return False
     return int.from_bytes(buffer.raw[: ctypes.sizeof(ctypes.c_long)], "little") in _LOCAL
 

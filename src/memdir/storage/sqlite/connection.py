@@ -38,11 +38,16 @@ class Connection:
         busy_timeout_ms: int = 10_000,
         create: bool = True,
         read_only: bool = False,
+        leave_wal: bool = False,
     ) -> None:
         """`read_only`: for looking only (doctor): never creates, migrates or writes the
         file; `PRAGMA query_only` makes even a cache refresh deep in the library fail inside
-        SQLite, and the library treats a cache it cannot write as a cache."""
+        SQLite, and the library treats a cache it cannot write as a cache. `leave_wal` (with
+        it): not even the checkpoint the last connection's close makes, which folds the WAL
+        into memory.db and deletes it (mode=ro): the fork server's look at a store between
+        calls (a forked call leaves the WAL for the next one, C1)."""
         self.path = path
+        self.leave_wal = leave_wal and read_only
         self.busy_timeout_ms = busy_timeout_ms
         self.create = create and not read_only
         self.read_only = read_only
@@ -67,6 +72,10 @@ class Connection:
             # read-only and every write reports it; searches answer from the index as is.
             self.read_only, self.create = True, False
             self._why_read_only = "the memory folder is read-only"
+            with self._translated("open"):
+                self._db = self._open_read_only()
+            return self._db
+        if self.leave_wal:
             with self._translated("open"):
                 self._db = self._open_read_only()
             return self._db
