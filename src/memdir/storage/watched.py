@@ -215,9 +215,9 @@ def _forked() -> None:
     parent's events. A child of the fork server uses what the server kept, read-only
     (share_with_children); any other closes its copy at once (the parent's stays open)
     and watches on its own when it asks."""
-    global _watcher, _inherited
-    if _watcher is not None and _share:
-        _inherited, _watcher = _watcher, None
+    global _watcher, _inherited, _mode
+    if _share:  # a call's process: it uses the server's, or computes; it never watches
+        _inherited, _watcher, _mode = _watcher, None, False
         return
     if _watcher is not None:
         with contextlib.suppress(OSError):
