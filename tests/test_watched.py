@@ -181,6 +181,8 @@ def test_search_finds_what_changed_since_its_kept_sync(watching: Memory) -> None
     assert found(memory, "zebra")
     assert found(memory, "zebra")
     assert synced_kept(memory)  # the next search looks at no file
+    assert watched._watcher is not None  # nor reads a procedure for its substring match
+    assert "procedures.haystacks" in watched._watcher.folders[memory.layout.procedures_dir].values
     daily_dir = Path(memory.layout.memory_dir) / "daily"
     assert not daily_dir.exists()
     daily_dir.mkdir()  # a tier's folder made after the last sync, then a log in it by hand

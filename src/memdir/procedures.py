@@ -83,8 +83,7 @@ def read(layout: Layout, name: str) -> Procedure:
 def list_all(layout: Layout) -> list[Procedure]:
     """Every procedure, by name; a process that lives on keeps them while inotify says
     procedures/ is unchanged (storage/watched.py), unless a file is a link."""
-    found = watched.kept(layout.procedures_dir, "procedures", lambda: _list_all(layout))
-    return list(found) if isinstance(found, tuple) else []
+    return [proc for proc, _ in _haystacks(layout)]
 
 
 def _list_all(layout: Layout) -> tuple[tuple[Procedure, ...], bool]:
@@ -173,7 +172,8 @@ def search(
 
 
 def _haystacks(layout: Layout) -> tuple[tuple[Procedure, str], ...]:
-    """(procedure, its name and text lowercased) of each: what search looks in."""
+    """(procedure, its name and text lowercased: what search looks in) of each, kept as
+    one value, so a change reads the files once for the listing and the search alike."""
 
     def make() -> tuple[tuple[tuple[Procedure, str], ...], bool]:
         procedures, plain = _list_all(layout)

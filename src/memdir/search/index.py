@@ -70,7 +70,7 @@ def sync(
     folders = _folders(layout)
     if not folders:
         return _sync(layout, store, False, None, too_big, kinds)
-    left_out = watched.kept(folders, _synced_key(layout, kinds), synced)
+    left_out = watched.kept(folders, _synced_key(layout, kinds, folders), synced)
     if too_big is not None and isinstance(left_out, tuple):
         too_big.extend(left_out)
     return changed[0]
@@ -92,8 +92,9 @@ def ready(layout: Layout, store: Store) -> None:
             return None, False
         return tuple(left_out), not linked
 
-    if _folders(layout):
-        watched.kept(_folders(layout), _synced_key(layout, CHUNK_KINDS), in_step)
+    folders = _folders(layout)
+    if folders:
+        watched.kept(folders, _synced_key(layout, CHUNK_KINDS, folders), in_step)
 
 
 def _folders(layout: Layout) -> tuple[str, ...]:
@@ -104,10 +105,10 @@ def _folders(layout: Layout) -> tuple[str, ...]:
     return tuple(path for path in tiers if os.path.isdir(path))
 
 
-def _synced_key(layout: Layout, kinds: tuple[str, ...]) -> str:
+def _synced_key(layout: Layout, kinds: tuple[str, ...], folders: tuple[str, ...]) -> str:
     """The kept sync of this store, for these tiers, with these of their folders there:
     a folder made since asks for another key, so the sync runs again."""
-    there = ",".join(os.path.basename(path) for path in _folders(layout))
+    there = ",".join(os.path.basename(path) for path in folders)
     return f"index.synced {layout.db} {','.join(kinds)} {there}"
 
 
