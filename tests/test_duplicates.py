@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -457,3 +459,156 @@ def test_a_bulk_import_stores_every_text_exactly(tmp_path: Path) -> None:
         fact = stored[fact_id]
         assert fact.content == content
     memory.close()
+
+
+# -- a large import's band keys, indexed after it (N1) ----------------------------------------
+
+LARGE = 700  # more facts than an import indexes its band keys for at once (SKETCH_LATER)
+
+
+def _large_import(count: int = LARGE) -> list[tuple[str, str]]:
+    return [
+        (f"Service {i} on shard {i % 13} retries {i % 7} times before paging team {i}.", "learning")
+        for i in range(count)
+    ]
+
+
+def _expected_sketch(state: Path) -> list[tuple[int, int]]:
+    """The band keys every active fact has by definition: what one write at a time stores."""
+    db = sqlite3.connect(state / "memory" / "memory.db")
+    try:
+        rows = db.execute("SELECT id, content FROM facts WHERE status = 'active'").fetchall()
+    finally:
+        db.close()
+    return sorted(
+        (key, fact_id)
+        for fact_id, content in rows
+        for key in similarity.band_keys(similarity.words(content))
+    )
+
+
+def _guard_lock_free(state: Path) -> bool:
+    import fcntl
+
+    lock = state / "worker" / "guard.lock"
+    if not lock.exists():
+        return True
+    with open(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+
+
+@pytest.fixture
+def guard_held(tmp_path: Path) -> Any:
+    """The store's guard worker lock, held by the test: a worker the import starts exits at
+    once, so the keys wait for as long as the test needs them to."""
+    import fcntl
+
+    state = tmp_path / "held"
+    (state / "worker").mkdir(parents=True, mode=0o700)
+    handle = open(state / "worker" / "guard.lock", "a")  # noqa: SIM115 - held until the end
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    yield state
+    handle.close()
+
+
+@pytest.mark.sqlite_only  # PostgreSQL indexes an import's keys with it
+def test_the_guard_worker_indexes_a_large_imports_band_keys_and_exits(tmp_path: Path) -> None:
+    # N1: the import leaves its band keys for later; the worker it starts indexes exactly
+    # the keys one write at a time would have stored, then lets go of its lock and exits
+    state = tmp_path / "store"
+    with Memory(state, env={}, cwd=tmp_path, create=True) as memory:
+        ids = memory.add_facts(_large_import())
+        assert len(set(ids)) == LARGE
+        deadline = time.monotonic() + 60
+        while memory.settle_imported(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert memory.settle_imported(0) == 0
+    while not _guard_lock_free(state) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _guard_lock_free(state)
+    assert _sketch_rows(state) == _expected_sketch(state)
+    assert "Traceback" not in (state / "worker" / "log").read_text()
+
+
+@pytest.mark.sqlite_only
+def test_imported_keys_that_wait_are_seen_by_every_reader_and_indexed_by_the_next_write(
+    guard_held: Path,
+) -> None:
+    # N1: while an import's keys wait (no worker got to them), doctor's pairs (a read that
+    # writes nothing) find its near duplicates; the next write indexes them all first, so
+    # its own report names an imported twin, and a fact removed meanwhile gets no keys
+    rows = _large_import()
+    rows.append(("Service 5 on shard 5 retries 5 times before paging team 5!", "learning"))
+    with Memory(guard_held, env={}, cwd=guard_held, create=True) as memory:
+        ids = memory.add_facts(rows)
+        assert memory.settle_imported(0) == len(rows)
+        assert _sketch_rows(guard_held) == []
+        pairs = {(p.first.id, p.second.id) for p in memory.store.sketch_pairs()}
+        assert (ids[5], ids[-1]) in pairs
+        assert memory.settle_imported(0) == len(rows)  # the read indexed nothing
+        memory.remove_fact(ids[7])  # a write: indexes what waits, then drops its keys
+        assert memory.settle_imported(0) == 0
+        twin = memory.add_fact(
+            "Service 9, on shard 9, retries 2 times before paging team 9", "learning"
+        )
+        assert ids[9] in [s.ref for s in twin.similar]
+    assert _sketch_rows(guard_held) == _expected_sketch(guard_held)
+    assert all(fact_id != ids[7] for _, fact_id in _sketch_rows(guard_held))
+
+
+def test_a_near_duplicate_of_a_freshly_imported_fact_is_named(memory: Memory) -> None:
+    # N1 on every backend: right after a large import (its keys indexed later, or with it),
+    # a write that nearly repeats an imported fact names it
+    ids = memory.add_facts(_large_import())
+    twin = memory.add_fact(
+        "Service 42 on shard 3 retries 0 times before paging team 42!", "learning"
+    )
+    assert ids[42] in [s.ref for s in twin.similar]
+
+
+@pytest.mark.sqlite_only
+def test_two_guard_workers_at_once_index_once_and_both_exit(tmp_path: Path) -> None:
+    # N1: never two for one store: of two started at the same moment one indexes, the
+    # other exits at once; both are gone afterwards and the keys are those of one pass
+    import fcntl
+
+    state = tmp_path / "store"
+    (state / "worker").mkdir(parents=True, mode=0o700)
+    with open(state / "worker" / "guard.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the import's own worker exits at once
+        with Memory(state, env={}, cwd=tmp_path, create=True) as memory:
+            memory.add_facts(_large_import(LARGE * 3))
+            assert memory.settle_imported(0) == LARGE * 3
+            memory_dir = memory.layout.memory_dir
+    command = [sys.executable, "-m", "memdir.guard_worker", str(state), memory_dir]
+    workers = [subprocess.Popen(command, stderr=subprocess.PIPE) for _ in range(2)]
+    errors = [w.communicate(timeout=120)[1] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0] and errors == [b"", b""]
+    assert _guard_lock_free(state)
+    assert _sketch_rows(state) == _expected_sketch(state)
+    with Memory(state, env={}, cwd=tmp_path) as memory:
+        assert memory.settle_imported(0) == 0
+
+
+@pytest.mark.sqlite_only
+def test_a_guard_worker_whose_store_is_gone_exits(tmp_path: Path) -> None:
+    # N1: never left behind: a store removed before its keys were indexed ends its worker
+    state = tmp_path / "store"
+    (state / "worker").mkdir(parents=True, mode=0o700)
+    command = [sys.executable, "-m", "memdir.guard_worker", str(tmp_path / "nowhere"), "/x"]
+    gone = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1 and "no store to index" in gone.stderr
+    assert not (tmp_path / "nowhere").exists()  # and it made nothing there
+    # a store removed while it waits for a quiet moment: it stops at its next look
+    with Memory(state, env={}, cwd=tmp_path, create=True) as memory:
+        memory_dir = memory.layout.memory_dir
+    (state / "worker" / "guard.lock").touch()
+    waiting = subprocess.Popen([*command[:3], str(state), memory_dir], stderr=subprocess.DEVNULL)
+    shutil.rmtree(state)
+    assert waiting.wait(timeout=60) in (0, 1)
+    assert not state.exists()

@@ -15,9 +15,13 @@ from .base import MemoryBase
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .. import duplicates
+    from ..search import worker
     from ..types import Category
 else:
     duplicates = lazy("memdir.duplicates")
+    worker = lazy("memdir.search.worker")
+
+GUARD_WORKER = "memdir.guard_worker"
 
 
 class FactMemory(MemoryBase):
@@ -85,8 +89,29 @@ class FactMemory(MemoryBase):
             )
 
         ids = self.store.add_facts(checked, self._now(), self._provenance(), refuse_secrets)
+        self._settle_later()
         self._embed_written(ids)
         return ids
+
+    def settle_imported(self, limit: int) -> int:
+        """N1: index the band keys of up to `limit` facts that a bulk import left for later
+        (the guard's worker does it in the background, guard_worker.py); how many wait
+        after. 0 does nothing but count."""
+        if limit > 0:
+            self.require_writable("facts")
+        return self.store.settle_sketches(limit)
+
+    def _settle_later(self) -> None:
+        """An import that left its band keys for later starts the guard's worker, which
+        indexes them between other writes (never fails the import: a write that needs the
+        keys first indexes them itself)."""
+        try:
+            if self.store.settle_sketches(0) > 0:
+                places = worker.Places(self.state.path)
+                if not worker.running(places.guard_lock):  # one import of many batches
+                    worker.start(places, GUARD_WORKER, self.layout.memory_dir)
+        except (MemdirError, OSError):
+            pass
 
     def supersede_fact(
         self,

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 MAX_FRAME = 64 * 2**20
 MODULE = "memdir.vector_worker"
+# The workers this process started, until they exit: kept so that none is garbage collected
+# while it runs (Popen warns then) and each is reaped once it exits (no zombie stays).
+_STARTED: list[subprocess.Popen[bytes]] = []
 
 
 class Places:
@@ -43,6 +46,7 @@ class Places:
         self.state_dir = os.path.realpath(state_dir)
         self.dir = os.path.join(self.state_dir, "worker")
         self.lock = os.path.join(self.dir, "lock")
+        self.guard_lock = os.path.join(self.dir, "guard.lock")  # guard_worker.py's
         self.log = os.path.join(self.dir, "log")
         here = os.path.join(self.dir, "sock")
         if len(os.fsencode(here)) <= SUN_PATH_MAX:
@@ -108,23 +112,44 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(parts)
 
 
-def start(places: Places) -> subprocess.Popen[bytes]:
-    """Start the store's worker, detached: its own session (a signal to this process's
-    group does not reach it), no terminal, output to its log. Two started at once are
-    fine: the second finds the lock taken and exits at once."""
+def start(places: Places, module: str = MODULE, *args: str) -> subprocess.Popen[bytes]:
+    """Start the store's worker (or `module` with `args`, the duplicate guard's), detached:
+    its own session (a signal to this process's group does not reach it), no terminal,
+    output to its log. Two started at once are fine: the second finds the lock taken and
+    exits."""
     import subprocess
     import sys
 
     places.make_dirs()
+    _STARTED[:] = [child for child in _STARTED if child.poll() is None]
     with open(places.log, "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", MODULE, places.state_dir],
+        child = subprocess.Popen(
+            [sys.executable, "-m", module, places.state_dir, *args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             start_new_session=True,
             close_fds=True,
         )
+    _STARTED.append(child)
+    return child
+
+
+def running(lock: str) -> bool:
+    """Whether a worker holds `lock` (a look that costs no process start)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # (and the shared lock with it)
+    return False
 
 
 def retire(places: Places, deadline: float) -> None:

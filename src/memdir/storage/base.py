@@ -324,6 +324,11 @@ class CurationStore(Protocol):
 
     def sketch_pairs(self) -> list[FactPair]: ...
 
+    def settle_sketches(self, limit: int) -> int:
+        """Index the band keys of up to `limit` facts a bulk import left for later (one
+        write); how many still wait after (0: none, or a backend that never leaves any)."""
+        ...
+
     def insert_fact_rows(
         self,
         rows: list[Row],

@@ -34,6 +34,13 @@ HITS_SUFFIX = "-hits"
 HITS_JOURNAL_MAX = 1 << 20
 F_COLUMNS = ", ".join("f." + c for c in FACT_FIELDS)  # a fact's columns, table aliased f
 SKETCH_ONE_BY_ONE = 8  # facts whose band keys go in row by row (a write of one, a few)
+# An import of more new facts than this leaves their band keys for later (fact_sketch_pending):
+# computing them (~70 us a fact without numpy) and sorting ~16 rows a fact into fact_sketch
+# cost more than the import's own insert. Every write that reads or changes fact_sketch
+# indexes what waits first (settle_sketches), and the guard's worker does it in the
+# background (guard_worker.py); until then a read computes the waiting keys itself.
+SKETCH_LATER = 512
+SETTLE_PART = 4096  # waiting facts whose keys are computed and inserted at a time
 CANDIDATES = 64  # facts a write compares itself with at most (the most alike by LSH)
 BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW others
 WINDOW = 8
@@ -183,6 +190,7 @@ class CurationRows(Connection):
                     for row, new, normal in zip(rows, new_ids, normals, strict=True)
                 ],
             )
+            self._settle(db)
             self._sketch_many(
                 db, {new_ids[i]: keys for i, keys in zip(active, sketches, strict=True) if keys}
             )
@@ -248,6 +256,7 @@ class CurationRows(Connection):
                     )
                 ]
                 _pair_up(bucket, pairs)
+            self._pair_waiting(db, pairs)
             found = self._facts_in(db, sorted({i for pair in pairs for i in pair}))
         found = {i: f for i, f in found.items() if f.status == "active"}
         from ..rows_cold import FactPair
@@ -458,6 +467,90 @@ class CurationRows(Connection):
             )
             db.executemany("INSERT OR IGNORE INTO fact_sketch (key, fact_id) VALUES (?, ?)", rows)
 
+    def _pair_waiting(self, db: sqlite3.Connection, pairs: set[tuple[int, int]]) -> None:
+        """The candidate pairs of the facts whose band keys wait (a read, so nothing is
+        written: doctor looks without writing): their keys computed here, each key's
+        bucket of waiting and indexed facts paired as sketch_pairs pairs the indexed."""
+        buckets: dict[int, set[int]] = {}
+        for first, last in self._waiting(db):
+            for start in range(first, last + 1, SETTLE_PART):
+                for fact_id, keys in self._keys_of_range(
+                    db, start, min(last, start + SETTLE_PART - 1)
+                ):
+                    for key in keys:
+                        buckets.setdefault(key, set()).add(fact_id)
+        keys = list(buckets)
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            for key, fact_id in db.execute(
+                f"SELECT key, fact_id FROM fact_sketch WHERE key IN ({', '.join('?' * len(part))})",
+                part,
+            ):
+                buckets[key].add(fact_id)
+        for bucket in buckets.values():
+            if len(bucket) > 1:
+                _pair_up(sorted(bucket), pairs)
+
+    def _waiting(self, db: sqlite3.Connection) -> list[tuple[int, int]]:
+        """The id ranges (first, last) of imported facts whose band keys wait; none in a
+        store of an older schema (a look does not migrate)."""
+        try:
+            return db.execute(
+                "SELECT first, last FROM fact_sketch_pending ORDER BY first"
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+
+    def _keys_of_range(
+        self, db: sqlite3.Connection, first: int, last: int
+    ) -> list[tuple[int, list[int]]]:
+        """(id, band keys) of the active facts first..last that have words."""
+        rows = db.execute(
+            "SELECT id, content FROM facts WHERE id BETWEEN ? AND ? AND status = 'active' "
+            "ORDER BY id",
+            (first, last),
+        ).fetchall()
+        sketches = similarity.sketches([content for _, content in rows])
+        return [(row[0], keys) for row, keys in zip(rows, sketches, strict=True) if keys]
+
+    def _wait_for_keys(self, db: sqlite3.Connection, first: int, last: int) -> None:
+        """Facts first..last (an import's new ones) get their band keys later."""
+        if first <= last:
+            db.execute("INSERT INTO fact_sketch_pending (first, last) VALUES (?, ?)", (first, last))
+
+    def _settle(self, db: sqlite3.Connection, limit: int | None = None) -> int:
+        """The band keys of up to `limit` waiting facts (all: None) into fact_sketch, in
+        parts of SETTLE_PART, inside the caller's write; the facts still waiting after."""
+        done = 0
+        for first, last in self._waiting(db):
+            while first <= last and (limit is None or done < limit):
+                take = SETTLE_PART if limit is None else min(SETTLE_PART, limit - done)
+                upto = min(last, first + take - 1)
+                self._sketch_many(db, dict(self._keys_of_range(db, first, upto)))
+                done += upto - first + 1
+                first = upto + 1
+            if first > last:
+                db.execute("DELETE FROM fact_sketch_pending WHERE last = ?", (last,))
+            else:
+                db.execute("UPDATE fact_sketch_pending SET first = ? WHERE last = ?", (first, last))
+                break
+        return sum(last - first + 1 for first, last in self._waiting(db))
+
+    def settle_sketches(self, limit: int) -> int:
+        """Index the band keys of up to `limit` facts of bulk imports that wait (one
+        write); the count still waiting after. 0 at once on a store with none."""
+        db = self._conn()
+        if db is None:
+            return 0
+        with self._translated("read"):
+            waiting = self._waiting(db)
+        if not waiting or limit <= 0:
+            return sum(last - first + 1 for first, last in waiting)
+        with self._write() as db:
+            return self._settle(db, limit)
+
     def _next_id(self, db: sqlite3.Connection) -> int:
         """The id the next fact gets: under the write lock, ids of a batch are known in
         advance, so it goes in with one executemany."""
@@ -477,7 +570,9 @@ class CurationRows(Connection):
         return found
 
     def _unsketch(self, db: sqlite3.Connection, fact: Fact) -> None:
-        """A fact that left the active set leaves the near-duplicate candidates too."""
+        """A fact that left the active set leaves the near-duplicate candidates too (what
+        waits is indexed first, so nothing of it is indexed after it left)."""
+        self._settle(db)
         keys = similarity.band_keys(similarity.words(fact.content))
         db.executemany(
             "DELETE FROM fact_sketch WHERE key = ? AND fact_id = ?", [(k, fact.id) for k in keys]

@@ -12,7 +12,7 @@ from ...models import Fact, Provenance, Session, Task
 from .. import ahead, bulk, fact_rules
 from ..rows import FORK_POINTS, CachedEntry, ScoredFact, history, successor_ids
 from . import bounded
-from .curation import F_COLUMNS, SKETCH_ONE_BY_ONE, CurationRows
+from .curation import F_COLUMNS, SKETCH_LATER, SKETCH_ONE_BY_ONE, CurationRows
 from .index import FACT_COLUMNS, or_words, to_fts5
 
 TYPE_CHECKING = False
@@ -62,8 +62,10 @@ class FactRows(CurationRows):
         """Bulk import: the id of each row, an exact duplicate's being the fact it repeats.
         `check(part)` raises to refuse the import (a secret): run on each part before it
         is written, in order, and nothing is written if it raises. The Python work of a
-        part (check, normal forms, sketches) runs one part ahead of its insert (ahead.py)."""
-        sketch = similarity.sketcher(len(rows))
+        part (check, normal forms, sketches) runs one part ahead of its insert (ahead.py).
+        The band keys of more than SKETCH_LATER rows are left for later (curation.py)."""
+        later = len(rows) > SKETCH_LATER
+        sketch = _no_sketches if later else similarity.sketcher(len(rows))
 
         def prepare(
             part: Sequence[NewFact],
@@ -76,7 +78,9 @@ class FactRows(CurationRows):
         ids: list[int] = []
         unsketched = [None] * similarity.BANDS  # a text without words
         with self._write() as db:
-            next_id = self._next_id(db)
+            if not later:
+                self._settle(db)
+            next_id = start = self._next_id(db)
             for part, normals, keys, sketches in ahead.ahead(list(ahead.parts(rows)), prepare):
                 known = self._active_keys(db, keys)
                 first = next_id
@@ -84,11 +88,14 @@ class FactRows(CurationRows):
                     part, normals, keys, sketches, known, next_id
                 )
                 ids += numbered
-                flat: list[int | None] = []  # the new facts' band keys, BANDS a fact, by id
-                for *_, keys_of in new:
-                    flat += keys_of or unsketched
                 self._insert_facts(db, [row[:4] for row in new], now, by)
-                self._sketch_run(db, first, flat)
+                if not later:
+                    flat: list[int | None] = []  # the new facts' band keys, BANDS a fact
+                    for *_, keys_of in new:
+                        flat += keys_of or unsketched
+                    self._sketch_run(db, first, flat)
+            if later:
+                self._wait_for_keys(db, start, next_id - 1)
         return ids
 
     def _insert_facts(
@@ -317,6 +324,7 @@ class FactRows(CurationRows):
         )
         assert cursor.lastrowid is not None
         keys = similarity.band_keys(similarity.words(content))
+        self._settle(db)  # the guard's report of this write sees every fact's keys
         self._sketch_many(db, {cursor.lastrowid: keys})
         return cursor.lastrowid
 
@@ -579,3 +587,8 @@ class FactRows(CurationRows):
     def set_value(self, key: str, value: str) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+
+
+def _no_sketches(normals: list[str]) -> list[list[int]]:
+    """An import's band keys are computed later (SKETCH_LATER): none now."""
+    return [[] for _ in normals]
