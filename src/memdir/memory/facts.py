@@ -234,6 +234,7 @@ class FactMemory(MemoryBase):
                 fact["valid_to"] = successor if superseded else fact["updated"]
         self.require_writable("facts")
         stored = self.store.insert_fact_rows(checked, keep_ids, now if fresh else None, held)
+        self._settle_later()
         self._embed_written(list(stored.values()))
         return stored
 

@@ -161,7 +161,8 @@ class CurationRows(Connection):
         fields = [f for f in FACT_FIELDS if f != "id" and f not in links]
         normals = [similarity.normalize(str(row["content"])) for row in rows]
         active = [i for i, row in enumerate(rows) if row.get("status", "active") == "active"]
-        sketches = similarity.sketches([normals[i] for i in active], normal=True)
+        later = len(active) > SKETCH_LATER  # their band keys: indexed after (SKETCH_LATER)
+        sketches = [] if later else similarity.sketches([normals[i] for i in active], normal=True)
         with self._write() as db:
             # a link may point forward (to a row not inserted yet): checked at commit
             db.execute("PRAGMA defer_foreign_keys = ON")
@@ -191,9 +192,12 @@ class CurationRows(Connection):
                 ],
             )
             self._settle(db)
-            self._sketch_many(
-                db, {new_ids[i]: keys for i, keys in zip(active, sketches, strict=True) if keys}
-            )
+            if later:  # (a fact of the range that was there before is indexed again: a no-op)
+                self._wait_for_keys(db, min(new_ids), max(new_ids))
+            else:
+                self._sketch_many(
+                    db, {new_ids[i]: keys for i, keys in zip(active, sketches, strict=True) if keys}
+                )
             if seen is not None:
                 db.executemany(
                     "INSERT OR IGNORE INTO fact_usage (fact_id, hits, last_hit) VALUES (?, 0, ?)",
