@@ -40,6 +40,7 @@ NAME = "insert"
 TARGET_RATIO = 0.8
 TARGET_SINGLE_P95_MS = 5.0
 WARMUP_FACTS = 200
+SETTLE_WAIT = 600.0  # seconds the guard's worker may take to index an import's keys
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 RAW_SCHEMA = f"""
 CREATE TABLE facts (id INTEGER PRIMARY KEY, category TEXT NOT NULL, content TEXT NOT NULL);
@@ -121,6 +122,10 @@ def memdir_bulk(state: str, facts: Sequence[tuple[str, str]], batch: int) -> tup
     took = time.perf_counter() - started
     with common.open_memory(state) as memory:
         while memory.settle_imported(0):
+            if time.perf_counter() - started - took > SETTLE_WAIT:
+                raise SystemExit(
+                    f"the guard's worker did not index the keys: see {state}/worker/log"
+                )
             time.sleep(0.01)
     return took, time.perf_counter() - started - took
 

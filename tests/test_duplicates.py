@@ -545,11 +545,14 @@ def test_imported_keys_that_wait_are_seen_by_every_reader_and_indexed_by_the_nex
     rows = _large_import()
     rows.append(("Service 5 on shard 5 retries 5 times before paging team 5!", "learning"))
     with Memory(guard_held, env={}, cwd=guard_held, create=True) as memory:
+        before = memory.add_fact("Service 3 on shard 3 retries 3 times, paging team 3", "learning")
+        indexed = _sketch_rows(guard_held)
         ids = memory.add_facts(rows)
         assert memory.settle_imported(0) == len(rows)
-        assert _sketch_rows(guard_held) == []
+        assert _sketch_rows(guard_held) == indexed
         pairs = {(p.first.id, p.second.id) for p in memory.store.sketch_pairs()}
-        assert (ids[5], ids[-1]) in pairs
+        assert (ids[5], ids[-1]) in pairs  # two waiting facts
+        assert (before.id, ids[3]) in pairs  # an indexed fact and a waiting one
         assert memory.settle_imported(0) == len(rows)  # the read indexed nothing
         memory.remove_fact(ids[7])  # a write: indexes what waits, then drops its keys
         assert memory.settle_imported(0) == 0

@@ -45,6 +45,7 @@ CANDIDATES = 64  # facts a write compares itself with at most (the most alike by
 BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW others
 WINDOW = 8
 _TAKES = itertools.count()
+_SIGNED = 1 << 63  # a band key (signed 64-bit) + this: unsigned, to pack with a fact id
 
 
 def _append(path: str, text: str) -> int:
@@ -474,26 +475,42 @@ class CurationRows(Connection):
     def _pair_waiting(self, db: sqlite3.Connection, pairs: set[tuple[int, int]]) -> None:
         """The candidate pairs of the facts whose band keys wait (a read, so nothing is
         written: doctor looks without writing): their keys computed here, each key's
-        bucket of waiting and indexed facts paired as sketch_pairs pairs the indexed."""
-        buckets: dict[int, set[int]] = {}
+        bucket of waiting and indexed facts paired as sketch_pairs pairs the indexed. The
+        (key, fact) pairs are packed one int each and sorted, ~50 bytes a key: a dict of
+        buckets cost three times that."""
+        packed: list[int] = []
         for first, last in self._waiting(db):
             for start in range(first, last + 1, SETTLE_PART):
                 for fact_id, keys in self._keys_of_range(
                     db, start, min(last, start + SETTLE_PART - 1)
                 ):
-                    for key in keys:
-                        buckets.setdefault(key, set()).add(fact_id)
-        keys = list(buckets)
+                    packed += [((key + _SIGNED) << 32) | fact_id for key in keys]
+        if not packed:
+            return
+        packed.sort()
+        keys = list(dict.fromkeys(p >> 32 for p in packed))
         for start in range(0, len(keys), 500):
-            part = keys[start : start + 500]
-            for key, fact_id in db.execute(
-                f"SELECT key, fact_id FROM fact_sketch WHERE key IN ({', '.join('?' * len(part))})",
-                part,
-            ):
-                buckets[key].add(fact_id)
-        for bucket in buckets.values():
-            if len(bucket) > 1:
-                _pair_up(sorted(bucket), pairs)
+            part = [key - _SIGNED for key in keys[start : start + 500]]
+            packed += [
+                ((key + _SIGNED) << 32) | fact_id
+                for key, fact_id in db.execute(
+                    "SELECT key, fact_id FROM fact_sketch "
+                    f"WHERE key IN ({', '.join('?' * len(part))})",
+                    part,
+                )
+            ]
+        packed.sort()
+        bucket: list[int] = []
+        current = None
+        for value in packed:
+            if value >> 32 != current:
+                if len(bucket) > 1:
+                    _pair_up(bucket, pairs)
+                bucket, current = [], value >> 32
+            if not bucket or bucket[-1] != value & 0xFFFFFFFF:  # a key twice in one fact
+                bucket.append(value & 0xFFFFFFFF)
+        if len(bucket) > 1:
+            _pair_up(bucket, pairs)
 
     def _waiting(self, db: sqlite3.Connection) -> list[tuple[int, int]]:
         """The id ranges (first, last) of imported facts whose band keys wait; none in a
