@@ -23,7 +23,7 @@ TINY = {
     "search_cli": ["--facts", "500", "--runs", "2"],
     "search_inprocess": ["--sizes", "300,500", "--runs", "2"],
     "search_bounded": ["--sizes", "500", "--questions", "5", "--runs", "1"],
-    "insert": ["--facts", "500", "--rounds", "2", "--single", "5", "--single-base", "100"],
+    "insert": ["--facts", "600", "--rounds", "2", "--single", "5", "--single-base", "100"],
     "recall": [
         "--entries",
         "30",
@@ -269,7 +269,7 @@ ROW_KEYS = {
         "raw_p95_ms",
         "ratio_p95",
     },
-    "insert": {"round", "memdir_per_s", "raw_per_s", "ratio"},
+    "insert": {"round", "memdir_per_s", "raw_per_s", "ratio", "settled_s"},
     "recall": {
         "case",
         "calls",
