@@ -420,7 +420,8 @@ def _pending_sketches(db: sqlite3.Connection) -> None:
     """The id ranges of a bulk import's facts whose band keys are not in fact_sketch yet
     (curation.py: computed later, off the import's clock). Derived: never exported."""
     db.execute(
-        "CREATE TABLE fact_sketch_pending (first INTEGER PRIMARY KEY, last INTEGER NOT NULL)"
+        "CREATE TABLE IF NOT EXISTS fact_sketch_pending "
+        "(first INTEGER PRIMARY KEY, last INTEGER NOT NULL)"
     )
 
 
