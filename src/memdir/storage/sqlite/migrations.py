@@ -416,6 +416,13 @@ def _documents(db: sqlite3.Connection) -> None:
     )
 
 
+def _past_and_row_security(db: sqlite3.Connection) -> None:
+    """PostgreSQL's 12 (postgres/schema.py): the view's past hashes in a table of their own,
+    and row-level security on a scope's tables. Neither has a counterpart here (the files
+    are the truth, and memory.db is one store): the version is taken so both backends'
+    versions stay one for one."""
+
+
 MIGRATIONS: list[Migration] = [
     (1, "facts, fts and sessions", _facts_and_sessions),
     (2, "tasks and the global entry cache", _tasks_and_entry_cache),
@@ -432,4 +439,5 @@ MIGRATIONS: list[Migration] = [
     ),
     (10, "the listing of global/ kept whole", _entry_listing),
     (11, "the markdown tiers as rows (team mode only); the successors of a fact", _documents),
+    (12, "the view's past hashes; row-level security (team mode only)", _past_and_row_security),
 ]
