@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -269,3 +270,34 @@ def test_l4_w1_a_role_granted_a_secured_scope_works_within_its_policy(
         assert [f.content for f in mem.store.recent_facts(5)] == ["Made by the owner"]
         everyday_use(mem)
         assert doctor.run(mem).database["row_security"].startswith("on: ")
+
+
+def test_l4_w1_migrate_moves_a_store_into_a_secured_scope_and_back(
+    tmp_path: Path, pg_url: str, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:  # L4 W1 (migrate)
+    """`memdir migrate` both ways as the owner, so the scope it makes is secured: every row
+    goes in through the policies (the bulk paths' inserts) and comes back out verified."""
+    url = as_role(pg_url, OWNER)
+    monkeypatch.delenv("MEMDIR_DATABASE_URL", raising=False)  # the source: memory.db
+    with Memory() as mem:
+        first = mem.add_fact("The API lives at v1", "decision")
+        mem.supersede_fact(first.id, "The API lives at v2")
+        mem.add_facts([(f"Bulk fact number {i} about deploys", "learning") for i in range(300)])
+        mem.hot_append("- a hot line")
+        mem.store.set_value("distill", "2026-03-01T00:00:00Z")
+        facts = sorted(mem.store.archive_rows("fact"), key=lambda r: r["id"])
+    res = run("migrate", "--to", url)
+    assert res.code == 0, res.err
+    with Memory(env=env_of(tmp_path, "team", url, "default")) as mem:
+        assert doctor.run(mem).database["row_security"].startswith("on: ")
+        assert sorted(mem.store.archive_rows("fact"), key=lambda r: r["id"]) == facts
+        assert [h.content for h in mem.search("v2", mode="lexical")] == ["The API lives at v2"]
+    back = tmp_path / "back"
+    back.mkdir()
+    res = run(
+        "--state-dir", str(back), "migrate", "--to", "local", env={"MEMDIR_DATABASE_URL": url}
+    )
+    assert res.code == 0 and "every record verified" in res.out, res.err
+    with Memory(str(back)) as mem:
+        assert sorted(mem.store.archive_rows("fact"), key=lambda r: r["id"]) == facts
+        assert mem.hot() == "- a hot line\n"
