@@ -1238,12 +1238,15 @@ class PostgresStore(DocumentRows):
             extra: tuple[object, ...] = ()
             if within is not None:
                 kinds, category, since = within
+                # IN, not a correlated EXISTS: the planner hashes the kept ids once. It
+                # turns an EXISTS into that itself, but not over a table under row-level
+                # security (schema.secure): there it looked a fact up once a vector
                 where = (
-                    " AND ((v.owner = 'fact' AND 'fact' = ANY(%s) AND EXISTS (SELECT 1 FROM "
-                    "facts f WHERE f.id = v.owner_id AND f.status = 'active' AND (%s::text IS "
-                    "NULL OR f.category = %s) AND (%s::text IS NULL OR f.created >= %s))) OR "
-                    "(v.owner = 'chunk' AND %s::text IS NULL AND EXISTS (SELECT 1 FROM chunks "
-                    "c WHERE c.id = v.owner_id AND c.kind = ANY(%s) AND (%s::text IS NULL OR "
+                    " AND ((v.owner = 'fact' AND 'fact' = ANY(%s) AND v.owner_id IN (SELECT "
+                    "f.id FROM facts f WHERE f.status = 'active' AND (%s::text IS NULL OR "
+                    "f.category = %s) AND (%s::text IS NULL OR f.created >= %s))) OR "
+                    "(v.owner = 'chunk' AND %s::text IS NULL AND v.owner_id IN (SELECT c.id "
+                    "FROM chunks c WHERE c.kind = ANY(%s) AND (%s::text IS NULL OR "
                     "coalesce(c.date, '') >= %s))))"
                 )
                 chunk_kinds = [k for k in kinds if k != "fact"]
