@@ -23,6 +23,7 @@ from memdir.curation import doctor
 from memdir.errors import StorageError
 from memdir.models import Provenance
 from memdir.storage.hashing import body_hash
+from memdir.storage.postgres.insert import STAGE_AT
 from memdir.storage.postgres.schema import LATEST, MIGRATIONS, PAST_KEY, secure
 
 pytestmark = pytest.mark.usefixtures("pg_server")
@@ -187,6 +188,15 @@ def test_l4_w1_row_level_security_is_on_for_a_scope_its_owner_makes_and_work_goe
     with Memory(env=env_of(tmp_path, "a", url, "a")) as mem:
         everyday_use(mem)
         assert mem.store.schema_version() == LATEST == 12
+        ids = mem.add_facts([(f"Bulk fact {i} of the owner", "learning") for i in range(STAGE_AT)])
+        hits = mem.search("owner", mode="lexical", limit=3)
+        assert len(hits) == 3 and {h.id for h in hits} <= set(ids)
+        with mem.store._read() as cur:  # type: ignore[attr-defined]
+            # the postings went in through the session's staging table, COPY's speed
+            cur.execute("SELECT to_regclass('pg_temp.memdir_stage_lex_terms') IS NOT NULL")
+            assert cur.fetchone()[0]
+            cur.execute("SELECT count(*) FROM pg_temp.memdir_stage_lex_terms")
+            assert cur.fetchone()[0] == 0  # emptied by its use
         report = doctor.run(mem)
     secured = policies(pg_url, "a")
     assert "document_past" in secured and "schema_migrations" in secured
@@ -266,9 +276,19 @@ def test_l4_w1_a_role_granted_a_secured_scope_works_within_its_policy(
     with Memory(env=env_of(tmp_path, "owner", as_role(pg_url, OWNER), "team")) as mem:
         mem.add_fact("Made by the owner", "learning")
     grant(pg_url, app_role, "team", create=False)
+    database = pg_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as db:  # no temporary tables for it
+        db.execute(f"REVOKE TEMPORARY ON DATABASE {database} FROM PUBLIC")
     with Memory(env=env_of(tmp_path, "app", as_role(pg_url, app_role), "team")) as mem:
         assert [f.content for f in mem.store.recent_facts(5)] == ["Made by the owner"]
         everyday_use(mem)
+        ids = mem.add_facts([(f"Bulk fact {i} of the app", "learning") for i in range(STAGE_AT)])
+        assert len(ids) == STAGE_AT  # in by unnest: no staging table may be made
+        hits = mem.search("app", mode="lexical", limit=3)
+        assert len(hits) == 3 and {h.id for h in hits} <= set(ids)
+        with mem.store._read() as cur:  # type: ignore[attr-defined]
+            cur.execute("SELECT to_regclass('pg_temp.memdir_stage_lex_terms')")
+            assert cur.fetchone()[0] is None
         assert doctor.run(mem).database["row_security"].startswith("on: ")
 
 
@@ -282,7 +302,10 @@ def test_l4_w1_migrate_moves_a_store_into_a_secured_scope_and_back(
     with Memory() as mem:
         first = mem.add_fact("The API lives at v1", "decision")
         mem.supersede_fact(first.id, "The API lives at v2")
-        mem.add_facts([(f"Bulk fact number {i} about deploys", "learning") for i in range(300)])
+        # past STAGE_AT rows: facts and postings go in through the session's staging tables
+        mem.add_facts(
+            [(f"Bulk fact number {i} about deploys", "learning") for i in range(STAGE_AT)]
+        )
         mem.hot_append("- a hot line")
         mem.store.set_value("distill", "2026-03-01T00:00:00Z")
         facts = sorted(mem.store.archive_rows("fact"), key=lambda r: r["id"])
@@ -290,6 +313,7 @@ def test_l4_w1_migrate_moves_a_store_into_a_secured_scope_and_back(
     assert res.code == 0, res.err
     with Memory(env=env_of(tmp_path, "team", url, "default")) as mem:
         assert doctor.run(mem).database["row_security"].startswith("on: ")
+        assert mem.store.count_facts() == {"active": STAGE_AT + 1, "superseded": 1}
         assert sorted(mem.store.archive_rows("fact"), key=lambda r: r["id"]) == facts
         assert [h.content for h in mem.search("v2", mode="lexical")] == ["The API lives at v2"]
     back = tmp_path / "back"

@@ -35,6 +35,7 @@ FACTS, PAST, CHUNKS, GROUPS = 0, 1, 2, 3
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
 IDF_FLOOR = 1e-6  # FTS5: a phrase in more than half the rows still weighs this much
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # memory.db's (sqlite/migrations.py)
+DOC_COLUMNS = (("idx", "smallint"), ("doc", "bigint"), ("len", "integer"))
 TERM_COLUMNS = (("idx", "smallint"), ("term", "text"), ("doc", "bigint"), ("pos", "integer[]"))
 TOP = "\U0010ffff"  # above every character: a prefix's terms are [prefix, prefix + TOP)
 
@@ -78,8 +79,10 @@ def put(cur: psycopg.Cursor[tuple[object, ...]], idx: int, docs: list[tuple[int,
         return
     drop(cur, idx, [doc for doc, _ in docs])  # a row deleted under the store left its own
     terms = tokens([text for _, text in docs])
-    cur.executemany(
-        "INSERT INTO lex_docs (idx, doc, len) VALUES (%s, %s, %s)",
+    insert_rows(
+        cur,
+        "lex_docs",
+        DOC_COLUMNS,
         [(idx, doc, len(found)) for (doc, _), found in zip(docs, terms, strict=True)],
     )
     postings: list[tuple[int, str, int, str]] = []
