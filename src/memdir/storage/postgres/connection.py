@@ -236,8 +236,8 @@ class Connection:
                 "migration left it off; the owner can turn it on (docs/storage.md)"
             )
         return (
-            f"off: {len(open_)} of {len(found)} tables ({names}) lack it (turned off by "
-            "hand?); the owner can turn it on (docs/storage.md)"
+            f"off: {len(open_)} of {len(found)} tables ({names}) lack it (taken off since "
+            "it was made); the owner can turn it on (docs/storage.md)"
         )
 
     def _use_pgvector(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
