@@ -109,6 +109,8 @@ def render(report: Report, fix: bool = False) -> str:
         lines.append(f"search model: {model['model']} ({model['provider']}); {state}")
     if isinstance(db.get("vector_ranking"), str):  # team mode (Q2): pgvector or Python
         lines.append(f"semantic ranking: {db['vector_ranking']}")
+    if isinstance(db.get("row_security"), str):  # team mode (L4): on, or off and why
+        lines.append(f"row-level security: {db['row_security']}")
     size = ""
     if db.get("bytes") is not None:
         size = (

@@ -53,9 +53,10 @@ TEMP_RE = re.compile(rf"{re.escape(files.TEMP_PREFIX)}(.+)\.[0-9]+\.[0-9a-f]{{12
 
 def check_team_database(url: str, scope: str, store: Store, found: list[Finding]) -> dict[str, Any]:
     """W1: the PostgreSQL store: the server reached, the scope's schema version, and its
-    lexical index checked against its rows (PostgresStore.inspect), and how semantic search
-    ranks there (`vector_ranking`: pgvector, or Python and why). The URL is shown with its
-    password replaced by ***."""
+    lexical index checked against its rows (PostgresStore.inspect), how semantic search
+    ranks there (`vector_ranking`: pgvector, or Python and why), and whether row-level
+    security holds the scope's tables (`row_security`: on, or off and why, L4). The URL is
+    shown with its password replaced by ***."""
     from ...storage.postgres.url import redact
 
     where = f"{redact(url)} (scope {scope})"
@@ -122,6 +123,12 @@ def check_team_database(url: str, scope: str, store: Store, found: list[Finding]
     ranking = getattr(store, "vector_ranking", None)  # PostgresStore's: how it ranks (Q2)
     if isinstance(ranking, str):
         info["vector_ranking"] = ranking
+    row_security = getattr(store, "row_security", None)  # PostgresStore's (L4)
+    if callable(row_security):
+        try:
+            info["row_security"] = str(row_security())
+        except MemdirError as exc:
+            info["row_security"] = f"unknown: {exc}"
     return info
 
 

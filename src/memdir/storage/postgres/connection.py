@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 from ...errors import StorageError
 from . import lexical
-from .schema import LATEST, MIGRATIONS
+from .schema import LATEST, MIGRATIONS, SETTING
 from .url import redact, schema_of
 
 TYPE_CHECKING = False
@@ -109,7 +109,9 @@ class Connection:
             db.execute(f"SET statement_timeout = '{int(self.busy_timeout_ms) + STATEMENT_MS}ms'")
             if self.read_only:
                 db.execute("SET default_transaction_read_only = on")
-            db.execute(f'SET search_path TO "{self.schema}"')
+            # the search path confines every statement to the scope; the setting is what
+            # the scope's row-level security admits (schema.secure), beside it
+            db.execute(f"SET search_path TO \"{self.schema}\"; SET {SETTING} TO '{self.schema}'")
         except BaseException:
             db.close()
             raise
@@ -178,11 +180,20 @@ class Connection:
             return
         with db.transaction():
             db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS, self.schema))
-            db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-                "name TEXT NOT NULL, applied TIMESTAMPTZ NOT NULL DEFAULT now())"
-            )
+            # made only when missing: IF NOT EXISTS asks for the right to create first, which
+            # a role granted a scope (not the database, not the schema) does not have
+            found = db.execute(
+                "SELECT to_regclass(quote_ident(%s) || '.schema_migrations') IS NOT NULL "
+                "FROM pg_namespace WHERE nspname = %s",
+                (self.schema, self.schema),
+            ).fetchone()
+            if found is None:
+                db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            if found is None or not found[0]:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                    "name TEXT NOT NULL, applied TIMESTAMPTZ NOT NULL DEFAULT now())"
+                )
             current = self._version(db)
             cur = db.cursor()
             for version, name, apply in MIGRATIONS:
@@ -192,6 +203,42 @@ class Connection:
                         "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (version, name),
                     )
+
+    def row_security(self) -> str:
+        """Whether row-level security holds the scope's tables (schema.secure), and if not,
+        why: one line for doctor."""
+        from .schema import tables
+
+        with self._read("check") as cur:
+            if cur is None:
+                return "off: the scope does not exist yet"
+            found = tables(cur, self.schema)
+            cur.execute(
+                "SELECT current_user, rolsuper, rolbypassrls FROM pg_roles "
+                "WHERE rolname = current_user"
+            )
+            row = cur.fetchone()
+        role, bypass = ("?", False) if row is None else (str(row[0]), bool(row[1] or row[2]))
+        open_ = [t for t in found if not t.secured]
+        if not open_:
+            if bypass:
+                return (
+                    f"on, but not for this role: {role} is a superuser or has BYPASSRLS "
+                    "(connect as a role without them to be held by it)"
+                )
+            return f"on: every table of {self.schema} admits only this scope's connections"
+        names = ", ".join(t.name for t in open_[:3]) + (", ..." if len(open_) > 3 else "")
+        others = sorted({t.owner for t in found if not t.owned})
+        if others:
+            return (
+                f"off: {len(open_)} of {len(found)} tables ({names}) lack it, and role {role} "
+                f"does not own the scope's tables (owner {', '.join(others)}), so its "
+                "migration left it off; the owner can turn it on (docs/storage.md)"
+            )
+        return (
+            f"off: {len(open_)} of {len(found)} tables ({names}) lack it (taken off since "
+            "it was made); the owner can turn it on (docs/storage.md)"
+        )
 
     def _use_pgvector(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
         """pgvector when it can be had; a store never fails for it: anything but a lost

@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 from .connection import Connection
 
-# kv: the hashes of the bodies a document held before its current one, newest first,
-# space-separated (the last PAST_KEPT): a view that lost its state tells by them a file it
-# rendered long ago from one edited by hand (documents.py). In kv, not a column: no
-# migration for a few hashes a document.
-PAST_KEY = "documents.past:"
+# document_past: the hashes of the bodies a document held before its current one, newest
+# first, space-separated (the last PAST_KEPT): a view that lost its state tells by them a
+# file it rendered long ago from one edited by hand (documents.py). A table of their own
+# (schema 12; kv held them before, under schema.PAST_KEY + path), so they are not values: no
+# export or listing of kv carries them.
 PAST_KEPT = 32
 
 
@@ -43,7 +43,7 @@ class DocumentWrite(NamedTuple):
 
 
 class KnownDocument(NamedTuple):
-    """A stored document with the hashes of the bodies it held before (PAST_KEY)."""
+    """A stored document with the hashes of the bodies it held before (document_past)."""
 
     path: str
     body: str | None
@@ -157,9 +157,10 @@ class DocumentRows(Connection):
                 from ..hashing import body_hash
 
                 cur.execute(
-                    "INSERT INTO kv (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
-                    "SET value = left(excluded.value || ' ' || kv.value, %s)",
-                    (PAST_KEY + path, body_hash(body), PAST_KEPT * 65 - 1),
+                    "INSERT INTO document_past (path, hashes) VALUES (%s, %s) "
+                    "ON CONFLICT (path) DO UPDATE "
+                    "SET hashes = left(excluded.hashes || ' ' || document_past.hashes, %s)",
+                    (path, body_hash(body), PAST_KEPT * 65 - 1),
                 )
             return DocumentWrite(new, int(str(got[0])), True, updated_at=now)
 
@@ -170,9 +171,10 @@ class DocumentRows(Connection):
             if cur is None or not paths:
                 return {}
             cur.execute(
-                "SELECT d.path, d.body, d.revision, d.updated_at, coalesce(kv.value, '') "
-                "FROM documents d LEFT JOIN kv ON kv.key = %s || d.path WHERE d.path = ANY(%s)",
-                (PAST_KEY, paths),
+                "SELECT d.path, d.body, d.revision, d.updated_at, coalesce(p.hashes, '') "
+                "FROM documents d LEFT JOIN document_past p ON p.path = d.path "
+                "WHERE d.path = ANY(%s)",
+                (paths,),
             )
             return {
                 str(p): KnownDocument(

@@ -10,6 +10,8 @@ the store's own code here (store.py), in the same transaction as the write.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -195,9 +197,104 @@ def _documents(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
     )
 
 
+def _past_and_row_security(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
+    """SQLite's 12 (nothing there): the hashes of the bodies each document held before, a
+    view's means of telling a file it rendered long ago from a hand edit (documents.py),
+    move out of kv into a table of their own, so kv's listing and exports hold only values.
+    Then row-level security (secure) on every table of the scope, where the role may."""
+    cur.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS document_past (
+            path   TEXT COLLATE "C" PRIMARY KEY,
+            hashes TEXT COLLATE "C" NOT NULL
+        );
+        INSERT INTO document_past (path, hashes)
+            SELECT substr(key, {len(PAST_KEY) + 1}), value FROM kv
+            WHERE left(key, {len(PAST_KEY)}) = '{PAST_KEY}'
+            ON CONFLICT (path) DO NOTHING;
+        DELETE FROM kv WHERE left(key, {len(PAST_KEY)}) = '{PAST_KEY}';
+        """
+    )
+    secure(cur)
+
+
+PAST_KEY = "documents.past:"  # where schema 11 kept them, in kv: the key's prefix
+
+# -- row-level security (L4): defence in depth beside the search path ----------------------
+#
+# The search path confines every statement memdir writes to the scope's schema. A statement
+# that reaches another scope's table anyway (a schema-qualified name, a search path a
+# pooler or a hand changed) meets a policy on it that admits a row only to a session whose
+# `memdir.scope` names that table's schema: every memdir connection sets it at connect, to
+# its own scope's (connection.py). It reads no row there and cannot write one. Only the
+# owner of a table may turn it on: a role that does not own every table of the scope leaves
+# it off (all or nothing), and doctor says so. A superuser or a BYPASSRLS role is never
+# held by it. A later migration that adds a table ends with secure(cur) too.
+
+POLICY = "memdir_scope"
+SETTING = "memdir.scope"
+_TABLES = """
+SELECT c.relname, c.relrowsecurity AND c.relforcerowsecurity
+         AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = %s),
+       pg_get_userbyid(c.relowner), pg_has_role(current_user, c.relowner, 'USAGE')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relkind IN ('r', 'p') ORDER BY c.relname
+"""
+
+
+class TableSecurity(NamedTuple):
+    name: str
+    secured: bool  # enabled, forced, and the scope's policy there
+    owner: str
+    owned: bool  # the session's role owns it (or is a member of its owner): may secure it
+
+
+def tables(cur: psycopg.Cursor[tuple[object, ...]], schema: str) -> list[TableSecurity]:
+    cur.execute(_TABLES, (POLICY, schema))
+    return [TableSecurity(str(n), bool(s), str(o), bool(w)) for n, s, o, w in cur.fetchall()]
+
+
+def secure(cur: psycopg.Cursor[tuple[object, ...]]) -> bool:
+    """Row-level security on every table of the current schema (the scope's), when the role
+    owns them all; whether it is on. Idempotent: a table already secured is left as it is."""
+    from psycopg import sql
+
+    cur.execute("SELECT current_schema()")
+    row = cur.fetchone()
+    assert row is not None and row[0] is not None
+    schema = str(row[0])
+    found = tables(cur, schema)
+    if not all(t.owned for t in found):
+        return False
+    # a subquery: one look at the setting a statement (an InitPlan), not one a row, and the
+    # planner's guess of the rows it admits is a half, not the 0.5% of an equality it
+    # cannot see into (which turned hash aggregates into sorts); the indexes are used as
+    # without it (the columns' operators are leakproof)
+    admits = sql.SQL("(SELECT current_setting({}, true) = {})").format(
+        sql.Literal(SETTING), sql.Literal(schema)
+    )
+    for table in found:
+        if table.secured:
+            continue
+        name = sql.Identifier(schema, table.name)
+        cur.execute(
+            sql.SQL(
+                "ALTER TABLE {t} ENABLE ROW LEVEL SECURITY; ALTER TABLE {t} FORCE ROW LEVEL "
+                "SECURITY; DROP POLICY IF EXISTS {p} ON {t}; "
+                "CREATE POLICY {p} ON {t} USING ({a}) WITH CHECK ({a})"
+            ).format(t=name, p=sql.Identifier(POLICY), a=admits)
+        )
+    return True
+
+
 MIGRATIONS: list[Migration] = [
     (9, "the store as of SQLite's schema 9: rows, the lexical index, groups, vectors", _base),
     (10, "the listing of global/ kept whole", _entry_listing),
     (11, "the markdown tiers as rows, hand edits' conflicts; a fact's successors", _documents),
+    (
+        12,
+        "the view's past hashes in a table; row-level security where the role owns the tables",
+        _past_and_row_security,
+    ),
 ]
 LATEST = MIGRATIONS[-1][0]

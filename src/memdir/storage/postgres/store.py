@@ -31,6 +31,7 @@ from ..sqlite import groups
 from ..sqlite.index import or_words
 from . import lexical, pgvector
 from .documents import DocumentRows
+from .insert import insert_rows
 from .schema import LATEST
 
 TYPE_CHECKING = False
@@ -59,6 +60,11 @@ else:
 FACT_COLUMNS = ", ".join(FACT_FIELDS)
 F_COLUMNS = ", ".join("f." + c for c in FACT_FIELDS)
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
+FACT_TYPES = {"id": "bigint", "supersedes": "bigint", "superseded_by": "bigint", "norm": "bigint"}
+ADDED_COLUMNS = (  # a fact add_facts stores: the others take their defaults
+    "id", "category", "content", "created", "updated", "session_id", "surface", "agent",
+    "valid_from", "norm",
+)  # fmt: skip
 ANALYZE_AFTER = 1_000  # rows a write adds past which the planner's statistics are renewed
 CANDIDATES = 64  # as sqlite/curation.py: the near duplicates a write compares itself with
 BUCKET, WINDOW = 32, 8
@@ -123,12 +129,12 @@ class PostgresStore(DocumentRows):
                 for fact_id, category, text, key, _ in new
             ]
             sketch_rows = [(k, fact_id) for fact_id, *_, sketch in new for k in sketch]
-            with cur.copy(
-                "COPY facts (id, category, content, created, updated, session_id, surface, "
-                "agent, valid_from, norm) FROM STDIN"
-            ) as copy:
-                for row in new_rows:
-                    copy.write_row(row)
+            insert_rows(
+                cur,
+                "facts",
+                [(name, FACT_TYPES.get(name, "text")) for name in ADDED_COLUMNS],
+                new_rows,
+            )
             self._sketch(cur, sketch_rows)
             lexical.put(cur, lexical.FACTS, [(_int(r[0]), str(r[2])) for r in new_rows])
             if len(new_rows) >= ANALYZE_AFTER:
@@ -524,18 +530,20 @@ class PostgresStore(DocumentRows):
                 value = row.get(field)
                 return None if value is None else targets.get(_int(value))
 
-            with cur.copy(
-                f"COPY facts (id, {', '.join(fields)}, {', '.join(links)}, norm) FROM STDIN"
-            ) as copy:
-                for row, new, normal in zip(rows, new_ids, normals, strict=True):
-                    copy.write_row(
-                        (
-                            new,
-                            *(row.get(f) for f in fields),
-                            *(linked(row, f) for f in links),
-                            similarity.key_of_normal(normal),
-                        )
+            insert_rows(
+                cur,
+                "facts",
+                [(name, FACT_TYPES.get(name, "text")) for name in ("id", *fields, *links, "norm")],
+                [
+                    (
+                        new,
+                        *(row.get(f) for f in fields),
+                        *(linked(row, f) for f in links),
+                        similarity.key_of_normal(normal),
                     )
+                    for row, new, normal in zip(rows, new_ids, normals, strict=True)
+                ],
+            )
             self._sketch(
                 cur,
                 [(k, new_ids[i]) for i, keys in zip(active, sketches, strict=True) for k in keys],
@@ -1233,12 +1241,15 @@ class PostgresStore(DocumentRows):
             extra: tuple[object, ...] = ()
             if within is not None:
                 kinds, category, since = within
+                # IN, not a correlated EXISTS: the planner hashes the kept ids once. It
+                # turns an EXISTS into that itself, but not over a table under row-level
+                # security (schema.secure): there it looked a fact up once a vector
                 where = (
-                    " AND ((v.owner = 'fact' AND 'fact' = ANY(%s) AND EXISTS (SELECT 1 FROM "
-                    "facts f WHERE f.id = v.owner_id AND f.status = 'active' AND (%s::text IS "
-                    "NULL OR f.category = %s) AND (%s::text IS NULL OR f.created >= %s))) OR "
-                    "(v.owner = 'chunk' AND %s::text IS NULL AND EXISTS (SELECT 1 FROM chunks "
-                    "c WHERE c.id = v.owner_id AND c.kind = ANY(%s) AND (%s::text IS NULL OR "
+                    " AND ((v.owner = 'fact' AND 'fact' = ANY(%s) AND v.owner_id IN (SELECT "
+                    "f.id FROM facts f WHERE f.status = 'active' AND (%s::text IS NULL OR "
+                    "f.category = %s) AND (%s::text IS NULL OR f.created >= %s))) OR "
+                    "(v.owner = 'chunk' AND %s::text IS NULL AND v.owner_id IN (SELECT c.id "
+                    "FROM chunks c WHERE c.kind = ANY(%s) AND (%s::text IS NULL OR "
                     "coalesce(c.date, '') >= %s))))"
                 )
                 chunk_kinds = [k for k in kinds if k != "fact"]
@@ -1351,7 +1362,17 @@ class PostgresStore(DocumentRows):
             return {FactIdentity(str(c), str(t), str(w)): _int(i) for c, t, w, i in cur.fetchall()}
 
     def restore_rows(self, rows: dict[str, list[Row]]) -> None:
+        from .schema import PAST_KEY
+
         with self._write() as cur:
+            past = [r for r in rows.get("kv", []) if str(r.get("key")).startswith(PAST_KEY)]
+            if past:  # an export of schema 11 holds the view's past hashes as values
+                rows = {**rows, "kv": [r for r in rows["kv"] if r not in past]}
+                cur.executemany(
+                    "INSERT INTO document_past (path, hashes) VALUES (%s, %s) "
+                    "ON CONFLICT (path) DO NOTHING",  # the scope's own are newer
+                    [(str(r["key"])[len(PAST_KEY) :], r.get("value")) for r in past],
+                )
             for kind, found in rows.items():
                 if not found:
                     continue

@@ -418,7 +418,9 @@ def _documents(db: sqlite3.Connection) -> None:
 
 def _pending_sketches(db: sqlite3.Connection) -> None:
     """The id ranges of a bulk import's facts whose band keys are not in fact_sketch yet
-    (curation.py: computed later, off the import's clock). Derived: never exported."""
+    (curation.py: computed later, off the import's clock). Derived: never exported. On
+    PostgreSQL 12 is the view's past hashes and row-level security (postgres/schema.py),
+    which have no counterpart here; the numbers stay one for one."""
     db.execute(
         "CREATE TABLE IF NOT EXISTS fact_sketch_pending "
         "(first INTEGER PRIMARY KEY, last INTEGER NOT NULL)"
