@@ -261,6 +261,21 @@ def test_read_only_filesystem_gives_a_clear_error_and_loses_nothing(
             assert proc.returncode == 1, (args, proc.stderr)
             assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
             assert proc.stderr.startswith("memdir: error: ")
+        # and the reads still answer, from the files as they stand (Z; in team mode the
+        # view, which cannot be refreshed there, W1)
+        for args, shown in (
+            (("hot", "show"), "small version two"),
+            (("procedure", "show", "deploy-staging"), "small version"),
+            (("list",), "big-entry"),
+        ):
+            proc = subprocess.run(
+                cli_command(*args),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=cli_env(str(state_dir)),
+            )
+            assert proc.returncode == 0 and shown in proc.stdout, (args, proc.stderr)
         assert snapshot(memory_dir) == before
     finally:
         subprocess.run(["umount", str(memory_dir)], check=False)
