@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from dbrows import TEAM
+from dbrows import rows as db_rows
 from memdir import Memory
 from memdir.storage.files import TEMP_PREFIX
 from memdir.storage.sqlite.migrations import MIGRATIONS
@@ -222,9 +224,8 @@ def test_concurrent_facts_and_hot_appends_are_never_lost(
 
     # Every acknowledged fact is in the archive exactly once, under the id it was given.
     memory_dir = state_dir / "memory"
-    db = sqlite3.connect(memory_dir / "memory.db")
-    rows = db.execute("SELECT id, content FROM facts WHERE id != ?", (seed.id,)).fetchall()
-    db.close()
+    with Memory() as mem:
+        rows = db_rows(mem.store, "SELECT id, content FROM facts WHERE id != ?", (seed.id,))
     by_token: dict[str, list[int]] = {}
     for fact_id, content in rows:
         by_token.setdefault(content.split()[2], []).append(fact_id)
@@ -246,7 +247,8 @@ def test_concurrent_facts_and_hot_appends_are_never_lost(
     assert sorted(counts) == sorted(f"- {t}" for t in acked_hot)
     assert set(counts.values()) == {1}
 
-    assert integrity(memory_dir / "memory.db") == ("ok", "ok")
+    if not TEAM:  # SQLite's own integrity_check
+        assert integrity(memory_dir / "memory.db") == ("ok", "ok")
     assert leftover_temp_files(memory_dir) == []
 
 
@@ -320,7 +322,8 @@ def test_hot_md_survives_sigkill_at_any_instant(workers: Workers, state_dir: Pat
     # behind (nothing can remove it at that instant); it is never read as memory, and the
     # next write, holding the lock every writer takes, sweeps it away.
     strays = leftover_temp_files(state_dir / "memory")
-    assert all(Path(s).name.startswith(f"{TEMP_PREFIX}HOT.md") for s in strays), strays
+    written = (f"{TEMP_PREFIX}HOT.md", f"{TEMP_PREFIX}.view.json")  # the view's record: W1
+    assert all(Path(s).name.startswith(written) for s in strays), strays
     Memory(str(state_dir)).hot_append("after the kills")
     assert leftover_temp_files(state_dir / "memory") == []
 
@@ -403,13 +406,22 @@ def test_racing_supersedes_both_kept_as_a_fork_doctor_flags(workers: Workers) ->
 LOCK_HOLDER = """
 import sqlite3
 
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
-db.execute("BEGIN IMMEDIATE")
-db.execute("INSERT INTO facts (category, content, created, updated) "
-           "VALUES ('learning', 'uncommitted by the lock holder', 'x', 'x')")
+if sys.argv[1].startswith("postgresql:"):  # team mode: the scope's lock every write takes
+    import psycopg
+    from memdir.storage.postgres.connection import LOCK_CLASS
+
+    db = psycopg.connect(sys.argv[1])  # a transaction from the first statement to rollback
+    db.execute("SET search_path TO memdir_default")
+    db.execute("SELECT pg_advisory_xact_lock(%s, hashtext('memdir_default'))", (LOCK_CLASS,))
+else:
+    db = sqlite3.connect(sys.argv[1], isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+db.execute("INSERT INTO facts (id, category, content, created, updated) "
+           "VALUES ((SELECT coalesce(max(id), 0) + 1 FROM facts), 'learning', "
+           "'uncommitted by the lock holder', 'x', 'x')")
 print("locked", flush=True)
 wait_for_file(sys.argv[2], timeout=120.0)  # held until the test has tried its write
-db.execute("ROLLBACK")
+db.rollback()
 db.close()
 """
 
@@ -428,7 +440,7 @@ def test_write_to_a_locked_database_fails_cleanly_and_can_be_retried(
         # held until released, not for a time: on a loaded machine (a parallel run) a
         # search that loads the model and a CLI start can outlast any fixed hold
         workers.script("lock_holder", LOCK_HOLDER),
-        db_path,
+        os.environ["MEMDIR_DATABASE_URL"] if TEAM else db_path,
         release,
         stdout=subprocess.PIPE,
     )
@@ -449,7 +461,8 @@ def test_write_to_a_locked_database_fails_cleanly_and_can_be_retried(
     assert "Traceback" not in blocked.err
     assert blocked.err.endswith("\n") and blocked.err.count("\n") == 1, blocked.err
     assert blocked.err.startswith("memdir: error: ")
-    assert "locked" in blocked.err and "memory.db" in blocked.err, blocked.err
+    store_named = "(scope default)" if TEAM else "memory.db"
+    assert "locked" in blocked.err and store_named in blocked.err, blocked.err
     # it gave up while the lock was still held (the holder waits for `release`), after
     # at least the 200 ms busy timeout
     assert waited >= 0.2, f"waited {waited:.2f}s: less than the 200 ms busy timeout"
@@ -462,7 +475,8 @@ def test_write_to_a_locked_database_fails_cleanly_and_can_be_retried(
     with Memory() as mem:
         contents = [h.content for h in mem.search("lockwatch OR meets", kinds=("fact",))]
     assert sorted(contents) == sorted([*earlier, "the write that meets the lock"])
-    assert integrity(db_path) == ("ok", "ok")
+    if not TEAM:  # SQLite's own integrity_check
+        assert integrity(db_path) == ("ok", "ok")
 
 
 # -- 5. a brand-new store opened by several processes at once ------------------------------
@@ -485,6 +499,7 @@ for r in range(rounds):
 """
 
 
+@pytest.mark.sqlite_only  # memory.db made and migrated once, its WAL mode and integrity_check
 def test_new_store_opened_by_many_processes_at_once(
     workers: Workers, tmp_path: Path
 ) -> None:  # L3 F1: the first use creates memory.db and migrates it exactly once

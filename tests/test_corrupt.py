@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memdir import Memory
 
 
+@pytest.mark.sqlite_only  # memory.db overwritten with garbage; a team store has no file
 def test_garbage_database_is_named_and_files_still_work(run, state_dir: Path) -> None:  # Z
     mem = Memory()
     mem.hot_set("Name: Ada\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dbrows import TEAM
 from memdir import Memory
 from memdir.storage.files import TEMP_PREFIX
 from memdir.testing import cli_command, cli_env
@@ -30,11 +31,15 @@ def temp_files(root: Path) -> list[str]:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every memory file but the database and the lock files, by relative path."""
+    """Every memory file but the database and the lock files, by relative path; nor, in
+    team mode, the view's record of the rows it saw, which a read brings up to date (W1)."""
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and ".locks" not in p.parts and not p.name.startswith("memory.db")
+        if p.is_file()
+        and ".locks" not in p.parts
+        and not p.name.startswith("memory.db")
+        and p.name != ".view.json"
     }
 
 
@@ -43,6 +48,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("processes")
+@pytest.mark.sqlite_only  # bench/faults.py checks memory.db itself (team mode's kills: W1 tests)
 def test_writer_killed_at_random_instants_loses_nothing(tmp_path: Path) -> None:  # H4 L3
     result = subprocess.run(
         [sys.executable, str(BENCH / "faults.py"), "--kills", "25", "--out-dir", str(tmp_path)],
@@ -58,6 +64,7 @@ def test_writer_killed_at_random_instants_loses_nothing(tmp_path: Path) -> None:
     assert summary["temps_left_at_end"] == 0 and summary["index_fresh_at_end"]
 
 
+@pytest.mark.sqlite_only  # the harness reads memory.db's rows and integrity_check
 def test_fault_checks_see_a_torn_file_and_a_lost_write(state_dir: Path) -> None:
     """The harness's verify() is not blind: a cut HOT.md and a missing fact are reported."""
     sys.path.insert(0, str(BENCH))
@@ -240,7 +247,8 @@ def test_read_only_filesystem_gives_a_clear_error_and_loses_nothing(
             (("procedure", "write", "deploy-staging", "-"), "# Deploy\n1. new\n"),
             (("hot", "set", "-"), "# Hot\n- new\n"),
             (("hot", "append", "a new line"), None),
-            (("fact", "add", "a new fact", "-c", "learning"), None),
+            # in team mode a fact is a row of the database, which is not on the mount (W1)
+            *([] if TEAM else [(("fact", "add", "a new fact", "-c", "learning"), None)]),
         ):
             proc = subprocess.run(
                 cli_command(*args),
@@ -253,6 +261,21 @@ def test_read_only_filesystem_gives_a_clear_error_and_loses_nothing(
             assert proc.returncode == 1, (args, proc.stderr)
             assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
             assert proc.stderr.startswith("memdir: error: ")
+        # and the reads still answer, from the files as they stand (Z; in team mode the
+        # view, which cannot be refreshed there, W1)
+        for args, shown in (
+            (("hot", "show"), "small version two"),
+            (("procedure", "show", "deploy-staging"), "small version"),
+            (("list",), "big-entry"),
+        ):
+            proc = subprocess.run(
+                cli_command(*args),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=cli_env(str(state_dir)),
+            )
+            assert proc.returncode == 0 and shown in proc.stdout, (args, proc.stderr)
         assert snapshot(memory_dir) == before
     finally:
         subprocess.run(["umount", str(memory_dir)], check=False)

@@ -277,6 +277,7 @@ def test_a_call_is_run_by_the_spare_made_ready_before_it_and_no_spare_outlives_i
     wait_for(lambda: (forkserver_pid() or 0) > 0 and forkserver_pid() != pid, "a new server")
 
 
+@pytest.mark.sqlite_only  # memory.db's WAL; a team store has none
 def test_a_forked_write_leaves_the_wal_for_the_next_call_and_its_own_process_folds_it(  # C1
     runtime: str, store: Path
 ) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dbrows import writer_lock_held
 from memdir import Memory, ReadOnlyError, hooks
 from memdir.testing import at_once, cli_command, cli_env
 from memdir.tools import TOOLS
@@ -497,13 +497,8 @@ def test_a_hook_past_its_time_budget_gives_up(state_dir: Path, store: Memory) ->
     gives up at [hooks] timeout_ms with one line and exit 0, injecting nothing."""
     (state_dir / "config.toml").write_text("[hooks]\ntimeout_ms = 300\n")
     store.store.get_session("warm")  # the database exists
-    holder = sqlite3.connect(store.layout.db, timeout=0)
-    try:
-        holder.execute("BEGIN EXCLUSIVE")
+    with writer_lock_held(store.store):
         result = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
-    finally:
-        holder.rollback()
-        holder.close()
     assert (result.code, result.out) == (0, "")
     assert result.err.count("\n") == 1 and "gave up after 300 ms" in result.err
     assert store.store.get_session(HOST) is None
@@ -873,13 +868,8 @@ def test_user_prompt_submit_gives_up_past_its_time_budget(  # K2
     store.search("CI")  # the index as it stands, so that only the new file needs a write
     entry = Path(store.path) / "global" / "ci-mondays.md"
     entry.write_text("---\ndescription: CI on Mondays\n---\nThe CI pipeline is slow.\n")
-    holder = sqlite3.connect(store.layout.db, timeout=0)
-    try:
-        holder.execute("BEGIN EXCLUSIVE")
+    with writer_lock_held(store.store):
         result = prompted(state_dir)
-    finally:
-        holder.rollback()
-        holder.close()
     assert (result.code, result.out) == (0, "")
     assert result.err.count("\n") == 1
     assert "gave up after 150 ms ([hooks] prompt_timeout_ms)" in result.err

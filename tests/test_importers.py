@@ -41,11 +41,12 @@ def skipped(report: ImportReport) -> dict[str, str]:
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under the state dir and its bytes. memory.db-shm is left out: SQLite
-    updates its read marks on any read of a WAL database, and a dry run reads."""
+    updates its read marks on any read of a WAL database, and a dry run reads; so is the
+    team view's .view.json, for the same reason (W1: a read records the rows it saw)."""
     found = {}
     for folder, _dirs, names in os.walk(root):
         for name in names:
-            if not name.endswith("-shm"):
+            if not name.endswith("-shm") and name != ".view.json":
                 path = os.path.join(folder, name)
                 found[os.path.relpath(path, root)] = Path(path).read_bytes()
     return found

@@ -484,12 +484,13 @@ def test_parse_other_prefix_is_plain_text() -> None:  # M1 S (marker_prefix) R4
 
 
 def memory_files(state_dir: Path) -> dict[str, str]:
-    """Every memory file that ingest could write, by relative path (not the database)."""
+    """Every memory file that ingest could write, by relative path (not the database, nor
+    in team mode the view's record of what it rendered, W1)."""
     root = state_dir / "memory"
     found = {}
     for path in sorted(root.rglob("*")) if root.exists() else []:
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and not rel.startswith((".locks/", "memory.db")):
+        if path.is_file() and not rel.startswith((".locks/", "memory.db", ".view.json")):
             found[rel] = path.read_text(encoding="utf-8", errors="replace")
     return found
 
@@ -862,6 +863,10 @@ def test_recalled_markers_are_inert_and_echoing_them_writes_nothing(
     # the raw files really do hold live blocks
     assert parse(hand.read_text(), prefix).requests
     assert parse((memory_dir / "tasks" / "T-5.md").read_text(), prefix).requests
+    with Memory(agent="reader") as mem:
+        # in team mode the hand edits go back as writes of their rows, and MEMORY.md is
+        # derived again, at the first look (W1); on SQLite a look writes no file
+        mem.entries()
 
     before = memory_files(state_dir)
     with Memory(agent="echo") as mem:

@@ -122,10 +122,13 @@ def assert_inert(text: str, what: str, as_json: bool = False) -> None:
 
 
 def memory_files(root: Path) -> dict[str, str]:
+    """The memory root's files, not the database's (memory.db, or in team mode the view's
+    record of what it rendered, W1)."""
+    skipped = (".locks", "memory.db", ".view.json")
     return {
         p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).as_posix().startswith((".locks", "memory.db"))
+        if p.is_file() and not p.relative_to(root).as_posix().startswith(skipped)
     }
 
 

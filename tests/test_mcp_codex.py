@@ -6,12 +6,12 @@ process, through the SDK's client; what happened is read from the store."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dbrows import rows as db_rows
 from memdir import Memory
 from test_mcp import call, stdio_client
 
@@ -21,9 +21,8 @@ FACT = {"target": "fact", "action": "set", "category": "decision"}
 
 def facts(state_dir: Path) -> dict[str, tuple[str, str]]:
     """Every fact's content, with the session and surface it was written as."""
-    db = state_dir / "memory" / "memory.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute("SELECT content, session_id, surface FROM facts").fetchall()
+    with Memory(str(state_dir)) as mem:
+        rows = db_rows(mem.store, "SELECT content, session_id, surface FROM facts")
     return {content: (session, surface) for content, session, surface in rows}
 
 

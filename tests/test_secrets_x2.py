@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from dbrows import own_store
 from memdir import MemdirError, Memory, ValidationError
 from memdir.curation import archive as archive_module
 from memdir.curation.importers import run as import_run
@@ -358,6 +359,7 @@ def test_x2_archive_rows_are_scanned_whole(tmp_path: Path) -> None:
     fact = next(r for r in records if r.get("kind") == "fact")
     fact["agent"] = EVASIONS["base64"](TOKEN)
     out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    own_store(tmp_path / "b")
     with (
         Memory(str(tmp_path / "b"), create=True) as mem,
         pytest.raises(ValidationError, match="agent holds what looks like a GitHub token"),

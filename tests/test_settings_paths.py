@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dbrows import store_made_for
 from memdir import ConfigError, DisabledError, Memory, init_project
 from memdir.paths import find_project_dir, resolve_state_dir, safe_path
 from memdir.settings import DEFAULTS, load_settings
@@ -56,8 +57,9 @@ def test_memory_files_live_under_the_memory_root(memory: Memory, state_dir: Path
     memory.write_procedure("z", "z")
     root = state_dir / "memory"
     assert memory.path == str(root)
-    for rel in ("HOT.md", "memory.db", "procedures/z.md"):
+    for rel in ("HOT.md", "procedures/z.md"):
         assert (root / rel).exists(), rel
+    assert store_made_for(root)
 
 
 def test_two_processes_share_one_store(run, state_dir: Path) -> None:  # L3
@@ -66,6 +68,7 @@ def test_two_processes_share_one_store(run, state_dir: Path) -> None:  # L3
     assert [h["content"] for h in found] == ["written by one process"]
 
 
+@pytest.mark.sqlite_only  # a store per state dir: one URL is one store (scopes: test_postgres.py)
 def test_two_stores_never_see_each_other(tmp_path: Path) -> None:  # L4
     a = Memory(str(tmp_path / "a"), create=True)
     b = Memory(str(tmp_path / "b"), create=True)
@@ -83,7 +86,7 @@ def test_memory_dir_env_overrides_the_memory_root_alone(
     mem = Memory()
     assert mem.state.path == str(state_dir) and mem.path == str(other)
     mem.add_fact("lives elsewhere", "learning")
-    assert (other / "memory.db").exists()
+    assert store_made_for(other)
     env = mem.child_env()
     assert env["MEMDIR_MEMORY_DIR"] == str(other) and env["MEMDIR_STATE_DIR"] == str(state_dir)
 
@@ -94,7 +97,7 @@ def test_memory_path_setting_relocates_memory(state_dir: Path, tmp_path: Path) -
     mem = Memory()
     assert mem.path == str(tmp_path / "team-memory")
     mem.add_fact("shared with the team", "convention")
-    assert (tmp_path / "team-memory" / "memory.db").exists()
+    assert store_made_for(tmp_path / "team-memory")
     assert not (state_dir / "memory").exists()
 
 

@@ -22,6 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from dbrows import own_store
 from memdir import Memory
 from memdir.storage import embeddings
 from memdir.testing import MCP_INITIALIZE, cli_command, cli_env, free_port
@@ -54,7 +55,7 @@ async def short_session(folder: Path, call: bool) -> tuple[str, str]:
     SIGTERMs the process group when a server takes over 2 s to leave (a loaded machine):
     sh outlives that to record the code, and the server's answer to it is tested too."""
     folder.mkdir()
-    (folder / "state").mkdir()  # L1: a named state dir must exist
+    own_store(folder / "state")  # L1: a named state dir must exist
     code, err = folder / "code", folder / "err"
     script = f'trap true TERM; "{sys.executable}" -m memdir serve 2>"{err}"; echo $? >"{code}"'
     params = StdioServerParameters(
@@ -126,7 +127,7 @@ def stopped_three_times(
     states = []
     for run in range(3):
         state = tmp_path / f"run{run}"
-        state.mkdir()
+        own_store(state)
         proc = start(state)
         try:
             proc.send_signal(stop)
@@ -249,7 +250,7 @@ def test_a_stdio_server_stops_whichever_thread_the_signal_lands_on(
     last."""
     for run, pick in enumerate((0, -1)):
         state = tmp_path / f"run{run}"
-        state.mkdir()
+        own_store(state)
         proc = start_stdio(state)
         try:
             threads = sorted(int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir())

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dbrows import store_made_for
 from memdir import Memory, NotFoundError, ValidationError, init_project, open_memory
 from memdir.testing import cli_command, cli_env
 
@@ -146,7 +147,7 @@ def test_the_hinted_init_makes_the_store_and_the_command_then_works(tmp_path: Pa
             "fact", "add", "ships on Tuesdays", "-c", "convention", *flag, state=state
         )
         assert code == 0, err
-        assert (Path(missing) / "memory" / "memory.db").exists()
+        assert store_made_for(Path(missing) / "memory")
         again = cli("init", *flag, "--json", state=state, cwd=tmp_path)
         assert again[0] == 0 and json.loads(again[1])["created"] is False
 
@@ -185,7 +186,7 @@ def test_the_python_api_follows_the_same_rule(
     assert made_nothing(tmp_path)
     with Memory(str(missing), create=True) as mem:
         mem.add_fact("made on purpose", "learning")
-    assert (missing / "memory" / "memory.db").exists()
+    assert store_made_for(missing / "memory")
     with Memory(str(missing)) as mem:  # it exists now
         assert [h.content for h in mem.search("purpose")] == ["made on purpose"]
     monkeypatch.setenv("MEMDIR_STATE_DIR", str(tmp_path / "env-made"))
@@ -233,7 +234,7 @@ def test_a_named_memory_dir_that_does_not_exist_is_an_error(
     assert missing.is_dir()
     added = cli("fact", "add", "lands there", "-c", "learning", env=env, state=str(state_dir))
     assert added[0] == 0, added[2]
-    assert (missing / "memory.db").exists()
+    assert store_made_for(missing)
 
 
 @pytest.mark.slow
@@ -245,7 +246,7 @@ def test_default_places_are_made_on_first_use(tmp_path: Path) -> None:  # L1 L2
         "fact", "add", "first ever", "-c", "learning", cwd=work, env={"HOME": str(home)}
     )
     assert code == 0, err
-    assert (home / ".memdir" / "state" / "memory" / "memory.db").exists()
+    assert store_made_for(home / ".memdir" / "state" / "memory")
     project = tmp_path / "repo"
     (project / ".memdir").mkdir(parents=True)  # found by looking, memory/ not there yet
     (project / "src").mkdir()

@@ -18,6 +18,7 @@ OPS = 40  # writes each: a count, not a time, so no machine's load changes what 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("processes")
+@pytest.mark.sqlite_only  # bench/stress.py checks memory.db itself (its rows, integrity_check)
 def test_small_stress_run_loses_nothing(tmp_path: Path) -> None:  # L3, H4, F1, G3, T1, E1
     """Every write of every writer is acknowledged and found afterwards exactly once (or
     marked superseded / removed as acknowledged), none failed, and the store is whole."""

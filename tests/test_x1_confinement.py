@@ -519,6 +519,7 @@ def test_identity_files_and_config_links_out_of_the_state_dir_are_refused(
     assert outside.untouched()
 
 
+@pytest.mark.sqlite_only  # memory.db itself as a link out; a team store has no file
 def test_a_linked_memory_db_is_refused(state_dir: Path, tmp_path: Path) -> None:  # X1
     outside = Outside(tmp_path / "outside")
     with Memory() as memory:

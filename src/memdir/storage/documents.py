@@ -257,9 +257,10 @@ class TeamDocuments(Documents):
         me = threading.get_ident()
         if self._operations.get(me):
             return  # refreshed already in this operation
-        if self.store.read_only or not self.store.exists():
+        if self.store.read_only or not self.store.exists() or not _writable(self.root):
             # a look (doctor) renders and pushes nothing; a read never creates the scope
-            # (a hand edit made before it exists goes in with the first write)
+            # (a hand edit made before it exists goes in with the first write); a view that
+            # cannot be written (a read-only mount, Z) is read as it stands
             return
         inside = self.root in _views()
         with self._view() as state:
@@ -352,7 +353,16 @@ class TeamDocuments(Documents):
                 held = self._refresh(state)  # a hand edit goes in first: the change is on it
             if rel in held and not removing:
                 _text_of(path, self.root)  # refused as on SQLite: the file is left as it is
-            done = self.store.change_document(rel, change, now=now or _stamp(), by=self.by)
+
+            def written_first(current: str | None) -> str | None:
+                # the file is tried before the row commits: a change the view could not
+                # render (a full disk, a read-only folder) stores nothing (Z, H4)
+                new = change(current)
+                if new is not None and new != current:
+                    files.probe_write(path, new, root=self.root)
+                return new
+
+            done = self.store.change_document(rel, written_first, now=now or _stamp(), by=self.by)
             if rel in held:  # a deletion of a file that was never a row: gone here too
                 with contextlib.suppress(FileNotFoundError):
                     files.unlink(path, root=self.root)
@@ -414,6 +424,9 @@ class TeamDocuments(Documents):
             def save() -> None:
                 after = json.dumps(state, sort_keys=True)
                 if after != before:
+                    # a writer killed mid-save left its temp file: under the lock, no live
+                    # writer owns one
+                    files.sweep_temps(state_path, root=self.root)
                     files.atomic_write(state_path, after + "\n", root=self.root)
 
             held[self.root] = state
@@ -629,6 +642,12 @@ class TeamDocuments(Documents):
         else:
             stat = _stat(os.path.join(self.root, rel))
             rendered[rel] = [revision, body_hash(body), *stat]
+
+
+def _writable(root: str) -> bool:
+    """Whether the view can be rendered in the memory root `root` (one that is not there
+    yet is made by the first render)."""
+    return not os.path.isdir(root) or os.access(root, os.W_OK)
 
 
 def _text_of(path: str, root: str) -> str | None:

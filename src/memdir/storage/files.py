@@ -272,6 +272,41 @@ def atomic_output(path: str, *, root: str) -> Iterator[IO[bytes]]:
         os.close(dir_fd)
 
 
+def probe_write(path: str, text: str, *, root: str) -> None:
+    """Write `text` into a temp file beside `path` and delete it again, `path` untouched:
+    whatever atomic_write(path, text) would meet now (a full disk, a size limit, a quota, a
+    read-only folder, a lone surrogate) is raised here, before the caller commits what the
+    file will then show (the team view, storage/documents.py). Not fsynced: a disk that
+    takes the bytes and fails only at fsync is not found out."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"cannot write {path}: the text holds {text[exc.start]!r}, a lone surrogate "
+            "that is not valid Unicode; nothing was changed"
+        ) from None
+    ensure_dir(os.path.dirname(confined(root, path)))
+    real_root, real = _resolve(root, path)
+    folder, name = os.path.dirname(real), os.path.basename(real)
+    try:
+        dir_fd = _open_folder(real_root, folder, root)
+    except OSError as exc:
+        raise _storage_error(f"cannot create a file in {folder}", exc) from exc
+    try:
+        fd, temp = _temp_file(folder, name, dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+        except OSError as exc:
+            raise _storage_error(f"cannot write {path}", exc) from exc
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def sweep_temps(path: str, *, root: str) -> None:
     """Delete temp files a killed writer of `path` left behind. Call it only while holding
     the lock every writer of `path` takes: then no live writer can own one of them."""
