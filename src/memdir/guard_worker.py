@@ -7,7 +7,8 @@ the starter's store, whatever this process's environment says). Never two
 for one store: it holds an exclusive flock on <state>/worker/guard.lock, and a second one
 exits at once. It waits for a quiet moment (no commit for QUIET seconds, or PATIENCE at
 most, so a store that is written all the time is still indexed), indexes PART facts in one
-write, and again, until nothing waits; then it exits. A write that needs the keys before
+write, and goes on part after part (waiting again only after another process's commit)
+until nothing waits; then it exits. A write that needs the keys before
 it is done indexes what is left itself, under the same write lock, so nothing is indexed
 twice and nothing is missed. It exits as well when its store goes away.
 """
@@ -59,9 +60,10 @@ def settle(memory: Memory) -> int:
     """Index what waits, a part at a time between other processes' writes; the facts still
     waiting when it stopped (0: done)."""
     db, refused = memory.layout.db, 0
-    seen = _stamp(db)
+    seen, ours = _stamp(db), None
     while os.path.isdir(memory.state.path):
-        seen = _quiet(db, seen)
+        if seen != ours:  # another process committed since its last part: let it finish
+            seen = _quiet(db, seen)
         try:
             left = memory.settle_imported(PART)
         except MemdirError as exc:  # locked for longer than the busy timeout: later
@@ -71,7 +73,7 @@ def settle(memory: Memory) -> int:
                 return memory.store.settle_sketches(0)
             continue
         refused = 0
-        seen = _stamp(db)  # its own commit is not another process's
+        seen = ours = _stamp(db)  # its own commit is not another process's
         if left == 0:
             return 0
     return -1  # the store went away
