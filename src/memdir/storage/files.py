@@ -224,16 +224,32 @@ def read_lines(path: str, start: int, count: int | None, *, root: str) -> tuple[
 
 
 def atomic_write(path: str, text: str, *, root: str) -> None:
+    data = _encoded(path, text)  # before the temp file: a failure here leaves nothing
+    ensure_dir(os.path.dirname(confined(root, path)))
+    with atomic_output(path, root=root) as handle:
+        handle.write(data)
+
+
+def _encoded(path: str, text: str) -> bytes:
     try:
-        data = text.encode("utf-8")  # before the temp file: a failure here leaves nothing
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValidationError(
             f"cannot write {path}: the text holds {text[exc.start]!r}, a lone surrogate "
             "that is not valid Unicode; nothing was changed"
         ) from None
-    ensure_dir(os.path.dirname(confined(root, path)))
-    with atomic_output(path, root=root) as handle:
-        handle.write(data)
+
+
+def _folder_of(path: str, root: str) -> tuple[str, str, int]:
+    """(the folder, the name, the folder opened) of `path`, each name on the way
+    unfollowed: a temp file and a rename land in the folder that was checked, whatever is
+    swapped in meanwhile (X1)."""
+    real_root, real = _resolve(root, path)
+    folder, name = os.path.dirname(real), os.path.basename(real)
+    try:
+        return folder, name, _open_folder(real_root, folder, root)
+    except OSError as exc:
+        raise _storage_error(f"cannot create a file in {folder}", exc) from exc
 
 
 @contextlib.contextmanager
@@ -244,14 +260,7 @@ def atomic_output(path: str, *, root: str) -> Iterator[IO[bytes]]:
     `root` (X1): a link out on the way is refused; a link inside is written through, so
     the link stays. A link swapped in at the last instant is replaced, never followed:
     rename does not follow the name it replaces."""
-    real_root, real = _resolve(root, path)
-    folder, name = os.path.dirname(real), os.path.basename(real)
-    try:
-        # the folder by descriptor, each name on the way unfollowed: the temp file and the
-        # rename land in the folder that was checked, whatever is swapped in meanwhile (X1)
-        dir_fd = _open_folder(real_root, folder, root)
-    except OSError as exc:
-        raise _storage_error(f"cannot create a file in {folder}", exc) from exc
+    folder, name, dir_fd = _folder_of(path, root)
     try:
         fd, temp = _temp_file(folder, name, dir_fd)
         try:
@@ -278,20 +287,9 @@ def probe_write(path: str, text: str, *, root: str) -> None:
     read-only folder, a lone surrogate) is raised here, before the caller commits what the
     file will then show (the team view, storage/documents.py). Not fsynced: a disk that
     takes the bytes and fails only at fsync is not found out."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValidationError(
-            f"cannot write {path}: the text holds {text[exc.start]!r}, a lone surrogate "
-            "that is not valid Unicode; nothing was changed"
-        ) from None
+    data = _encoded(path, text)
     ensure_dir(os.path.dirname(confined(root, path)))
-    real_root, real = _resolve(root, path)
-    folder, name = os.path.dirname(real), os.path.basename(real)
-    try:
-        dir_fd = _open_folder(real_root, folder, root)
-    except OSError as exc:
-        raise _storage_error(f"cannot create a file in {folder}", exc) from exc
+    folder, name, dir_fd = _folder_of(path, root)
     try:
         fd, temp = _temp_file(folder, name, dir_fd)
         try:
