@@ -9,7 +9,8 @@ Each rate includes opening, creating the schema and closing. Target (docs/spec.m
 memdir ≥ 0.8× the raw rate, judged on the median of the rounds' ratios. The band keys of
 a large import are indexed after it, in the background, by the duplicate guard's worker
 (N1): the seconds that took are reported beside, and waited for before the next side
-starts. `--without-numpy` runs this process as a lexical-only install would (numpy hidden).
+starts. `--without-numpy` runs this process as a lexical-only install would (numpy hidden; the
+worker, a process of its own, still has it: its seconds are those of an install with numpy).
 
 One fact per call: Memory.add_fact into a store that already holds some facts, alternating
 with a raw one-row transaction (BEGIN IMMEDIATE, synchronous FULL, as memdir writes) into a

@@ -615,3 +615,26 @@ def test_a_guard_worker_whose_store_is_gone_exits(tmp_path: Path) -> None:
     shutil.rmtree(state)
     assert waiting.wait(timeout=60) in (0, 1)
     assert not state.exists()
+
+
+@pytest.mark.sqlite_only
+def test_a_restore_with_gaps_in_its_ids_waits_by_runs_and_pairs_large_ids(
+    guard_held: Path,
+) -> None:
+    # N1: a restore keeps its ids, gaps and all: what waits is one range a run of
+    # consecutive ids (counted by the facts, not the width from the first to the last), and
+    # doctor's pairs name facts whose ids pass 32 bits
+    far = 2**40
+    texts = [text for text, _ in _large_import()]
+    rows: list[dict[str, object]] = [
+        {"id": i + 1, "category": "learning", "content": text} for i, text in enumerate(texts)
+    ]
+    rows.append({"id": far, "category": "learning", "content": texts[5] + "!"})
+    with Memory(guard_held, env={}, cwd=guard_held, create=True) as memory:
+        stored = memory.import_facts(rows, keep_ids=True)
+        assert stored[far] == far
+        assert memory.settle_imported(0) == LARGE + 1
+        pairs = {(p.first.id, p.second.id) for p in memory.store.sketch_pairs()}
+        assert (6, far) in pairs
+        assert memory.settle_imported(LARGE + 1) == 0  # two runs: two short walks
+    assert _sketch_rows(guard_held) == _expected_sketch(guard_held)

@@ -23,6 +23,7 @@ import time
 
 from .errors import MemdirError
 from .memory import Memory
+from .paths import ALLOW_ROOT_ENV
 from .search.worker import Places
 
 QUIET = 0.5  # seconds without a commit before a part is indexed
@@ -91,7 +92,11 @@ def main(argv: list[str]) -> int:
         print(f"no store to index at {places.state_dir}: {exc.strerror}", file=sys.stderr)
         return 1
     try:
-        store = Memory(places.state_dir, env={"MEMDIR_MEMORY_DIR": argv[1]}, cwd="/")
+        # the starter's root, as it was allowed (a root named by MEMDIR_ALLOW_ROOT)
+        env = {"MEMDIR_MEMORY_DIR": argv[1]}
+        if ALLOW_ROOT_ENV in os.environ:
+            env[ALLOW_ROOT_ENV] = os.environ[ALLOW_ROOT_ENV]
+        store = Memory(places.state_dir, env=env, cwd="/")
         with contextlib.closing(store) as memory:
             # An import that saw the lock held as this let go started no worker: so after
             # letting go, one more look, and the lock again if anything waits.

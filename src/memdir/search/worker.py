@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 MAX_FRAME = 64 * 2**20
 MODULE = "memdir.vector_worker"
 # The workers this process started, until they exit: kept so that none is garbage collected
-# while it runs (Popen warns then) and each is reaped once it exits (no zombie stays).
+# while it runs (Popen warns then); each is reaped at the next start or look (running), so
+# at most the last ones started wait as zombies in a process that lives on.
 _STARTED: list[subprocess.Popen[bytes]] = []
 
 
@@ -139,6 +140,7 @@ def running(lock: str) -> bool:
     """Whether a worker holds `lock` (a look that costs no process start)."""
     import fcntl
 
+    _STARTED[:] = [child for child in _STARTED if child.poll() is None]
     try:
         fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:

@@ -46,6 +46,7 @@ BUCKET = 32  # a band key shared by more facts than this pairs each with WINDOW 
 WINDOW = 8
 _TAKES = itertools.count()
 _SIGNED = 1 << 63  # a band key (signed 64-bit) + this: unsigned, to pack with a fact id
+_ID = (1 << 64) - 1  # the fact id's bits of a packed (key, fact id)
 
 
 def _append(path: str, text: str) -> int:
@@ -111,6 +112,19 @@ def _pair_up(bucket: list[int], pairs: set[tuple[int, int]]) -> None:
     for i, a in enumerate(bucket):
         for b in bucket[i + 1 : i + width]:
             pairs.add((a, b))
+
+
+def _runs(ids: list[int]) -> Iterator[tuple[int, int]]:
+    """(first, last) of each run of consecutive ids in `ids` (ascending)."""
+    start = previous = None
+    for fact_id in ids:
+        if previous is None or fact_id != previous + 1:
+            if start is not None and previous is not None:
+                yield start, previous
+            start = fact_id
+        previous = fact_id
+    if start is not None and previous is not None:
+        yield start, previous
 
 
 class CurationRows(Connection):
@@ -193,8 +207,9 @@ class CurationRows(Connection):
                 ],
             )
             self._settle(db)
-            if later:  # (a fact of the range that was there before is indexed again: a no-op)
-                self._wait_for_keys(db, min(new_ids), max(new_ids))
+            if later:  # one range a run of consecutive ids (a restore keeps any ids)
+                for first, last in _runs(sorted(new_ids[i] for i in active)):
+                    self._wait_for_keys(db, first, last)
             else:
                 self._sketch_many(
                     db, {new_ids[i]: keys for i, keys in zip(active, sketches, strict=True) if keys}
@@ -240,29 +255,38 @@ class CurationRows(Connection):
             return []
         pairs: set[tuple[int, int]] = set()
         with self._translated("read"):
-            # small buckets: every pair, joined in SQL (the usual case, and the fast one)
-            pairs.update(
-                db.execute(
-                    "SELECT DISTINCT a.fact_id, b.fact_id FROM fact_sketch a "
-                    "JOIN fact_sketch b ON b.key = a.key AND b.fact_id > a.fact_id "
-                    "WHERE a.key IN (SELECT key FROM fact_sketch GROUP BY key "
-                    "HAVING count(*) BETWEEN 2 AND ?)",
-                    (BUCKET,),
-                )
-            )
-            big = db.execute(
-                "SELECT key FROM fact_sketch GROUP BY key HAVING count(*) > ?", (BUCKET,)
-            ).fetchall()
-            for (key,) in big:
-                bucket = [
-                    i
-                    for (i,) in db.execute(
-                        "SELECT fact_id FROM fact_sketch WHERE key = ? ORDER BY fact_id", (key,)
+            # one read transaction: the guard's worker committing a part between the reads
+            # of fact_sketch and of what waits would hide that part from both
+            opened = not db.in_transaction  # (or the caller's snapshot holds one)
+            if opened:
+                db.execute("BEGIN")
+            try:
+                # small buckets: every pair, joined in SQL (the usual case, and the fast one)
+                pairs.update(
+                    db.execute(
+                        "SELECT DISTINCT a.fact_id, b.fact_id FROM fact_sketch a "
+                        "JOIN fact_sketch b ON b.key = a.key AND b.fact_id > a.fact_id "
+                        "WHERE a.key IN (SELECT key FROM fact_sketch GROUP BY key "
+                        "HAVING count(*) BETWEEN 2 AND ?)",
+                        (BUCKET,),
                     )
-                ]
-                _pair_up(bucket, pairs)
-            self._pair_waiting(db, pairs)
-            found = self._facts_in(db, sorted({i for pair in pairs for i in pair}))
+                )
+                big = db.execute(
+                    "SELECT key FROM fact_sketch GROUP BY key HAVING count(*) > ?", (BUCKET,)
+                ).fetchall()
+                for (key,) in big:
+                    bucket = [
+                        i
+                        for (i,) in db.execute(
+                            "SELECT fact_id FROM fact_sketch WHERE key = ? ORDER BY fact_id", (key,)
+                        )
+                    ]
+                    _pair_up(bucket, pairs)
+                self._pair_waiting(db, pairs)
+                found = self._facts_in(db, sorted({i for pair in pairs for i in pair}))
+            finally:
+                if opened:
+                    db.execute("COMMIT")
         found = {i: f for i, f in found.items() if f.status == "active"}
         from ..rows_cold import FactPair
 
@@ -476,7 +500,7 @@ class CurationRows(Connection):
         """The candidate pairs of the facts whose band keys wait (a read, so nothing is
         written: doctor looks without writing): their keys computed here, each key's
         bucket of waiting and indexed facts paired as sketch_pairs pairs the indexed. The
-        (key, fact) pairs are packed one int each and sorted, ~50 bytes a key: a dict of
+        (key, fact) pairs are packed one int each and sorted, ~60 bytes a key: a dict of
         buckets cost three times that."""
         packed: list[int] = []
         for first, last in self._waiting(db):
@@ -484,15 +508,15 @@ class CurationRows(Connection):
                 for fact_id, keys in self._keys_of_range(
                     db, start, min(last, start + SETTLE_PART - 1)
                 ):
-                    packed += [((key + _SIGNED) << 32) | fact_id for key in keys]
+                    packed += [((key + _SIGNED) << 64) | fact_id for key in keys]
         if not packed:
             return
         packed.sort()
-        keys = list(dict.fromkeys(p >> 32 for p in packed))
+        keys = list(dict.fromkeys(p >> 64 for p in packed))
         for start in range(0, len(keys), 500):
             part = [key - _SIGNED for key in keys[start : start + 500]]
             packed += [
-                ((key + _SIGNED) << 32) | fact_id
+                ((key + _SIGNED) << 64) | fact_id
                 for key, fact_id in db.execute(
                     "SELECT key, fact_id FROM fact_sketch "
                     f"WHERE key IN ({', '.join('?' * len(part))})",
@@ -503,12 +527,12 @@ class CurationRows(Connection):
         bucket: list[int] = []
         current = None
         for value in packed:
-            if value >> 32 != current:
+            if value >> 64 != current:
                 if len(bucket) > 1:
                     _pair_up(bucket, pairs)
-                bucket, current = [], value >> 32
-            if not bucket or bucket[-1] != value & 0xFFFFFFFF:  # a key twice in one fact
-                bucket.append(value & 0xFFFFFFFF)
+                bucket, current = [], value >> 64
+            if not bucket or bucket[-1] != value & _ID:  # a key twice in one fact
+                bucket.append(value & _ID)
         if len(bucket) > 1:
             _pair_up(bucket, pairs)
 
