@@ -488,18 +488,9 @@ def _expected_sketch(state: Path) -> list[tuple[int, int]]:
 
 
 def _guard_lock_free(state: Path) -> bool:
-    import fcntl
+    from memdir.search import worker
 
-    lock = state / "worker" / "guard.lock"
-    if not lock.exists():
-        return True
-    with open(lock, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return True
+    return not worker.running(str(state / "worker" / "guard.lock"))
 
 
 @pytest.fixture

@@ -35,14 +35,15 @@ GIVE_UP_AFTER = 30  # writes refused in a row (a lock held for minutes, a broken
 
 def _stamp(db: str) -> tuple[int, int, int, int]:
     """What changes when another process commits: memory.db and its WAL, size and mtime."""
-    stamp = []
-    for path in (db, db + "-wal"):
-        try:
-            info = os.stat(path)
-            stamp += [info.st_size, info.st_mtime_ns]
-        except OSError:
-            stamp += [-1, -1]
-    return stamp[0], stamp[1], stamp[2], stamp[3]
+    return (*_size_and_time(db), *_size_and_time(db + "-wal"))
+
+
+def _size_and_time(path: str) -> tuple[int, int]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return -1, -1
+    return info.st_size, info.st_mtime_ns
 
 
 def _quiet(db: str, seen: tuple[int, int, int, int]) -> tuple[int, int, int, int]:

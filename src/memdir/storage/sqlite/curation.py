@@ -511,7 +511,6 @@ class CurationRows(Connection):
                     packed += [((key + _SIGNED) << 64) | fact_id for key in keys]
         if not packed:
             return
-        packed.sort()
         keys = list(dict.fromkeys(p >> 64 for p in packed))
         for start in range(0, len(keys), 500):
             part = [key - _SIGNED for key in keys[start : start + 500]]
