@@ -24,7 +24,7 @@ import time
 from .errors import MemdirError
 from .memory import Memory
 from .paths import ALLOW_ROOT_ENV
-from .search.worker import Places
+from .search.worker import Places, folder_id
 
 QUIET = 0.5  # seconds without a commit before a part is indexed
 PATIENCE = 10.0  # seconds it waits for a quiet moment at most
@@ -63,7 +63,8 @@ def settle(memory: Memory) -> int:
     waiting when it stopped (0: done)."""
     db, refused = memory.layout.db, 0
     seen, ours = _stamp(db), None
-    while os.path.isdir(memory.state.path):
+    home = folder_id(memory.state.path)
+    while home is not None and folder_id(memory.state.path) == home:
         if seen != ours:  # another process committed since its last part: let it finish
             seen = _quiet(db, seen)
         try:

@@ -32,7 +32,7 @@ from .errors import MemdirError
 from .memory import Memory
 from .search import VectorCache, nearest_vectors
 from .search.vectors import embed_items, embed_pending
-from .search.worker import Places, receive, send
+from .search.worker import Places, folder_id, receive, send
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,6 +165,7 @@ def serve(places: Places, memory: Memory, worker: Worker, listener: socket.socke
         return bool(select.select([listener], [], [], 0)[0])
 
     next_check = time.monotonic() + CHECK_EVERY
+    home = folder_id(memory.state.path)
     while True:
         busy = worker.wants_embedding and time.monotonic() >= worker.retry_at
         ready, _, _ = select.select([listener], [], [], 0 if busy else CHECK_EVERY)
@@ -190,7 +191,7 @@ def serve(places: Places, memory: Memory, worker: Worker, listener: socket.socke
         now = time.monotonic()
         if now >= next_check:
             next_check = now + CHECK_EVERY
-            if not os.path.isdir(memory.state.path):
+            if home is None or folder_id(memory.state.path) != home:
                 print("the store is gone: exiting", file=sys.stderr, flush=True)
                 return
             if now - worker.last >= worker.idle and not worker.wants_embedding:

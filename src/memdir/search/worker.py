@@ -136,6 +136,17 @@ def start(places: Places, module: str = MODULE, *args: str) -> subprocess.Popen[
     return child
 
 
+def folder_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the folder at `path`, None when there is none. A worker's store is
+    gone when this changes: a folder removed and made again at the same path (a team view
+    rendering into the removed store's root) is not the store it served."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 def running(lock: str) -> bool:
     """Whether a worker holds `lock` (a look that costs no process start)."""
     import fcntl
