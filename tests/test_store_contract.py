@@ -554,6 +554,42 @@ def test_vectors_are_kept_by_owner_and_text(store: Store) -> None:  # Q2
     assert store.vector_generation("m") == before
 
 
+def test_the_vector_generation_changes_with_every_change_and_counts_them(
+    store: Store,
+) -> None:  # Q2
+    """A cached matrix is current while the generation holds: each add, replacement and
+    removal gives a new one, and its count is the rows'. Removing the newest vector and
+    storing another (a supersede of the newest fact) reuses a SQLite rowid: the count and
+    the top id come back, the removals do not."""
+    facts = [store.add_fact("learning", f"generation fact {n}", T[0], BY) for n in range(3)]
+    seen = [store.vector_generation("m")]
+
+    def step() -> None:
+        now = store.vector_generation("m")
+        assert now not in seen
+        assert now.n == len(list(store.iter_vectors("m")))
+        seen.append(now)
+
+    def put(fact_id: int, blob: bytes) -> None:
+        store.put_vectors("m", [NewVector("fact", fact_id, "h", blob)])
+
+    for fact in facts:
+        put(fact.id, b"\1" * 8)
+        step()
+    put(facts[1].id, b"\2" * 8)  # replaced
+    step()
+    store.remove_fact(facts[2].id, T[1])  # the newest vector goes with its fact
+    step()
+    put(store.add_fact("learning", "generation fact 3", T[1], BY).id, b"\3" * 8)
+    step()
+    store.put_vectors("other", [NewVector("fact", facts[0].id, "h", b"\4" * 8)])
+    assert store.vector_generation("m") == seen[-1]  # another model's row
+    assert store.drop_vectors("m") == 1
+    assert store.vector_generation("m") == seen[-1]
+    assert store.drop_vectors("another") == 3  # a change of model: all of m's go
+    assert store.vector_generation("m").n == 0 and store.vector_generation("m") != seen[-1]
+
+
 # -- the archive (export / import) ---------------------------------------------------------------
 
 

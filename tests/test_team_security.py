@@ -187,7 +187,7 @@ def test_l4_w1_row_level_security_is_on_for_a_scope_its_owner_makes_and_work_goe
     url = as_role(pg_url, OWNER)
     with Memory(env=env_of(tmp_path, "a", url, "a")) as mem:
         everyday_use(mem)
-        assert mem.store.schema_version() == LATEST == 12
+        assert mem.store.schema_version() == LATEST == 13
         ids = mem.add_facts([(f"Bulk fact {i} of the owner", "learning") for i in range(STAGE_AT)])
         hits = mem.search("owner", mode="lexical", limit=3)
         assert len(hits) == 3 and {h.id for h in hits} <= set(ids)
@@ -219,7 +219,7 @@ def test_l4_w1_a_scope_at_schema_11_migrates_once_and_its_past_hashes_leave_kv(
     at_schema_11(url, "old")
     assert policies(pg_url, "old")["kv"] == (False, False, 0)
     with Memory(env=env_of(tmp_path, "a", url, "old")) as mem:
-        assert mem.store.schema_version() == 12
+        assert mem.store.schema_version() == LATEST
         known = mem.store.documents_known(["HOT.md"])["HOT.md"]
         assert known.past == {body_hash("- then\n"), body_hash("- before\n")}
         # kv holds values only: its listing and an export carry no past hashes
@@ -233,11 +233,11 @@ def test_l4_w1_a_scope_at_schema_11_migrates_once_and_its_past_hashes_leave_kv(
             assert secure(cur) and secure(cur)  # again: nothing changes
     assert set(before.values()) == {(True, True, 1)} and policies(pg_url, "old") == before
     with Memory(env=env_of(tmp_path, "b", url, "old")) as again:  # opened again: no migration
-        assert again.store.schema_version() == 12
+        assert again.store.schema_version() == LATEST
         assert again.store.documents_known(["HOT.md"])["HOT.md"].past >= known.past
     with psycopg.connect(pg_url, autocommit=True) as db:
         versions = db.execute("SELECT version FROM memdir_old.schema_migrations").fetchall()
-    assert [v for (v,) in versions] == [9, 10, 11, 12]
+    assert [v for (v,) in versions] == [9, 10, 11, 12, 13]
 
 
 def test_l4_w1_an_old_export_s_past_hashes_go_to_their_table_on_import(
@@ -259,7 +259,7 @@ def test_l4_w1_a_role_that_does_not_own_the_tables_migrates_without_it_and_docto
     at_schema_11(as_role(pg_url, OWNER), "shared")
     grant(pg_url, app_role, "shared", create=True)
     with Memory(env=env_of(tmp_path, "app", as_role(pg_url, app_role), "shared")) as mem:
-        assert mem.store.schema_version() == 12  # migrated: the past hashes moved, no policy
+        assert mem.store.schema_version() == LATEST  # migrated: the past hashes moved, no policy
         assert mem.store.documents_known(["HOT.md"])["HOT.md"].past
         everyday_use(mem)
         report = doctor.run(mem)

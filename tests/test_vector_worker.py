@@ -99,6 +99,48 @@ def test_the_vector_cache_appends_added_vectors_and_reloads_after_a_removal(
         assert (matrix == fresh_matrix[rows]).all()
 
 
+def test_the_vector_cache_sees_the_newest_fact_superseded(state_dir: Path) -> None:  # Q2
+    """The newest fact's vector has the top rowid: superseding it removes that row and the
+    successor's vector takes the same id, so the count and the top id are as before. The
+    warm matrix must still drop the old fact and hold the new one."""
+    embedder = HashEmbedder()
+    with Memory(embedder=embedder) as mem:
+        ids = [mem.add_fact(text, category="learning").id for text in FACTS[:3]]
+        cache = VectorCache()
+        cache.load(mem.store, embedder)
+        new = mem.supersede_fact(ids[-1], "kiwi vines like full sun after all")
+        keys, matrix = cache.load(mem.store, embedder)
+        assert ("fact", ids[-1]) not in keys and ("fact", new.id) in keys
+        fresh_keys, fresh_matrix = VectorCache().load(mem.store, embedder)
+        assert keys == fresh_keys and (matrix == fresh_matrix).all()
+
+
+@pytest.mark.sqlite_only
+def test_a_store_of_schema_12_gets_its_vectors_counted(state_dir: Path) -> None:  # Q2
+    """Migration 13 counts the vectors a store already holds; its triggers count the rest."""
+    import sqlite3
+
+    embedder = HashEmbedder()
+    with Memory(embedder=embedder) as mem:
+        ids = [mem.add_fact(text, category="learning").id for text in FACTS]
+        db_path = mem.layout.db
+    db = sqlite3.connect(db_path)
+    db.executescript(
+        "DROP TRIGGER vectors_counted; DROP TRIGGER vectors_replaced; "
+        "DROP TRIGGER vectors_removed; DROP TABLE vector_counts; "
+        "DELETE FROM schema_migrations WHERE version >= 13; PRAGMA user_version = 12;"
+    )
+    db.close()
+    with Memory(embedder=embedder) as mem:
+        assert mem.store.vector_generation(embedder.name).n == len(FACTS)
+        mem.remove_fact(ids[0])
+        mem.add_fact("the orchard gets a new fence", category="learning")
+        generation = mem.store.vector_generation(embedder.name)
+        assert generation.n == len(FACTS) and generation.removed == 1
+        keys, _ = VectorCache().load(mem.store, embedder)
+        assert len(keys) == len(FACTS) and ("fact", ids[0]) not in keys
+
+
 def test_worker_idle_is_checked(state_dir: Path, run: Callable[..., Any]) -> None:  # Q2 S
     state_dir.joinpath("config.toml").write_text("[search]\nworker_idle = -1\n")
     result = run("search", "kiwi")

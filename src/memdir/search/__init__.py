@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..storage.base import Store
     from ..storage.embeddings import Vectors
     from ..storage.rows import Chunk
-    from ..storage.rows_cold import RankedVector
+    from ..storage.rows_cold import RankedVector, VectorGeneration
     from ..types import Embedder
     from .worker import Remote
 
@@ -107,7 +107,7 @@ class VectorCache:
     full reload takes ~0.5 s at 110k vectors and came after every write."""
 
     def __init__(self) -> None:
-        self.generation: tuple[int, int] | None = None
+        self.generation: VectorGeneration | None = None
         self.keys: list[Key] = []
         self.rows: dict[Key, int] = {}  # key -> its row of the matrix
         self.matrix: Vectors | None = None  # a view of the first len(keys) rows of _buffer
@@ -143,23 +143,23 @@ class VectorCache:
         self.rows = {key: row for row, key in enumerate(keys)}
         self._last = bytes(found[-1].astype("<f4").tobytes()) if len(keys) else b""
 
-    def _append(self, store: Store, embedder: Embedder, generation: tuple[int, int]) -> bool:
+    def _append(self, store: Store, embedder: Embedder, generation: VectorGeneration) -> bool:
         """Append the vectors stored since the last load; False when anything else changed
         (a vector removed or replaced): then only a full reload is right."""
         import numpy as np
 
         assert self.generation is not None and self._buffer is not None
-        count, top = self.generation
-        if count == 0 or generation[0] <= count or generation[1] <= top:
+        count, top, removed = self.generation
+        if count == 0 or generation.removed != removed:
+            return False
+        if generation.n <= count or generation.top <= top:
             return False
         new = list(store.iter_vectors(embedder.name, after=top - 1))
         # the newest row read again first: still there, the same, so none before it went
         if not new or (new[0].owner, new[0].owner_id) != self.keys[-1] or new[0].vec != self._last:
             return False
         new = new[1:]
-        if count + len(new) != generation[0] or any(
-            (v.owner, v.owner_id) in self.rows for v in new
-        ):
+        if count + len(new) != generation.n or any((v.owner, v.owner_id) in self.rows for v in new):
             return False
         n, dim = len(self.keys), self._buffer.shape[1]
         if any(len(v.vec) != 4 * dim for v in new):

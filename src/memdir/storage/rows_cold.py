@@ -66,11 +66,14 @@ class VectorFilter(Record):
 
 
 class VectorGeneration(Record):
-    """How many vectors of a model there are, and the highest id: a cached matrix is
-    current while both hold."""
+    """How many vectors of a model there are, the highest id, and how many were ever
+    removed or replaced: a cached matrix is current while all three hold. The removals
+    tell what the first two cannot where ids are reused (a SQLite rowid after its top
+    row went: superseding the newest fact left a warm matrix with the old fact)."""
 
     n: int
     top: int
+    removed: int = 0
 
 
 class FactSize(Record):

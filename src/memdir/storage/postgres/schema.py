@@ -287,6 +287,19 @@ def secure(cur: psycopg.Cursor[tuple[object, ...]]) -> bool:
     return True
 
 
+def _vector_range(cur: psycopg.Cursor[tuple[object, ...]]) -> None:
+    """SQLite's 13 counts each model's vectors by triggers, since its rowids are reused.
+    Here ids come from a sequence, never reused, so the count and the top id tell every
+    change (vector_generation); an index on (model, id) makes the top id, and the rows a
+    warm matrix lacks (iter_vectors after it), a range read. Only the table's owner may
+    index it: a role granted the scope migrates without (the reads are as before)."""
+    cur.execute("SELECT current_schema()")
+    row = cur.fetchone()
+    assert row is not None and row[0] is not None
+    if all(t.owned for t in tables(cur, str(row[0])) if t.name == "vectors"):
+        cur.execute("CREATE INDEX IF NOT EXISTS vectors_model_id ON vectors (model, id)")
+
+
 MIGRATIONS: list[Migration] = [
     (9, "the store as of SQLite's schema 9: rows, the lexical index, groups, vectors", _base),
     (10, "the listing of global/ kept whole", _entry_listing),
@@ -296,5 +309,6 @@ MIGRATIONS: list[Migration] = [
         "the view's past hashes in a table; row-level security where the role owns the tables",
         _past_and_row_security,
     ),
+    (13, "vectors indexed by model and id", _vector_range),
 ]
 LATEST = MIGRATIONS[-1][0]

@@ -1196,13 +1196,14 @@ class PostgresStore(DocumentRows):
 
         with self._read() as cur:
             if cur is None:
-                return VectorGeneration(0, 0)
+                return VectorGeneration(0, 0, 0)
             cur.execute(
                 "SELECT count(*), coalesce(max(id), 0) FROM vectors WHERE model = %s", (model,)
             )
             row = cur.fetchone()
         assert row is not None
-        return VectorGeneration(_int(row[0]), _int(row[1]))
+        # ids come from a sequence, never reused: the count and the top id tell every change
+        return VectorGeneration(_int(row[0]), _int(row[1]), 0)
 
     def iter_vectors(self, model: str, after: int = 0) -> Iterator[StoredVector]:
         from ..rows_cold import StoredVector

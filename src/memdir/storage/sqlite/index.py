@@ -95,8 +95,10 @@ class IndexRows(Connection):
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(path, kind, *chunk) for chunk in chunks],
                 )
+                # REPLACE, not IGNORE: an ignored row would be counted as replaced
+                # (vector_counts' triggers), and either of two equal texts' vectors will do
                 db.executemany(
-                    "INSERT OR IGNORE INTO vectors (model, owner, owner_id, hash, vec) "
+                    "INSERT OR REPLACE INTO vectors (model, owner, owner_id, hash, vec) "
                     "SELECT ?, 'chunk', id, hash, ? FROM chunks WHERE path = ? AND hash = ?",
                     [(model, vec, path, digest) for model, digest, vec in kept],
                 )
@@ -367,22 +369,18 @@ class IndexRows(Connection):
             )
 
     def vector_generation(self, model: str) -> VectorGeneration:
-        """(count, max id) of the model's vectors: a cached matrix is current while it holds."""
+        """The model's row of vector_counts (migration 13): one lookup, where counting the
+        vectors took ~8 ms at 100k after every write."""
         db = self._conn()
         from ..rows_cold import VectorGeneration
 
         if db is None:
-            return VectorGeneration(0, 0)
+            return VectorGeneration(0, 0, 0)
         with self._translated("read"):
-            token = _change_token(db)
-            known = self._memo.get(("generation", model))
-            if known is not None and known[0] == token and known[1] is not None:
-                return VectorGeneration(*known[1])
-            count, top = db.execute(
-                "SELECT count(*), coalesce(max(id), 0) FROM vectors WHERE model = ?", (model,)
+            row = db.execute(
+                "SELECT n, top, removed FROM vector_counts WHERE model = ?", (model,)
             ).fetchone()
-        self._memo[("generation", model)] = (token, (int(count), int(top)))
-        return VectorGeneration(int(count), int(top))
+        return VectorGeneration(*(int(v) for v in row)) if row else VectorGeneration(0, 0, 0)
 
     def iter_vectors(self, model: str, after: int = 0) -> Iterator[StoredVector]:
         """The model's vectors in the order they were stored, or only those stored after
@@ -421,7 +419,7 @@ class IndexRows(Connection):
         if db is None:
             return {}
         with self._translated("read"):
-            rows = db.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall()
+            rows = db.execute("SELECT model, n FROM vector_counts WHERE n > 0").fetchall()
         return {str(model): int(n) for model, n in rows}
 
     def drop_vectors(self, keep: str) -> int:
