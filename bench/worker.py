@@ -5,10 +5,11 @@
    the same call with [search] worker_idle = 0 (each process loads the model and reads
    every vector, as before the worker), and against `--mode lexical` (what the worker
    adds to the lexical part); whole processes, alternating.
-2. MCP `memory_update` (tools.call_tool, as the server runs it) with the model loaded,
-   against the same call without vectors ([search] mode lexical: what a store without
-   the extra does), and with the vector cache rebuilt after each write (as before);
-   in-process, alternating.
+2. MCP `memory_update` (tools.call_tool, as the server runs it, its background embedder
+   comparing the fact by meaning after the answer) with the model loaded, against the
+   same call without vectors ([search] mode lexical: what a store without the extra
+   does), the comparison before the answer (as before) and with the vector cache rebuilt
+   after each write (as before that); in-process, alternating.
 3. Memory: the worker's RSS after the searches, and a server-like process (the model
    loaded, writes and hybrid searches, then a batch of long texts embedded) with this
    build's model settings (batches of 8, no onnxruntime arena) and the former ones
@@ -175,19 +176,31 @@ def search_side(args: Any, state: str, env: dict[str, str]) -> list[dict[str, An
 
 
 def update_side(args: Any, state: str) -> list[dict[str, Any]]:
+    """memory_update as the server runs it: its background embedder (EmbedWorker) gives the
+    fact its vector and compares it by meaning after the answer (N1); the bench waits for
+    that between calls, untimed, so no call pays for the last one's, and reports it apart.
+    Beside: the same call without vectors, and the call comparing before it answers (as
+    before), with the matrix read again after each write (as before that)."""
+    from memdir.embed_worker import EmbedWorker
     from memdir.storage import embeddings
     from memdir.tools import call_tool
 
     model = embeddings.default_embedder()
-    with_model = common.open_memory(state, embedder=model)
-    with_model.embed_later = lambda: None  # the server's background embedder: a poke
+    served = common.open_memory(state, embedder=model)
+    background = EmbedWorker(served)
+    served.embed_later, served.compare_later = background.poke, background.compare
+    background.start()
+    inline = common.open_memory(state, embedder=model)
+    inline.embed_later = lambda: None  # a poke: nothing embeds after the answer
     rebuilt = common.open_memory(state, embedder=model)
     rebuilt.embed_later = lambda: None
     lexical = common.open_memory(state)
     lexical.settings = lexical.settings._replace(search_mode="lexical")
-    for memory in (with_model, rebuilt):
+    for memory in (served, inline, rebuilt):
         memory.search("warm up the vectors")
+    background.wait_idle(600)
     counter = iter(range(10**9))
+    after: list[float] = []
 
     def update(memory: Any) -> None:
         n = next(counter)
@@ -200,23 +213,40 @@ def update_side(args: Any, state: str) -> list[dict[str, Any]]:
             },
         )
 
+    def served_update() -> None:
+        update(served)
+
     def rebuild_then_update() -> None:
         rebuilt._vector_cache = None  # as before: the matrix read again after each write
         update(rebuilt)
 
     calls = {
-        "with the model": lambda: update(with_model),
+        "with the model (compared after the answer)": served_update,
         "without vectors": lambda: update(lexical),
-        "with the model, cache rebuilt (before)": rebuild_then_update,
+        "with the model, compared before the answer (before)": lambda: update(inline),
+        "the same, cache rebuilt (before that)": rebuild_then_update,
     }
-    times = common.time_sides(calls, args.runs, WARMUP)
-    for memory in (with_model, rebuilt, lexical):
+
+    times: dict[str, list[float]] = {side: [] for side in calls}
+    for run_no in range(WARMUP + args.runs):
+        for side in common.rotate(run_no, list(calls)):
+            took, _ = common.timed(calls[side])
+            started = time.perf_counter()
+            background.wait_idle(600)  # untimed for the call: the server's background work
+            if run_no >= WARMUP:
+                times[side].append(took)
+                if side == "with the model (compared after the answer)":
+                    after.append(time.perf_counter() - started)
+    background.stop(60)
+    for memory in (served, inline, rebuilt, lexical):
         memory.close()
     stats = {side: common.stats_ms(t) for side, t in times.items()}
-    return [
+    rows = [
         common.side_row(side, stats, "without vectors" if side != "without vectors" else None)
         for side in calls
     ]
+    rows[0]["compared_after_p50_ms"] = common.stats_ms(after)["p50"]
+    return rows
 
 
 def model_side(args: Any, state: str, env: dict[str, str]) -> list[dict[str, Any]]:
@@ -289,13 +319,19 @@ def main(argv: list[str] | None = None) -> int:
         ],
         model_rows,
     )
+    print(
+        "\nafter each answer, the server's background embedder compared the fact by meaning"
+        f" in {update_rows[0]['compared_after_p50_ms']:.1f} ms (p50)"
+    )
     worker_rss = search_rows[0].get("worker_rss_mib")
     print(f"\nthe worker's RSS after the searches: {worker_rss} MiB ({vectors:,} vectors)")
     summary = {
         "search_ratio": search_rows[0]["ratio_p50"],
         "search_cold_ratio": search_rows[2]["ratio_p50"],
         "update_ratio": update_rows[0]["ratio_p50"],
-        "update_before_ratio": update_rows[2]["ratio_p50"],
+        "update_compared_before_ratio": update_rows[2]["ratio_p50"],
+        "update_before_ratio": update_rows[3]["ratio_p50"],
+        "update_compared_after_ms": update_rows[0]["compared_after_p50_ms"],
         "chunks_per_s": model_rows[0]["chunks_per_s"],
         "chunks_per_s_before": model_rows[1]["chunks_per_s"],
         "worker_rss_mib": worker_rss,

@@ -108,16 +108,26 @@ def similar_facts(
         for other, score in store.similar_facts(fact.content, fact.id, threshold, MAX_REPORTED)
     }
     if semantic is not None:
-        embedder, minimum, cache = semantic
-        for other_id, score in _semantic_facts(store, fact, embedder, minimum, cache):
-            if other_id not in found:
-                other = store.get_fact(other_id)
-                if other is not None and other.status == "active":
-                    found[other_id] = Similar(
-                        "fact", other_id, round(score, 3), "semantic", other.content
-                    )
+        for other in similar_by_meaning(store, fact, semantic, frozenset(found)):
+            found[int(other.ref)] = other
     ranked = sorted(found.values(), key=lambda s: (-s.score, str(s.ref)))
     return tuple(ranked[:MAX_REPORTED])
+
+
+def similar_by_meaning(
+    store: Store, fact: Fact, semantic: tuple[Embedder, float, Any], named: frozenset[int]
+) -> tuple[Similar, ...]:
+    """The active facts whose cosine with `fact` is at least the minimum, most alike
+    first, those in `named` left out; `fact` gets its vector on the way."""
+    embedder, minimum, cache = semantic
+    found = []
+    for other_id, score in _semantic_facts(store, fact, embedder, minimum, cache):
+        if other_id not in named:
+            other = store.get_fact(other_id)
+            if other is not None and other.status == "active":
+                found.append(Similar("fact", other_id, round(score, 3), "semantic", other.content))
+    found.sort(key=lambda s: (-s.score, str(s.ref)))
+    return tuple(found[:MAX_REPORTED])
 
 
 def _semantic_facts(

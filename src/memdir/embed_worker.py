@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import threading
 
+from . import advice, duplicates
 from .errors import MemdirError
 from .memory import Memory
 from .search.vectors import embed_pending
@@ -15,6 +16,7 @@ from .storage import embedders
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from .types import Embedder
 
@@ -42,6 +44,8 @@ class EmbedWorker:
         self._asked = 0  # pokes so far (start is the first)
         self._answered = 0  # pokes seen by the last pass that ran out of work
         self.embedded = 0
+        self._compare: list[tuple[int, frozenset[int]]] = []  # facts to compare by meaning
+        self._found: list[dict[str, Any]] = []  # what they resemble, for the next answer
 
     def start(self) -> None:
         # A safety net for a caller that never calls stop(): atexit callbacks run before
@@ -55,6 +59,20 @@ class EmbedWorker:
         with self._turns:
             self._asked += 1
         self._wake.set()
+
+    def compare(self, fact_id: int, named: frozenset[int]) -> None:
+        """N1: compare fact `fact_id` with the others by meaning, in the background; what
+        it resembles, beyond the facts in `named`, waits for take(). Never blocks."""
+        with self._turns:
+            self._compare.append((fact_id, named))
+        self.poke()
+
+    def take(self) -> list[dict[str, Any]]:
+        """The comparisons found since the last take: each a fact written earlier, what it
+        resembles by meaning and what to do about it (tool calls: advice for the server)."""
+        with self._turns:
+            found, self._found = self._found, []
+        return found
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until what was asked before this call is embedded (a flush, and what tests
@@ -109,6 +127,7 @@ class EmbedWorker:
                     seen = self._asked
                 wait: float | None = None
                 try:
+                    self._compare_waiting(own)
                     own.sync_index()
                     self.embedded += embed_pending(own.store, embedder, stop=self._stop.is_set)
                 except MemdirError:
@@ -118,3 +137,23 @@ class EmbedWorker:
                         self._answered = seen
                         self._turns.notify_all()
                 self._wake.wait(wait)
+
+    def _compare_waiting(self, own: Memory) -> None:
+        """The facts written since the last pass, each compared by meaning (which gives it
+        its vector); those the store refused meanwhile wait for the retry."""
+        with self._turns:
+            waiting, self._compare = self._compare, []
+        for at, (fact_id, named) in enumerate(waiting):
+            if self._stop.is_set():
+                return
+            try:
+                similar = own.similar_later(fact_id, named)
+            except MemdirError:
+                with self._turns:
+                    self._compare[:0] = waiting[at:]
+                raise
+            if similar:
+                hint = advice.running_as("mcp", duplicates.similar_hint, similar, fact_id)
+                found = {"fact": fact_id, "similar": [s.to_dict() for s in similar]}
+                with self._turns:
+                    self._found.append({**found, "hint": hint})

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .stopping import Stop
 
 Host = tuple[str, str]  # a host process (sessions.host_process) and its sessions' surface
+Later = Callable[[], list[dict[str, Any]]]  # N1: the comparisons found since the last take
 
 HOT_URI = "memdir://hot"
 RECALL_URI = "memdir://recall"
@@ -64,12 +65,14 @@ def build_server(
     memory: Memory,
     host: Host | None = None,
     on_meta: Callable[[dict[str, Any]], object] | None = None,
+    later: Later | None = None,
 ) -> Server[Any]:
     """A server bound to one Memory; a subagent session sees only read-only tools (U2).
     With a host (its process and surface: a server a host started, as the host's session),
     each call acts as the session that host process runs now (K3: /clear starts another).
     `on_meta` sees the `_meta` of the first call that names a Codex session, under the write
-    lock (Codex names its session there, K3)."""
+    lock (Codex names its session there, K3). `later`: what the background embedder found
+    since the last answer (N1), given with the next one as `later`."""
     read_only = memory.read_only
     offered = tools(read_only=read_only)
     names = {tool.name for tool in offered}
@@ -141,6 +144,9 @@ def build_server(
             return _error(str(exc))
         except Exception as exc:  # a bug of ours: the agent gets one line, the log the rest
             return _error(_unexpected(exc, f"tool {params.name}"))
+        found = later() if later is not None else []
+        if found:
+            result = {**result, "later": found}
         # R4, at the edge. The ignore below: inert() keeps the dict's shape, typed object
         shown: dict[str, Any] = inert(result)  # type: ignore[assignment]
         return types.CallToolResult(
@@ -283,13 +289,14 @@ def serve_stdio(
     stop: Stop,
     host: Host | None = None,
     on_meta: Callable[[dict[str, Any]], object] | None = None,
+    later: Later | None = None,
 ) -> None:
     """Until the client closes stdin, or the first stop signal cancels the session."""
     import asyncio
 
     from mcp.server.stdio import stdio_server
 
-    server = build_server(memory, host, on_meta)
+    server = build_server(memory, host, on_meta, later)
 
     async def main() -> None:
         with anyio.CancelScope() as scope:
@@ -353,7 +360,12 @@ KEEP_ALIVE = 75
 
 
 def serve_http(
-    memory: Memory, access: Access, stop: Stop, host: Host | None = None, ui: bool = False
+    memory: Memory,
+    access: Access,
+    stop: Stop,
+    host: Host | None = None,
+    ui: bool = False,
+    later: Later | None = None,
 ) -> None:
     """Streamable HTTP behind the Host, Origin and token checks of http_access.py; the
     first stop signal ends it through uvicorn's graceful shutdown, bounded by GRACE.
@@ -368,7 +380,7 @@ def serve_http(
         allowed_hosts=access.allowed_hosts(),
         allowed_origins=access.allowed_origins(),
     )
-    app = build_server(memory, host).streamable_http_app(
+    app = build_server(memory, host, later=later).streamable_http_app(
         host=access.host, transport_security=security
     )
 
@@ -473,12 +485,12 @@ def serve(
 
         os.environ.update(memory.child_env())
         stop_sweeping = _start_sweeper(memory)
-        stop_embedding = _start_embedder(memory)
+        stop_embedding, later = _start_embedder(memory)
         if not stop.asked:
             if http is None:
-                serve_stdio(memory, stop, host, adopt_codex)
+                serve_stdio(memory, stop, host, adopt_codex, later)
             else:
-                serve_http(memory, http, stop, host, ui)
+                serve_http(memory, http, stop, host, ui, later)
         code = stop.code
     except SystemExit as exc:  # uvicorn's exit when it cannot start (port in use: 3)
         code = exc.code if isinstance(exc.code, int) else 1
@@ -548,23 +560,25 @@ def _blocked_threads() -> list[str]:
 JOIN_TIMEOUT = 30.0  # seconds a background thread has to reach its next boundary
 
 
-def _start_embedder(memory: Memory) -> Callable[[], bool]:
+def _start_embedder(memory: Memory) -> tuple[Callable[[], bool], Later | None]:
     """Q2: the background embedder (embed_worker.EmbedWorker) when searches use vectors.
-    It loads the model (the first hybrid search does not wait ~0.35 s for it, and the
-    duplicate guard compares meaning from the first write on), then embeds what has no
-    vector: at start, after every write, after a search that met such items. A read-only
-    session only loads the model. Returns the stop: True once the thread has ended."""
+    It loads the model (the first hybrid search does not wait ~0.35 s for it), then embeds
+    what has no vector: at start, after every write, after a search that met such items;
+    and it compares each new fact with the others by meaning (N1), which the next answer
+    reports. A read-only session only loads the model. Returns the stop (True once the
+    thread has ended) and what the comparisons found (None: nothing compares)."""
     import sys
 
     from .embed_worker import EmbedWorker
 
     if not memory.settings.enabled:
-        return lambda: True
+        return lambda: True, None
     try:
         if memory.search_mode() == "lexical":
-            return lambda: True
+            return lambda: True, None
     except MemdirError:
-        return lambda: True  # semantic configured without the extra: the first search says so
+        # semantic configured without the extra: the first search says so
+        return lambda: True, None
 
     def warn(message: str) -> None:
         print(f"memdir: warning: {message}", file=sys.stderr)
@@ -572,13 +586,14 @@ def _start_embedder(memory: Memory) -> Callable[[], bool]:
     worker = EmbedWorker(memory, embed=not memory.read_only, warn=warn)
     if worker.embed:
         memory.embed_later = worker.poke
+        memory.compare_later = worker.compare
     worker.start()
 
     def stop() -> bool:
-        memory.embed_later = None
+        memory.embed_later = memory.compare_later = None
         return worker.stop(JOIN_TIMEOUT)
 
-    return stop
+    return stop, worker.take if worker.embed else None
 
 
 def _exit_now(code: int) -> None:

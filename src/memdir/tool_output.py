@@ -152,3 +152,18 @@ OUTPUT: dict[str, dict[str, Any]] = {
         }
     ),
 }
+
+# N1 in the server: what its background comparisons of earlier facts by meaning found since
+# the last answer, given with whichever answer comes next
+LATER = {
+    "type": "array",
+    "description": "facts stored earlier in this session that the comparison by meaning "
+    "(after their answers) found alike others: each names the fact, what it resembles and "
+    "what to do",
+    "items": _object(
+        {"fact": INT, "similar": {"type": "array", "items": SIMILAR}}, {"hint": OPT_STR}
+    ),
+}
+for _schema in OUTPUT.values():
+    _schema["properties"]["later"] = LATER
+OUTPUT["memory_update"]["maxProperties"] = 2  # fact or hot, and later

@@ -253,7 +253,8 @@ _UPDATE = Tool(
         "versions are kept and `forked` names the other: the hint says how to keep one), "
         "remove (fact `id`, when it was wrong). A fact "
         "the archive holds already is not stored twice: the answer names it (duplicate: true) "
-        "and a similar one is named in `similar`; supersede it when it changed.\n"
+        "and a similar one is named in `similar` (one alike by meaning may be named later, "
+        "in `later` of another answer); supersede it when it changed.\n"
         "Never store secrets, passwords or tokens."
     ),
     input_schema={

@@ -125,6 +125,10 @@ class MemoryBase:
         # Set by a front end that embeds in the background (the MCP server's EmbedWorker):
         # called when items need vectors, instead of embedding them in the caller's thread.
         self.embed_later: Callable[[], object] | None = None
+        # Set with it: a new fact's comparison by meaning (N1) is left to that embedder too,
+        # (fact id, the ids its answer named); the server reports what it finds with the
+        # next answer, so a write does not wait ~10 ms for the model and the matrix.
+        self.compare_later: Callable[[int, frozenset[int]], object] | None = None
         # Set by the CLI: ask the store's warm worker (vector_worker.py) for vectors rather
         # than load the model in this short-lived process, starting it when need be.
         self.use_worker = False

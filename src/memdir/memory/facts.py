@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from .. import advice, facts
 from ..errors import MemdirError, NotFoundError, ValidationError
 from ..lazy import lazy
-from ..models import Fact
+from ..models import Fact, Similar
 from .base import MemoryBase
 
 TYPE_CHECKING = False
@@ -57,18 +57,34 @@ class FactMemory(MemoryBase):
         return start
 
     def _with_similar(self, fact: Fact, exclude: int | None = None) -> Fact:
-        """The near duplicates of a fact just written (a report: never fails the write)."""
+        """The near duplicates of a fact just written (a report: never fails the write).
+        By meaning only when the model is loaded (never 0.4 s for one write), and in a
+        server after the answer (compare_later)."""
         semantic = None
-        if self._embedder is not None:  # only when loaded: never 0.4 s for one write
+        if self._embedder is not None and self.compare_later is None:
             semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
         try:
             similar = duplicates.similar_facts(
                 self.store, fact, self.settings.duplicate_lexical, semantic
             )
         except MemdirError:
-            return fact
+            similar = ()
         similar = tuple(s for s in similar if s.ref != exclude)
+        if self.compare_later is not None:
+            named = {int(s.ref) for s in similar} | ({exclude} if exclude is not None else set())
+            self.compare_later(fact.id, frozenset(named))
         return fact._replace(similar=similar, hint=duplicates.similar_hint(similar, fact.id))
+
+    def similar_later(self, fact_id: int, named: frozenset[int]) -> tuple[Similar, ...]:
+        """N1 in a server, after the answer: the active facts that mean nearly what fact
+        `fact_id` says (cosine at least [duplicates] semantic), those in `named` (its
+        answer's) left out; none when it is no longer active. Loads the model."""
+        fact = self.store.get_fact(fact_id)
+        if fact is None or fact.status != "active":
+            return ()
+        self._embedder = self._embedder or self._load_embedder()
+        semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
+        return duplicates.similar_by_meaning(self.store, fact, semantic, named | {fact_id})
 
     def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:
         """Bulk import: (content, category) pairs in one transaction."""
