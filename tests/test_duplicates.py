@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
+import re
 import sqlite3
 import subprocess
 import sys
@@ -580,32 +580,68 @@ def test_two_guard_workers_at_once_index_once_and_both_exit(tmp_path: Path) -> N
             assert memory.settle_imported(0) == LARGE * 3
             memory_dir = memory.layout.memory_dir
     command = [sys.executable, "-m", "memdir.guard_worker", str(state), memory_dir]
-    workers = [subprocess.Popen(command, stderr=subprocess.PIPE) for _ in range(2)]
-    errors = [w.communicate(timeout=120)[1] for w in workers]
-    assert [w.returncode for w in workers] == [0, 0] and errors == [b"", b""]
+    workers = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    said = [w.communicate(timeout=120) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0] and [e for _, e in said] == ["", ""]
+    # one indexed them all; the other found the lock taken (or, later, nothing waiting)
+    assert sorted(_indexed(out) for out, _ in said) == [0, LARGE * 3]
     assert _guard_lock_free(state)
     assert _sketch_rows(state) == _expected_sketch(state)
     with Memory(state, env={}, cwd=tmp_path) as memory:
         assert memory.settle_imported(0) == 0
 
 
+def _indexed(said: str) -> int:
+    """How many facts' keys a guard worker says it indexed (its one line)."""
+    found = re.fullmatch(r"indexed the band keys of (\d+) facts\n", said)
+    assert found, said
+    return int(found[1])
+
+
 @pytest.mark.sqlite_only
 def test_a_guard_worker_whose_store_is_gone_exits(tmp_path: Path) -> None:
     # N1: never left behind: a store removed before its keys were indexed ends its worker
-    state = tmp_path / "store"
-    (state / "worker").mkdir(parents=True, mode=0o700)
     command = [sys.executable, "-m", "memdir.guard_worker", str(tmp_path / "nowhere"), "/x"]
     gone = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert gone.returncode == 1 and "no store to index" in gone.stderr
     assert not (tmp_path / "nowhere").exists()  # and it made nothing there
-    # a store removed while it waits for a quiet moment: it stops at its next look
-    with Memory(state, env={}, cwd=tmp_path, create=True) as memory:
-        memory_dir = memory.layout.memory_dir
-    (state / "worker" / "guard.lock").touch()
-    waiting = subprocess.Popen([*command[:3], str(state), memory_dir], stderr=subprocess.DEVNULL)
-    shutil.rmtree(state)
-    assert waiting.wait(timeout=60) in (0, 1)
-    assert not state.exists()
+
+
+@pytest.mark.sqlite_only
+def test_a_guard_worker_whose_store_goes_while_it_waits_indexes_nothing_and_exits(
+    tmp_path: Path,
+) -> None:
+    # N1: a worker waiting for its turn (here behind a write the test holds) whose store is
+    # moved away meanwhile stops at its next look, and writes nothing into it
+    import fcntl
+
+    state = tmp_path / "store"
+    (state / "worker").mkdir(parents=True, mode=0o700)
+    with open(state / "worker" / "guard.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the import's own worker exits at once
+        with Memory(state, env={}, cwd=tmp_path, create=True) as memory:
+            memory.add_facts(_large_import())
+            memory_dir = memory.layout.memory_dir
+    writer = sqlite3.connect(Path(memory_dir) / "memory.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # the worker cannot index: it waits its turn
+    command = [sys.executable, "-m", "memdir.guard_worker", str(state), memory_dir]
+    waiting = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while _guard_lock_free(state) and waiting.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert waiting.poll() is None  # it holds the lock and waits
+    moved = tmp_path / "moved"
+    state.rename(moved)
+    out, err = waiting.communicate(timeout=120)
+    writer.rollback()
+    writer.close()
+    assert waiting.returncode == 0 and err == "" and _indexed(out) == 0
+    assert not state.exists()  # and it made nothing there
+    with Memory(moved, env={"MEMDIR_MEMORY_DIR": str(moved / "memory")}, cwd=tmp_path) as memory:
+        assert memory.settle_imported(0) == LARGE  # nothing went into the moved store
 
 
 @pytest.mark.sqlite_only

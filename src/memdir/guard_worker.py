@@ -58,35 +58,52 @@ def _quiet(db: str, seen: tuple[int, int, int, int]) -> tuple[int, int, int, int
             return seen
 
 
-def settle(memory: Memory) -> int:
-    """Index what waits, a part at a time between other processes' writes; the facts still
-    waiting when it stopped (0: done)."""
+class Settled:
+    """What one worker did: the facts whose keys it indexed, and how many still wait when
+    it stopped (0: done; -1: its store went away)."""
+
+    def __init__(self) -> None:
+        self.indexed = 0
+        self.left = 0
+
+
+def settle(memory: Memory, done: Settled) -> None:
+    """Index what waits, a part at a time between other processes' writes."""
     db, refused = memory.layout.db, 0
     seen, ours = _stamp(db), None
     home = folder_id(memory.state.path)
-    while home is not None and folder_id(memory.state.path) == home:
+
+    def here() -> bool:
+        return home is not None and folder_id(memory.state.path) == home
+
+    while here():
         if seen != ours:  # another process committed since its last part: let it finish
             seen = _quiet(db, seen)
+            if not here():  # gone while it waited: nothing goes into a removed store
+                break
         try:
-            left = memory.settle_imported(PART)
+            waiting = memory.settle_imported(0)
+            done.left = memory.settle_imported(PART)
         except MemdirError as exc:  # locked for longer than the busy timeout: later
             refused += 1
             if refused >= GIVE_UP_AFTER:
                 print(f"giving up: {exc}", file=sys.stderr, flush=True)
-                return memory.store.settle_sketches(0)
+                done.left = memory.store.settle_sketches(0)
+                return
             continue
         refused = 0
+        done.indexed += max(0, waiting - done.left)  # (another import may add meanwhile)
         seen = ours = _stamp(db)  # its own commit is not another process's
-        if left == 0:
-            return 0
-    return -1  # the store went away
+        if done.left == 0:
+            return
+    done.left = -1
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m memdir.guard_worker STATE_DIR MEMORY_DIR", file=sys.stderr)
         return 2
-    places = Places(argv[0])
+    places, done = Places(argv[0]), Settled()
     os.chdir("/")  # never keep its starter's folder busy (a mount, a folder to delete)
     try:  # the starter made the folder: none, and the store is gone
         lock = os.open(places.guard_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -103,10 +120,10 @@ def main(argv: list[str]) -> int:
             # An import that saw the lock held as this let go started no worker: so after
             # letting go, one more look, and the lock again if anything waits.
             while _take(lock):
-                left = settle(memory)
+                settle(memory, done)
                 fcntl.flock(lock, fcntl.LOCK_UN)
-                if left != 0 or memory.settle_imported(0) == 0:
-                    return 1 if left > 0 else 0
+                if done.left != 0 or memory.settle_imported(0) == 0:
+                    return 1 if done.left > 0 else 0
     except KeyboardInterrupt:
         pass
     except MemdirError as exc:
@@ -114,6 +131,8 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         os.close(lock)
+        # its log's one line (stdout: <state>/worker/log when the import started it)
+        print(f"indexed the band keys of {done.indexed} facts", flush=True)
     return 0
 
 
