@@ -82,18 +82,18 @@ def test_the_vector_cache_appends_added_vectors_and_reloads_after_a_removal(
     with Memory(embedder=embedder) as mem:
         ids = [mem.add_fact(text, category="learning").id for text in FACTS[:3]]
         cache = VectorCache()
-        keys, _ = cache.load(mem.store, embedder)
+        keys, _, _ = cache.load(mem.store, embedder)
         assert len(keys) == 3
         matrix_before = cache._buffer
         ids.append(mem.add_fact(FACTS[3], category="learning").id)  # embedded on write
-        keys, matrix = cache.load(mem.store, embedder)
+        keys, matrix, _ = cache.load(mem.store, embedder)
         assert cache._buffer is matrix_before  # appended in place, not reloaded
         fresh = VectorCache()
-        fresh_keys, fresh_matrix = fresh.load(mem.store, embedder)
+        fresh_keys, fresh_matrix, _ = fresh.load(mem.store, embedder)
         assert keys == fresh_keys and (matrix == fresh_matrix).all()
         mem.supersede_fact(ids[0], "giraffes sleep lying down too")  # a vector goes
-        keys, matrix = cache.load(mem.store, embedder)
-        fresh_keys, fresh_matrix = VectorCache().load(mem.store, embedder)
+        keys, matrix, _ = cache.load(mem.store, embedder)
+        fresh_keys, fresh_matrix, _ = VectorCache().load(mem.store, embedder)
         assert sorted(keys) == sorted(fresh_keys) and ("fact", ids[0]) not in keys
         rows = [fresh_keys.index(key) for key in keys]
         assert (matrix == fresh_matrix[rows]).all()
@@ -109,10 +109,55 @@ def test_the_vector_cache_sees_the_newest_fact_superseded(state_dir: Path) -> No
         cache = VectorCache()
         cache.load(mem.store, embedder)
         new = mem.supersede_fact(ids[-1], "kiwi vines like full sun after all")
-        keys, matrix = cache.load(mem.store, embedder)
+        keys, matrix, _ = cache.load(mem.store, embedder)
         assert ("fact", ids[-1]) not in keys and ("fact", new.id) in keys
-        fresh_keys, fresh_matrix = VectorCache().load(mem.store, embedder)
+        fresh_keys, fresh_matrix, _ = VectorCache().load(mem.store, embedder)
         assert keys == fresh_keys and (matrix == fresh_matrix).all()
+
+
+def test_a_companion_shares_its_owners_matrix_and_both_stay_right_while_one_writes(
+    state_dir: Path,
+) -> None:  # Q2 A2
+    """A server's threads (its reads on a companion, its writes, its background embedder)
+    hold one matrix, not one each; searches on one thread while the other adds and
+    supersedes facts (appends and a reload of that matrix) all answer, and end as a
+    matrix read afresh does."""
+    import threading
+
+    embedder = HashEmbedder()
+    with Memory(embedder=embedder) as mem:
+        for text in FACTS:
+            mem.add_fact(text, category="learning")
+        reader = mem.companion()
+        assert reader._vectors is mem._vectors
+        failed: list[BaseException] = []
+        done = threading.Event()
+
+        def search() -> None:
+            while not done.is_set():
+                try:
+                    reader.search("kiwi orchard shade", mode="semantic")
+                except BaseException as exc:  # the test's report, not a handler
+                    failed.append(exc)
+                    return
+
+        thread = threading.Thread(target=search)
+        thread.start()
+        try:
+            ids = [
+                mem.add_fact(f"orchard row {n} gets kiwi vines", category="learning").id
+                for n in range(40)
+            ]
+            mem.supersede_fact(ids[-1], "orchard row 39 gets apple trees")
+            mem.supersede_fact(ids[0], "orchard row 0 stays empty")
+        finally:
+            done.set()
+            thread.join(60)
+        assert failed == [] and not thread.is_alive()
+        keys, matrix, rows = reader._vectors.load(reader.store, embedder)
+        fresh_keys, fresh_matrix, _ = VectorCache().load(reader.store, embedder)
+        assert sorted(keys) == sorted(fresh_keys) and len(matrix) == len(fresh_keys)
+        assert all((matrix[rows[key]] == fresh_matrix[i]).all() for i, key in enumerate(fresh_keys))
 
 
 @pytest.mark.sqlite_only
@@ -137,7 +182,7 @@ def test_a_store_of_schema_12_gets_its_vectors_counted(state_dir: Path) -> None:
         mem.add_fact("the orchard gets a new fence", category="learning")
         generation = mem.store.vector_generation(embedder.name)
         assert generation.n == len(FACTS) and generation.removed == 1
-        keys, _ = VectorCache().load(mem.store, embedder)
+        keys, _, _ = VectorCache().load(mem.store, embedder)
         assert len(keys) == len(FACTS) and ("fact", ids[0]) not in keys
 
 

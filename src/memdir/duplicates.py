@@ -196,12 +196,12 @@ def _nearest(
         ranked = store.rank_vectors(embedder.name, blob, top)
         if ranked is not None:
             return [((r.owner, r.owner_id), r.score) for r in ranked if r.score >= minimum]
-    keys, matrix = cache.load(store, embedder)
-    if not keys:
+    keys, matrix, _ = cache.load(store, embedder)
+    if not len(matrix):
         return []
     scores = matrix @ vector
     # the top few by partition, then sorted: a full sort of 100k scores took ~8 ms a write
-    want = min(top, len(keys))
+    want = min(top, len(scores))
     best = np.argpartition(-scores, want - 1)[:want]
     best = best[np.argsort(-scores[best])]
     return [(keys[i], float(scores[i])) for i in best if scores[i] >= minimum]

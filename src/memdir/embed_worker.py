@@ -1,6 +1,6 @@
-"""The MCP server's background embedder (Q2, Q3): a thread with its own Memory on the
-served store that gives a vector to whatever has none. It drives the facade, so it lives
-with the front ends; what it runs is search/vectors.py."""
+"""The MCP server's background embedder (Q2, Q3): a thread with a companion Memory of the
+served one (its own connection) that gives a vector to whatever has none. It drives the
+facade, so it lives with the front ends; what it runs is search/vectors.py."""
 
 from __future__ import annotations
 
@@ -120,7 +120,8 @@ class EmbedWorker:
                 self.warn(f"background embedding stopped: {why}")
 
     def _loop(self, embedder: Embedder) -> None:
-        with Memory(self.memory.state.path, embedder=embedder) as own:
+        # a companion: a connection of its own, the served Memory's model and matrix
+        with self.memory.companion() as own:
             while not self._stop.is_set():
                 self._wake.clear()
                 with self._turns:

@@ -107,8 +107,7 @@ class Worker:
             if store.ranks_vectors():  # the server ranks them (pgvector): no matrix here
                 count = store.vector_generation(self.embedder.name).n
             else:
-                self.cache.load(store, self.embedder)  # current: callers take its count
-                count = len(self.cache.keys)
+                count = len(self.cache.load(store, self.embedder)[1])  # current: its count
             return {
                 "pid": os.getpid(),
                 "model": self.embedder.name,

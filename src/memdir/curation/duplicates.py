@@ -91,7 +91,7 @@ def _semantic_fact_groups(memory: Memory, known: set[int | str]) -> list[Duplica
 
     from ..search import VectorCache
 
-    keys, matrix = VectorCache().load(memory.store, model)
+    keys, matrix, _ = VectorCache().load(memory.store, model)
     rows = [i for i, key in enumerate(keys) if key[0] == "fact"]
     rows = sorted(rows, key=lambda i: int(keys[i][1]))[-SEMANTIC_MAX:]
     if len(rows) < 2:

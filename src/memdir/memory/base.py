@@ -148,7 +148,10 @@ class MemoryBase:
 
     @property
     def _vectors(self) -> search.VectorCache:
-        """The vectors of this process, made on first use (search.VectorCache)."""
+        """The vectors of this process, made on first use (search.VectorCache); a
+        companion's are its owner's, as its model is: one matrix for a server's threads."""
+        if self._owner is not None:
+            return self._owner._vectors
         if self._vector_cache is None:
             self._vector_cache = search.VectorCache()
         return self._vector_cache

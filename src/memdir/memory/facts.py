@@ -82,8 +82,9 @@ class FactMemory(MemoryBase):
         fact = self.store.get_fact(fact_id)
         if fact is None or fact.status != "active":
             return ()
-        self._embedder = self._embedder or self._load_embedder()
-        semantic = (self._embedder, self.settings.duplicate_semantic, self._vectors)
+        model = self._owner or self  # a companion's model is its owner's
+        model._embedder = model._embedder or model._load_embedder()
+        semantic = (model._embedder, self.settings.duplicate_semantic, self._vectors)
         return duplicates.similar_by_meaning(self.store, fact, semantic, named | {fact_id})
 
     def add_facts(self, rows: list[tuple[str, str]]) -> list[int]:

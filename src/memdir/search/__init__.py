@@ -104,9 +104,19 @@ class VectorCache:
     """Every vector of one model as a matrix, kept while the store's vectors are unchanged:
     a warm process answers a semantic query without reading 100k blobs again. When rows
     were only added (a write embedded its items), only those are read and appended: a
-    full reload takes ~0.5 s at 110k vectors and came after every write."""
+    full reload takes ~0.5 s at 110k vectors and came after every write.
+
+    One cache may serve several threads (the MCP server's: its reads, its background
+    embedder's comparisons), so that a server holds one matrix, not one a thread: loads
+    take turns, and what one answered stays true for its caller while another appends
+    (rows past it go to the same list and dict: a caller keeps to the first
+    len(matrix) of them), or reloads (new objects)."""
 
     def __init__(self) -> None:
+        import _thread
+
+        self._turn = _thread.allocate_lock()
+        self.model: str | None = None
         self.generation: VectorGeneration | None = None
         self.keys: list[Key] = []
         self.rows: dict[Key, int] = {}  # key -> its row of the matrix
@@ -114,14 +124,20 @@ class VectorCache:
         self._buffer: Vectors | None = None  # room to append without copying each time
         self._last: bytes = b""  # the blob of the newest vector (the highest id)
 
-    def load(self, store: Store, embedder: Embedder) -> tuple[list[Key], Vectors]:
-        generation = store.vector_generation(embedder.name)
-        if generation != self.generation or self.matrix is None:
-            if not (self.generation is not None and self._append(store, embedder, generation)):
-                self._reload(store, embedder)
-            self.generation = generation
-        assert self.matrix is not None
-        return self.keys, self.matrix
+    def load(self, store: Store, embedder: Embedder) -> tuple[list[Key], Vectors, dict[Key, int]]:
+        """The keys, the matrix and each key's row: current for `embedder`'s model. Only
+        the first len(matrix) keys and the rows below it are the caller's (see above)."""
+        with self._turn:
+            generation = store.vector_generation(embedder.name)
+            if self.model != embedder.name:
+                self.model, self.generation = embedder.name, None
+            if generation != self.generation or self.matrix is None:
+                appended = self.generation is not None and self._append(store, embedder, generation)
+                if not appended:
+                    self._reload(store, embedder)
+                self.generation = generation
+            assert self.matrix is not None
+            return self.keys, self.matrix, self.rows
 
     def _reload(self, store: Store, embedder: Embedder) -> None:
         keys: list[Key] = []
@@ -553,17 +569,16 @@ def nearest_vectors(
             return _ranked_by_store(store, embedder.name, blob, ranked, known or [])
     import numpy as np
 
-    keys, matrix = cache.load(store, embedder)
-    if not keys:
+    keys, matrix, rows = cache.load(store, embedder)
+    if not len(matrix):
         return [], lambda key: None
     scores = matrix @ embedder.embed([text])[0]
-    rows = cache.rows
 
     def similarity(key: Key) -> float | None:
         row = rows.get(key)
-        return None if row is None else float(scores[row])
+        return None if row is None or row >= len(scores) else float(scores[row])
 
-    wanted = min(len(keys), want)
+    wanted = min(len(scores), want)
     candidates = np.argpartition(-scores, wanted - 1)[:wanted]
     candidates = candidates[np.argsort(-scores[candidates])]
     return [(keys[int(i)], float(scores[i])) for i in candidates], similarity
