@@ -117,6 +117,9 @@ def main(argv: list[str]) -> int:
             env[ALLOW_ROOT_ENV] = os.environ[ALLOW_ROOT_ENV]
         store = Memory(places.state_dir, env=env, cwd="/")
         with contextlib.closing(store) as memory:
+            # memory.db opened now, while the store is there: opened first after the store
+            # was removed (a bench's temp folder), it was made again there, and left
+            memory.settle_imported(0)
             # An import that saw the lock held as this let go started no worker: so after
             # letting go, one more look, and the lock again if anything waits.
             while _take(lock):
