@@ -18,7 +18,7 @@ import pytest
 
 from memdir import Memory
 from memdir.search import VectorCache, worker
-from memdir.storage import embeddings
+from memdir.storage import embeddings, open_store
 from memdir.testing import HashEmbedder, at_once, cli_command, cli_env, poll, worker_pid
 
 needs_model = pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra")
@@ -162,7 +162,8 @@ def test_a_companion_shares_its_owners_matrix_and_both_stay_right_while_one_writ
 
 @pytest.mark.sqlite_only
 def test_a_store_of_schema_12_gets_its_vectors_counted(state_dir: Path) -> None:  # Q2
-    """Migration 13 counts the vectors a store already holds; its triggers count the rest."""
+    """Migration 13 counts the vectors a store already holds; its triggers count the rest.
+    A read-only look at a store not migrated yet counts the rows itself."""
     import sqlite3
 
     embedder = HashEmbedder()
@@ -176,6 +177,15 @@ def test_a_store_of_schema_12_gets_its_vectors_counted(state_dir: Path) -> None:
         "DELETE FROM schema_migrations WHERE version >= 13; PRAGMA user_version = 12;"
     )
     db.close()
+    with Memory(embedder=embedder) as mem:  # a look does not migrate: it counts the rows
+        look = open_store(mem.layout, mem.settings, read_only=True)
+        try:
+            assert look.vector_generation(embedder.name).n == len(FACTS)
+            assert look.vector_models() == {embedder.name: len(FACTS)}
+            keys, _, _ = VectorCache().load(look, embedder)
+            assert len(keys) == len(FACTS)
+        finally:
+            look.close()
     with Memory(embedder=embedder) as mem:
         assert mem.store.vector_generation(embedder.name).n == len(FACTS)
         mem.remove_fact(ids[0])

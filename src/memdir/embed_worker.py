@@ -129,6 +129,8 @@ class EmbedWorker:
                 wait: float | None = None
                 try:
                     self._compare_waiting(own)
+                    if self._stop.is_set():
+                        break
                     own.sync_index()
                     self.embedded += embed_pending(own.store, embedder, stop=self._stop.is_set)
                 except MemdirError:
@@ -153,6 +155,10 @@ class EmbedWorker:
                 with self._turns:
                     self._compare[:0] = waiting[at:]
                 raise
+            except Exception as exc:  # a bug of ours: this one is dropped, not the thread
+                if self.warn is not None:
+                    self.warn(f"comparing fact {fact_id} by meaning failed: {exc!r}")
+                continue
             if similar:
                 hint = advice.running_as("mcp", duplicates.similar_hint, similar, fact_id)
                 found = {"fact": fact_id, "similar": [s.to_dict() for s in similar]}

@@ -166,4 +166,6 @@ LATER = {
 }
 for _schema in OUTPUT.values():
     _schema["properties"]["later"] = LATER
-OUTPUT["memory_update"]["maxProperties"] = 2  # fact or hot, and later
+# fact or hot (one of them), and later
+OUTPUT["memory_update"]["maxProperties"] = 2
+OUTPUT["memory_update"]["oneOf"] = [{"required": ["fact"]}, {"required": ["hot"]}]

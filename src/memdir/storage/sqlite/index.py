@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterator, Sequence
 
+from ...lazy import lazy
 from ..rows import FACT_FIELDS, Chunk, FileState, Node, ScoredChunk, Word
 from . import bounded
 from .connection import Connection
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
         VectorFilter,
         VectorGeneration,
     )
+else:
+    sqlite3 = lazy("sqlite3")  # imported when the database is first opened
 
 CHUNK_COLUMNS = "id, path, kind, start_line, end_line, date, content"
 FACT_COLUMNS = ", ".join(FACT_FIELDS)  # a fact's columns are the fields an export carries
@@ -377,9 +380,21 @@ class IndexRows(Connection):
         if db is None:
             return VectorGeneration(0, 0, 0)
         with self._translated("read"):
-            row = db.execute(
-                "SELECT n, top, removed FROM vector_counts WHERE model = ?", (model,)
-            ).fetchone()
+            try:
+                row = db.execute(
+                    "SELECT n, top, removed FROM vector_counts WHERE model = ?", (model,)
+                ).fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                # a store of schema 12 seen by a look (which does not migrate): counted, and
+                # any commit since counts as a removal, so a matrix is read again after it
+                count, top = db.execute(
+                    "SELECT count(*), coalesce(max(id), 0) FROM vectors WHERE model = ?",
+                    (model,),
+                ).fetchone()
+                version, changes = _change_token(db)
+                return VectorGeneration(int(count), int(top), (version << 32) + changes)
         return VectorGeneration(*(int(v) for v in row)) if row else VectorGeneration(0, 0, 0)
 
     def iter_vectors(self, model: str, after: int = 0) -> Iterator[StoredVector]:
@@ -419,7 +434,12 @@ class IndexRows(Connection):
         if db is None:
             return {}
         with self._translated("read"):
-            rows = db.execute("SELECT model, n FROM vector_counts WHERE n > 0").fetchall()
+            try:
+                rows = db.execute("SELECT model, n FROM vector_counts WHERE n > 0").fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                rows = db.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall()
         return {str(model): int(n) for model, n in rows}
 
     def drop_vectors(self, keep: str) -> int:
