@@ -496,7 +496,7 @@ def memory_files(state_dir: Path) -> dict[str, str]:
 
 
 def write_config(state_dir: Path, text: str) -> None:
-    (state_dir / "config.toml").write_text(text, encoding="utf-8")
+    write_config(state_dir, text)
 
 
 REJECTED = [
@@ -910,6 +910,7 @@ def barrier(sync, idx, phase):
 
 MEMORIZER = """
 from memdir.memory import ingest_output
+from storeconfig import write_config
 
 idx, n, dups, sync, log = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], \\
     sys.argv[5]
