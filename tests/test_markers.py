@@ -36,6 +36,7 @@ from memdir.models import Applied
 from memdir.storage.files import TEMP_PREFIX
 from memdir.tasks import NOTE_RE
 from memdir.testing import FixedClock, cli_command, cli_env
+from storeconfig import write_config
 
 PREFIXES = ("MEMDIR", "APIARY")
 MAX = 16384  # the default memory.max_entry_bytes
@@ -495,10 +496,6 @@ def memory_files(state_dir: Path) -> dict[str, str]:
     return found
 
 
-def write_config(state_dir: Path, text: str) -> None:
-    write_config(state_dir, text)
-
-
 REJECTED = [
     ("global without name", {"scope": "global", "description": "d", "content": "x"}, "name"),
     (
@@ -910,7 +907,6 @@ def barrier(sync, idx, phase):
 
 MEMORIZER = """
 from memdir.memory import ingest_output
-from storeconfig import write_config
 
 idx, n, dups, sync, log = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], \\
     sys.argv[5]
