@@ -66,25 +66,25 @@ ifeq ($(IP),)
 endif
 
 # The PostgreSQL lane (W1): the tier tests again with only a database URL changed (each
-# test a fresh database of the suite's server), memory.db's own tests left out
-# (-m "not sqlite_only"): the tiers through the library, and through the front ends that
-# reach them (the CLI, the MCP server and its surface, Claude Code's and Codex's hooks and
-# MCP calls, memorize markers, boot, the importers, the browser's data, the X1 and X2
-# guards, the memory root's settings, corrupt files, a full disk and a read-only mount).
+# test a fresh database of the suite's server, named by MEMDIR_DATABASE_URL and by
+# `[storage] url` in the state dir's config.toml as a user names it: tests/storeconfig.py),
+# memory.db's own tests left out (-m "not sqlite_only"): the tiers through the library, and
+# through the front ends that reach them (the CLI, the MCP server and its surface, Claude
+# Code's and Codex's hooks and MCP calls, the real hosts' end-to-end sessions, whose memdir
+# finds the store in config.toml, memorize markers, boot, the importers, export/import, the
+# browser's data, setup, the X1 and X2 guards, the memory root's settings, state dirs,
+# limits, corrupt files, a full disk and a read-only mount).
 # The store contract, tests/test_postgres.py and the three-host test (tests/test_team_hosts.py,
 # a server of its own) run in the main suite; `make test-postgres` runs the last two after
 # the lane. Left out, for time (each passes on PostgreSQL; seconds on it, 2 workers, at a
-# load of 5): test_hostile.py (~160 s), test_ui.py (~115 s, Chromium), test_http_access.py
-# (~100 s), test_shutdown.py (~95 s), test_markers_surfaces.py (~50 s: every CLI read
-# surface, a process each), test_concurrency.py (~45 s), test_limits.py (~30 s) and
-# test_state_dir.py (~25 s: most of its errors come before any store is opened); the
-# files with nothing of the store in them (test_layers, test_public_types, test_signatures,
-# test_readme, test_docs, test_query, test_eval, test_standin, test_setup_claude_code,
-# test_setup_codex, test_hints, test_fuzz_cli, test_vector_worker, test_embedding_models,
-# test_forkserver, test_bench_smoke, test_locomo_smoke); test_archive.py,
-# test_search_bounded.py, test_watched.py and test_stress.py, sqlite_only throughout; and
-# the end-to-end tests of the real hosts (test_e2e_*): their host is given only
-# MEMDIR_STATE_DIR for memdir, so on PostgreSQL its memdir opens memory.db, not the test's store.
+# load of 5): test_concurrency.py (~135 s: process storms), test_shutdown.py (~130 s),
+# test_ui.py (~105 s, Chromium), test_hostile.py (~100 s), test_markers_surfaces.py
+# (~65 s: every CLI read surface, a process each) and test_http_access.py (~40 s: the HTTP
+# server's access rules, a server each); the files with nothing of the store in
+# them (test_layers, test_public_types, test_signatures, test_readme, test_docs, test_query,
+# test_eval, test_standin, test_hints, test_fuzz_cli, test_vector_worker,
+# test_embedding_models, test_forkserver, test_bench_smoke, test_locomo_smoke); and
+# test_search_bounded.py, test_watched.py and test_stress.py, sqlite_only throughout.
 PG_LANE := tests/test_facts.py tests/test_entries.py tests/test_hot.py tests/test_tasks.py \
 	tests/test_daily.py tests/test_sessions.py tests/test_validity.py tests/test_heartbeat.py \
 	tests/test_procedures.py tests/test_get.py tests/test_recall.py tests/test_search.py \
@@ -92,9 +92,12 @@ PG_LANE := tests/test_facts.py tests/test_entries.py tests/test_hot.py tests/tes
 	tests/test_distill.py tests/test_doctor.py tests/test_embedding.py \
 	tests/test_cli.py tests/test_mcp.py tests/test_mcp_surface.py tests/test_mcp_codex.py \
 	tests/test_hooks.py tests/test_hooks_codex.py tests/test_markers.py tests/test_boot.py \
-	tests/test_importers.py tests/test_browse.py tests/test_tools.py \
+	tests/test_importers.py tests/test_archive.py tests/test_browse.py tests/test_tools.py \
 	tests/test_x1_confinement.py tests/test_secrets.py tests/test_secrets_x2.py \
-	tests/test_settings_paths.py tests/test_corrupt.py tests/test_faults.py
+	tests/test_settings_paths.py tests/test_state_dir.py tests/test_limits.py \
+	tests/test_setup_claude_code.py tests/test_setup_codex.py \
+	tests/test_corrupt.py tests/test_faults.py \
+	tests/test_e2e_claude.py tests/test_e2e_claude_hooks.py tests/test_e2e_codex.py
 
 # The pgvector lane (Q2): the semantic, hybrid and vector tests again on the PostgreSQL 16
 # with pgvector that the pgserver wheel (the dev extra) bundles, where the server ranks;

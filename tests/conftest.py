@@ -17,9 +17,11 @@ import pytest
 
 from memdir import Memory
 from memdir.testing import cli_command, cli_env, stop_forkserver, stop_workers_under
+from storeconfig import team_config
 
 # `MEMDIR_TEST_BACKEND=postgres pytest ...` (the PostgreSQL lane of `make test`): every test
-# gets a fresh database of the test server as MEMDIR_DATABASE_URL, and nothing else changes
+# gets a fresh database of the test server as MEMDIR_DATABASE_URL and as `[storage] url` in
+# its state dir's config.toml (tests/storeconfig.py), and nothing else changes
 # (W1: with only a URL set, the tiers behave as on memory.db). `pgvector`: the same on
 # the PostgreSQL that the pgserver wheel bundles with pgvector (the pgvector lane, Q2).
 TEST_BACKEND = os.environ.get("MEMDIR_TEST_BACKEND", "sqlite")
@@ -41,6 +43,7 @@ def state_dir(
         monkeypatch.setenv("MEMDIR_DATABASE_URL", str(request.getfixturevalue("pg_url")))
     state = tmp_path / "state"
     state.mkdir()
+    team_config(state)  # the URL in config.toml too, where a user puts it (storeconfig.py)
     monkeypatch.setenv("MEMDIR_STATE_DIR", str(state))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     yield state

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from storeconfig import set_storage, team_config
+
 # the suite's PostgreSQL lanes (tests/conftest.py): every store is a scope of a database
 TEAM = os.environ.get("MEMDIR_TEST_BACKEND", "sqlite") in ("postgres", "pgvector")
 
@@ -69,6 +71,5 @@ def own_store(state_dir: Path) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     if TEAM:
         scope = "s" + hashlib.blake2b(str(state_dir).encode(), digest_size=8).hexdigest()
-        config = state_dir / "config.toml"
-        kept = config.read_text(encoding="utf-8") if config.exists() else ""
-        config.write_text(f'{kept}[storage]\nscope = "{scope}"\n', encoding="utf-8")
+        team_config(state_dir)
+        set_storage(state_dir, scope=scope)

@@ -2,22 +2,25 @@
 with nothing lost — every fact row, supersede chains and provenance, usage, tasks,
 sessions, values, every file byte for byte with its mtime. Real files, real SQLite, the
 real CLI; refusals (non-empty store, truncated or garbled archive, paths out of the root,
-X1; secrets, X2) write nothing."""
+X1; secrets, X2) write nothing. Each state dir is a store of its own, memory.db or, in the
+PostgreSQL lanes, a scope of its own of the test's database (W1, L4)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dbrows import TEAM, own_store
+from dbrows import rows as db_rows
 from memdir import ConflictError, Memory, ReadOnlyError, ValidationError
 from memdir.curation import archive, archive_check, archive_format
+from memdir.storage.documents import is_document
 from memdir.storage.sqlite import FACT_FIELDS
 from memdir.storage.sqlite.archive import fields
 from memdir.testing import FixedClock
@@ -30,10 +33,13 @@ PROCEDURE_WITH_FRONTMATTER = (
     "---\ndescription: how a release is cut\ntags: [release]\n---\n# Release\n1. tag\n2. push\n"
 )
 
-# Exports from one memory root and imports into another: two stores, where one URL is one
-# (W1). The PostgreSQL store's archive rows are in the store contract; `memdir migrate`
-# moves a store between backends (test_postgres.py).
-pytestmark = pytest.mark.sqlite_only
+
+@pytest.fixture(autouse=True)
+def stores_apart(tmp_path: Path) -> None:
+    """Exports from one state dir and imports into another: two stores, where one URL is
+    one (W1): each state dir the tests name is a scope of its own there (L4)."""
+    for name in ("a", "b", "c", "s", "restored"):
+        own_store(tmp_path / name)
 
 
 def build_store(state: Path) -> dict[str, Any]:
@@ -75,12 +81,11 @@ def build_store(state: Path) -> dict[str, Any]:
         mem.distill()
         mem.distill_done()  # the watermark (kv)
         mem.end_session(top.id)
-    db = sqlite3.connect(state / "memory" / "memory.db")
-    with db:  # a search would record this; written directly so the test needs no search
-        db.execute(
-            "INSERT OR REPLACE INTO fact_usage VALUES (?, 3, ?)", (third.id, "2026-05-29T10:00:00Z")
+    with Memory(str(state)) as mem:  # a search would record this; written directly
+        db_rows(mem.store, "DELETE FROM fact_usage WHERE fact_id = ?", (third.id,))
+        db_rows(
+            mem.store, "INSERT INTO fact_usage VALUES (?, 3, ?)", (third.id, "2026-05-29T10:00:00Z")
         )
-    db.close()
     (state / "SOUL.md").write_text("You are a careful release engineer.\n", encoding="utf-8")
     stray = state / "memory" / "attachments" / "blob.bin"
     stray.parent.mkdir()
@@ -95,27 +100,28 @@ def build_store(state: Path) -> dict[str, Any]:
 
 
 def rows(state: Path) -> dict[str, list[tuple[Any, ...]]]:
-    db = sqlite3.connect(state / "memory" / "memory.db")
-    try:
-        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES}
-    finally:
-        db.close()
+    with Memory(str(state), create=True) as mem:
+        return {t: db_rows(mem.store, f"SELECT * FROM {t} ORDER BY 1, 2") for t in TABLES}
 
 
 def stored_files(state: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file the archive carries: path -> (bytes, mtime_ns)."""
-    found = {}
+    """Every file the archive carries: path -> (bytes, mtime_ns). In the PostgreSQL lanes a
+    document (HOT.md, an entry, a log...) is a row, which keeps its time to the second: its
+    file has that second (and the row's revision in nanoseconds, W1)."""
+    found: dict[str, tuple[bytes, int]] = {}
     for root in (state, state / "memory"):
         for path in root.rglob("*"):
             rel = path.relative_to(state).as_posix()
             skip = (
                 rel.startswith("memory/memory.db")
                 or "/.locks/" in f"/{rel}"
-                or rel in ("memory/MEMORY.md", "config.toml")
+                or rel in ("memory/MEMORY.md", "memory/.view.json", "config.toml")
                 or not path.is_file()
             )
             if not skip and (root != state or path.parent == state):
-                found[rel] = (path.read_bytes(), path.stat().st_mtime_ns)
+                row = TEAM and rel.startswith("memory/") and is_document(rel[len("memory/") :])
+                mtime = path.stat().st_mtime_ns
+                found[rel] = (path.read_bytes(), mtime // 10**9 if row else mtime)
     return found
 
 
@@ -138,6 +144,10 @@ def write_lines(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def nothing_written(state: Path) -> bool:
+    """No file of the store, and no row: no memory.db; in the PostgreSQL lanes, none in
+    the scope."""
+    if TEAM:
+        return not stored_files(state) and not any(rows(state).values())
     return not (state / "memory" / "memory.db").exists() and not stored_files(state)
 
 
@@ -402,6 +412,7 @@ def test_garbled_line_is_refused(
         ("state", "config.toml", "only markdown"),
         ("memory", "memory.db", "memdir's own"),
         ("memory", ".locks/global.lock", "memdir's own"),
+        ("memory", ".view.json", "memdir's own"),  # team mode's record of the view (W1)
         ("other", "evil.md", "bad root"),
     ],
 )
@@ -412,10 +423,13 @@ def test_paths_outside_the_root_are_refused(
     records[-1] = {"kind": "file", "root": root, "path": path, "text": "pwned\n"}
     bad = tmp_path / "bad.jsonl"
     write_lines(bad, records)
+    config = tmp_path / "b" / "config.toml"  # in the PostgreSQL lanes, the store's scope
+    before = config.read_text(encoding="utf-8") if config.exists() else None
     with pytest.raises(ValidationError, match=rf"line {len(records)} of .*{message}"):
         import_file(tmp_path / "b", bad)
     assert nothing_written(tmp_path / "b")
-    assert not (tmp_path / "evil.md").exists() and not (tmp_path / "b" / "config.toml").exists()
+    assert not (tmp_path / "evil.md").exists()
+    assert (config.read_text(encoding="utf-8") if config.exists() else None) == before
 
 
 def test_a_symlink_out_of_the_root_is_refused(tmp_path: Path, backup: Path) -> None:  # X1
@@ -544,7 +558,7 @@ def test_cli_import_errors_are_one_line(
     data = backup.read_bytes()
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[:-40])
-    (tmp_path / "b").mkdir()  # a named state dir must exist (L1)
+    (tmp_path / "b").mkdir(exist_ok=True)  # a named state dir must exist (L1)
     for args in (
         ("import", str(cut)),
         ("import", str(tmp_path / "missing")),
@@ -559,34 +573,27 @@ def test_cli_import_errors_are_one_line(
 def test_an_import_cut_off_after_the_facts_keeps_their_links(
     tmp_path: Path, backup: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # N3: facts and their supersede links are one transaction
-    from memdir.storage.sqlite import SQLiteStore
-
     target = tmp_path / "b"
     calls = {"n": 0}
-    real = SQLiteStore.restore_rows
+    links_sql = "SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id"
+    with Memory(str(target), create=True) as mem:
+        store_type = type(mem.store)  # SQLiteStore, or PostgresStore in the PostgreSQL lanes
+        real = store_type.restore_rows
 
-    def cut_off(self: SQLiteStore, rows: Any) -> None:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise OSError("the disk went away")
-        real(self, rows)
+        def cut_off(self: Any, rows: Any) -> None:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError("the disk went away")
+            real(self, rows)
 
-    monkeypatch.setattr(SQLiteStore, "restore_rows", cut_off)
-    with Memory(str(target), create=True) as mem, pytest.raises(OSError):
-        archive.import_archive(mem, str(backup), dry_run=False, force=False)
+        monkeypatch.setattr(store_type, "restore_rows", cut_off)
+        with pytest.raises(OSError):
+            archive.import_archive(mem, str(backup), dry_run=False, force=False)
     with Memory(str(target), create=True) as mem:
         archive.import_archive(mem, str(backup), dry_run=False, force=True)  # finish it
-        links = (
-            mem.store._require()
-            .execute("SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id")
-            .fetchall()
-        )
+        links = db_rows(mem.store, links_sql)
     with Memory(str(tmp_path / "a"), create=True) as source:
-        expected = (
-            source.store._require()
-            .execute("SELECT id, status, supersedes, superseded_by FROM facts ORDER BY id")
-            .fetchall()
-        )
+        expected = db_rows(source.store, links_sql)
     assert links == expected
 
 
@@ -605,13 +612,10 @@ def test_a_merge_does_not_store_a_fact_the_store_says_already(tmp_path: Path) ->
             f"duplicate of fact {mine.id}"
         ]
         assert mem.stats().facts_active == 1
-        ((status, superseded_by),) = (
-            mem.store._require()
-            .execute(
-                "SELECT status, superseded_by FROM facts WHERE content = ?",
-                ("Deploys go through make ship",),
-            )
-            .fetchall()
+        ((status, superseded_by),) = db_rows(
+            mem.store,
+            "SELECT status, superseded_by FROM facts WHERE content = ?",
+            ("Deploys go through make ship",),
         )
     assert (status, superseded_by) == ("superseded", mine.id)  # the link leads to ours
 

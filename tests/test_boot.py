@@ -19,6 +19,7 @@ import pytest
 from memdir import Memory
 from memdir.errors import ValidationError
 from memdir.testing import FixedClock, cli_env
+from storeconfig import write_config
 
 IDENTITY = {
     "SOUL.md": "# Soul\nI am Wren, a careful assistant.\n",
@@ -217,11 +218,11 @@ def test_boot_files_and_main_only_from_config(
     write_identity(state_dir)
     (state_dir / "notes").mkdir()
     (state_dir / "notes" / "team.md").write_text("Team: Ada, Bob.\n", encoding="utf-8")
-    (state_dir / "config.toml").write_text(
+    write_config(
+        state_dir,
         '[boot]\nfiles = ["TOOLS.md", "notes/team.md", "HOT.md", "MEMORY.md", "AGENTS.md",\n'
         '         "daily:yesterday", "USER.md"]\n'
         'main_only = ["TOOLS.md", "AGENTS.md"]\n',
-        encoding="utf-8",
     )
     clock = FixedClock(datetime(2026, 6, 10, 8, 30, tzinfo=UTC).timestamp())
     with Memory(clock=clock) as mem:
@@ -263,9 +264,7 @@ def test_boot_file_outside_the_state_dir_is_a_clear_error(
     (tmp_path / "x.md").write_text("OUTSIDE SECRET\n", encoding="utf-8")
     write_identity(state_dir, ("SOUL.md",))
     (state_dir / "link.md").symlink_to(tmp_path / "x.md")
-    (state_dir / "config.toml").write_text(
-        f'[boot]\nfiles = ["SOUL.md", {json.dumps(entry)}]\n', encoding="utf-8"
-    )
+    write_config(state_dir, f'[boot]\nfiles = ["SOUL.md", {json.dumps(entry)}]\n')
     with Memory() as mem, pytest.raises(ValidationError, match=r"^\[boot\] files") as caught:
         mem.boot()
     assert "state dir" in str(caught.value) and entry in str(caught.value)
@@ -305,7 +304,7 @@ def test_disabled_memory_boots_nothing(state_dir: Path, run: Callable[..., Any])
     write_identity(state_dir)
     write_daily(state_dir, datetime.now().date().isoformat(), "# today\n\nentry\n")
     (state_dir / "memory" / "HOT.md").write_text("hot\n", encoding="utf-8")
-    (state_dir / "config.toml").write_text("[memory]\nenabled = false\n", encoding="utf-8")
+    write_config(state_dir, "[memory]\nenabled = false\n")
     with Memory() as mem:
         assert mem.boot().parts == []
     res = run("boot", "--json")

@@ -30,6 +30,7 @@ from memdir import Memory
 from memdir.storage.files import TEMP_PREFIX
 from memdir.storage.sqlite.migrations import MIGRATIONS
 from memdir.testing import cli_env
+from storeconfig import write_config
 
 # many real processes at once: process storms take turns (the Makefile's loadgroup)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
@@ -429,7 +430,7 @@ db.close()
 def test_write_to_a_locked_database_fails_cleanly_and_can_be_retried(
     workers: Workers, state_dir: Path, run: Callable[..., Any]
 ) -> None:  # Z F1 L3
-    (state_dir / "config.toml").write_text("[memory]\nbusy_timeout_ms = 200\n")
+    write_config(state_dir, "[memory]\nbusy_timeout_ms = 200\n")
     earlier = [f"earlier fact number {i} about lockwatch" for i in range(3)]
     for text in earlier:
         assert run("fact", "add", text, "-c", "learning").code == 0

@@ -19,6 +19,7 @@ from memdir import Memory, advice
 from memdir.distill import instruction
 from memdir.errors import ConfigError, ReadOnlyError, ValidationError
 from memdir.testing import FixedClock
+from storeconfig import write_config
 
 T0 = 1_780_000_000  # 2026-05-28T20:26:40Z
 
@@ -224,12 +225,12 @@ def test_bad_budget_on_the_cli_and_in_config(
         assert res.code == 1 and res.out == "" and res.err.count("\n") == 1
         assert res.err.startswith("memdir: error: bad distill budget")
     config = state_dir / "config.toml"
-    config.write_text("[distill]\nmax_chars = 100\n", encoding="utf-8")
+    write_config(state_dir, "[distill]\nmax_chars = 100\n")
     with pytest.raises(ConfigError, match="distill.max_chars"):
         Memory()
     res = run("distill")
     assert res.code == 1 and f"{config}:2" in res.err and res.err.count("\n") == 1
-    config.write_text("[distill]\nmax_chars = 600\n", encoding="utf-8")
+    write_config(state_dir, "[distill]\nmax_chars = 600\n")
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
         write_log(mem, "2026-05-28", "x " * 400, T0)
@@ -284,7 +285,7 @@ def test_stats_empty_store(state_dir: Path, run: Callable[..., Any]) -> None:  #
 
 
 def test_stats_counts_and_sizes(state_dir: Path, run: Callable[..., Any]) -> None:  # D2
-    (state_dir / "config.toml").write_text("[memory]\nhot_cap_chars = 2000\n", encoding="utf-8")
+    write_config(state_dir, "[memory]\nhot_cap_chars = 2000\n")
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
         mem.daily_append("Café with Bob — décidé")  # non-ASCII: bytes, not characters

@@ -22,6 +22,7 @@ from memdir.errors import ConfigError, ConflictError
 from memdir.query import STOPWORDS
 from memdir.testing import HashEmbedder, cli_env
 from memdir.tools import call_tool
+from storeconfig import write_config
 
 # -- the measures --------------------------------------------------------------------------
 
@@ -97,11 +98,11 @@ def test_a_near_duplicate_is_stored_and_named(memory: Memory) -> None:  # N1
 
 def test_the_near_threshold_is_a_setting(state_dir: Path) -> None:  # N1 S
     # semantic = 1.0: only the lexical threshold is under test (a write loads the model)
-    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 0.9\nsemantic = 1.0\n", "utf-8")
+    write_config(state_dir, "[duplicates]\nlexical = 0.9\nsemantic = 1.0\n")
     with Memory() as mem:
         mem.add_fact("The user prefers dark mode", "preference")
         assert mem.add_fact("User prefers dark mode in editors", "preference").similar == ()
-    (state_dir / "config.toml").write_text("[duplicates]\nlexical = 2\n", "utf-8")
+    write_config(state_dir, "[duplicates]\nlexical = 2\n")
     with pytest.raises(ConfigError, match="duplicates.lexical"):
         Memory()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from dbrows import rows as db_rows
 from memdir import Memory
 from standin import ClaudeRun, StandIn, Text, ToolUse, message_text, run_claude, system_text
+from storeconfig import team_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
 
@@ -39,13 +40,10 @@ class Project:
     state: Path
     log: Path
 
-    @property
-    def db(self) -> Path:
-        return self.state / "memory" / "memory.db"
-
     def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as db:
-            return db.execute(sql, args).fetchall()
+        """The rows of the project's store, memory.db or its PostgreSQL scope (W1)."""
+        with Memory(str(self.state)) as memory:
+            return db_rows(memory.store, sql, args)
 
 
 @pytest.fixture
@@ -53,6 +51,7 @@ def project(tmp_path: Path) -> Project:
     root, home, state = tmp_path / "project", tmp_path / "home", tmp_path / "memdir-state"
     for folder in (root, home, state):
         folder.mkdir()
+    team_config(state)  # the host starts `memdir serve` with MEMDIR_STATE_DIR alone
     with Memory(str(state)) as memory:
         memory.hot_set(HOT_LINE + "\n")
         memory.add_fact(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from dbrows import rows as db_rows
 from memdir import Memory
 from standin import (
     ClaudeRun,
@@ -32,6 +32,7 @@ from standin import (
     message_text,
     run_claude,
 )
+from storeconfig import team_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
 
@@ -97,10 +98,17 @@ def seed(wired: Wired) -> None:
     MEMORY.md index), one fact to search for."""
     done = wired.memdir("init")
     assert done.returncode == 0, done.stderr
+    team_config(wired.state)  # the URL where a team's user puts it: every memdir reaches it
     with Memory(str(wired.state)) as memory:
         memory.hot_set(HOT_LINE + "\n")
         memory.write_entry(ENTRY[0], ENTRY[1], "Two approvers, one from finance.")
         memory.add_fact(SEARCHABLE, "convention")
+
+
+def store_rows(wired: Wired, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """The rows of the project's store, memory.db or its PostgreSQL scope (W1)."""
+    with Memory(str(wired.state)) as memory:
+        return db_rows(memory.store, sql, args)
 
 
 def setup(wired: Wired, *args: str) -> subprocess.CompletedProcess[str]:
@@ -181,11 +189,11 @@ def test_subagent_write_is_refused_and_its_search_works(wired: Wired) -> None:
     assert refused.get("is_error"), api.dump()
     assert "memory_update was not run: memory is read-only in a subagent" in reason, reason
     assert "\n" not in reason.strip(), reason  # the one line the hook gave
-    db = wired.state / "memory" / "memory.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        written = conn.execute("SELECT count(*) FROM facts WHERE content LIKE '%fact-denied-81%'")
-        assert written.fetchone() == (0,)
-        sessions = conn.execute("SELECT surface, parent_id FROM sessions").fetchall()
+    written = store_rows(
+        wired, "SELECT count(*) FROM facts WHERE content LIKE ?", "%fact-denied-81%"
+    )
+    assert written == [(0,)]
+    sessions = store_rows(wired, "SELECT surface, parent_id FROM sessions")
     # U1: the subagent's session is recorded under the host's session, its parent
     assert len(sessions) == 2 and set(sessions) == {
         ("claude-code", None),
@@ -304,9 +312,7 @@ def test_user_scope_setup_wires_every_project(tmp_path: Path) -> None:
     assert f"## HOT.md\n{HOT_LINE}" in messages_text(first), api.dump()
     (written,) = tool_results(second)
     assert not written.get("is_error"), message_text({"content": written["content"]})
-    db = project.state / "memory" / "memory.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute("SELECT session_id FROM facts WHERE content = ?", (fact,)).fetchall()
+    rows = store_rows(project, "SELECT session_id FROM facts WHERE content = ?", fact)
     assert rows == [(run.session_id,)], rows
 
 
@@ -335,11 +341,9 @@ def test_a_resumed_session_is_the_same_session_counted_once(wired: Wired) -> Non
     assert second.result["result"] == "Noted the second.", api.dump()
     # what the resumed run's write answered is the store's to say (below): Claude Code
     # 2.1.332 resends a resumed tool call as "[Tool use interrupted]", without its result
-    db = wired.state / "memory" / "memory.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        owners = conn.execute(
-            "SELECT content, session_id FROM facts WHERE content IN (?, ?) ORDER BY id", facts
-        ).fetchall()
+    owners = store_rows(
+        wired, "SELECT content, session_id FROM facts WHERE content IN (?, ?) ORDER BY id", *facts
+    )
     assert owners == [(fact, first.session_id) for fact in facts], owners
     listed = json.loads(wired.memdir("sessions", "--json").stdout)
     assert [(s["id"], s["counts"]) for s in listed] == [(first.session_id, {"facts": 2})], listed
@@ -378,10 +382,8 @@ def test_a_marker_block_in_the_final_answer_becomes_an_entry_once(wired: Wired) 
     listed = json.loads(wired.memdir("sessions", "--json").stdout)
     main_session = [s for s in listed if s["id"] == run.session_id]
     assert [s["counts"] for s in main_session] == [{"entries": 1}], listed
-    db = wired.state / "memory" / "memory.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        parents = conn.execute("SELECT parent_id FROM sessions WHERE parent_id IS NOT NULL")
-        assert parents.fetchall() == [(run.session_id,)]  # the subagent, under the host
+    parents = store_rows(wired, "SELECT parent_id FROM sessions WHERE parent_id IS NOT NULL")
+    assert parents == [(run.session_id,)]  # the subagent, under the host
 
 
 def test_a_compaction_is_logged_and_reinjected(wired: Wired) -> None:
@@ -414,11 +416,9 @@ def test_writes_after_clear_carry_the_new_session(wired: Wired) -> None:
     run, api = wired.run(scripts, ["e2e-clear-a one", "/clear", "e2e-clear-b two"])
     (after,) = tool_results(api.conversation("e2e-clear-b")[1])
     assert not after.get("is_error"), api.dump()
-    db = wired.state / "memory" / "memory.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        owners = conn.execute(
-            "SELECT content, session_id FROM facts WHERE content IN (?, ?) ORDER BY id", facts
-        ).fetchall()
+    owners = store_rows(
+        wired, "SELECT content, session_id FROM facts WHERE content IN (?, ?) ORDER BY id", *facts
+    )
     first, second = (session for _, session in owners)
     assert [c for c, _ in owners] == facts and first != second, owners
     listed = {s["id"]: s for s in json.loads(wired.memdir("sessions", "--json").stdout)}

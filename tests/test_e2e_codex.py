@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,9 +25,11 @@ from typing import Any
 
 import pytest
 
+from dbrows import rows as db_rows
 from memdir import Memory
 from memdir.hooks import READ_ONLY_LINE
 from standin import CodexRun, StandIn, Text, ToolUse, codex_provider, item_text, run_codex
+from storeconfig import team_config, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]
 
@@ -51,9 +52,9 @@ class Project:
         return self.home / ".codex"
 
     def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        db = self.state / "memory" / "memory.db"
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-            return conn.execute(sql, args).fetchall()
+        """The rows of the project's store, memory.db or its PostgreSQL scope (W1)."""
+        with Memory(str(self.state)) as memory:
+            return db_rows(memory.store, sql, args)
 
     def setup(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`memdir setup codex ARGS` as a user runs it, in the project."""
@@ -74,6 +75,7 @@ def project(tmp_path: Path) -> Project:
     root, home, state = tmp_path / "project", tmp_path / "home", tmp_path / "memdir-state"
     for folder in (root / ".git", home / ".codex", state):
         folder.mkdir(parents=True)
+    team_config(state)  # Codex starts memdir with MEMDIR_STATE_DIR alone: the URL is here
     with Memory(str(state)) as memory:
         memory.hot_set(HOT_LINE + "\n")
         memory.add_fact("Release builds are signed with the team key (fact-ramble-61)", "decision")
@@ -291,7 +293,7 @@ def test_a_marker_block_in_the_final_answer_becomes_an_entry_once(
     Codex's session; a subagent's block is dropped (SubagentStop); prompt recall, once
     turned on, puts the matching fact in front of the model (UserPromptSubmit)."""
     assert project.setup().returncode == 0
-    (project.state / "config.toml").write_text("[hooks]\nrecall_on_prompt = true\n")
+    write_config(project.state, "[hooks]\nrecall_on_prompt = true\n")
     request = {
         "scope": "global",
         "name": "signing-keys",

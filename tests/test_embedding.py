@@ -30,6 +30,7 @@ from memdir.search.vectors import STEP, embed_pending
 from memdir.storage import embeddings
 from memdir.testing import HashEmbedder, cli_command, cli_env
 from memdir.tools import call_tool
+from storeconfig import write_config
 
 needs_model = pytest.mark.skipif(not embeddings.available(), reason="no embeddings extra")
 WAIT = 60.0  # seconds a background pass may take at most before a test fails
@@ -206,7 +207,7 @@ def test_embed_on_write_loaded_leaves_a_cli_write_to_reindex(
     """With [search] embed_on_write = "loaded" (`memdir fact add` takes ~30 ms and loading
     the model ~0.35 s) the CLI write stores the fact only; search finds it by its words and
     says how it gets its vector."""
-    state_dir.joinpath("config.toml").write_text('[search]\nembed_on_write = "loaded"\n')
+    write_config(state_dir, '[search]\nembed_on_write = "loaded"\n')
     result = run("fact", "add", "kiwi vines like shade", "--category", "learning")
     assert result.code == 0, result.err
     with Memory() as mem:
@@ -235,7 +236,7 @@ def test_a_cli_write_embeds_what_it_wrote_so_search_finds_it_by_meaning(
     assert [h["content"] for h in found.json() if not h.get("lexical_only")] == [
         "giraffes sleep standing up"
     ]
-    state_dir.joinpath("config.toml").write_text('[search]\nembed_on_write = "sometimes"\n')
+    write_config(state_dir, '[search]\nembed_on_write = "sometimes"\n')
     result = run("fact", "add", "zebras too", "--category", "learning")
     assert result.code == 1 and "embed_on_write" in result.err and "loaded or always" in result.err
 

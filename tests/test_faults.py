@@ -20,6 +20,7 @@ from dbrows import TEAM
 from memdir import Memory
 from memdir.storage.files import TEMP_PREFIX
 from memdir.testing import cli_command, cli_env
+from storeconfig import write_config
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 BIG = 300_000  # bytes: far over the file size limit below
@@ -119,9 +120,7 @@ def limit_file_size() -> None:  # runs in the child, before exec: both survive t
 
 
 def write_small_versions(state_dir: Path) -> None:
-    (state_dir / "config.toml").write_text(
-        "[memory]\nhot_cap_chars = 1000000\nmax_entry_bytes = 1000000\n"
-    )
+    write_config(state_dir, "[memory]\nhot_cap_chars = 1000000\nmax_entry_bytes = 1000000\n")
     with Memory() as mem:
         mem.write_procedure("deploy-staging", "# Deploy\n1. small version\n")
         mem.write_entry("big-entry", "a small entry", "small body\n")

@@ -14,6 +14,7 @@ import pytest
 from memdir import Memory
 from memdir.errors import NotFoundError, ValidationError
 from memdir.tools import call_tool
+from storeconfig import write_config
 
 LINES = [f"line {n}" for n in range(1, 8)]  # seven lines
 
@@ -124,7 +125,7 @@ def outside(tmp_path: Path) -> Path:
 def test_paths_out_of_the_root_are_refused(
     root: Path, memory: Memory, outside: Path, state_dir: Path, path: str
 ) -> None:  # X1 E4
-    (state_dir / "config.toml").write_text("[memory]\n", encoding="utf-8")
+    write_config(state_dir, "[memory]\n")
     with pytest.raises(ValidationError) as caught:
         memory.get(path)
     assert "TOP SECRET" not in str(caught.value)

@@ -13,6 +13,7 @@ import pytest
 from memdir import Memory
 from memdir.errors import StorageError, ValidationError
 from memdir.testing import FixedClock
+from storeconfig import write_config
 
 DEFAULT_HOURS = {"email": 4.0, "calendar": 6.0, "hn": 8.0, "twitter": 2.0, "weather": 12.0}
 T0 = 1_780_000_000
@@ -97,9 +98,7 @@ def test_null_means_never_done(state_dir: Path) -> None:  # B1 B2
 
 
 def test_thresholds_from_config(state_dir: Path) -> None:  # B2 S
-    (state_dir / "config.toml").write_text(
-        "[heartbeat]\nemail = 1\nbackup = 0.5\ndefault = 10\n", encoding="utf-8"
-    )
+    write_config(state_dir, "[heartbeat]\nemail = 1\nbackup = 0.5\ndefault = 10\n")
     clock = FixedClock(T0)
     with Memory(clock=clock) as mem:
         hours = {c.name: c.hours for c in mem.heartbeat_status()}

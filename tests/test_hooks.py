@@ -20,6 +20,7 @@ from dbrows import writer_lock_held
 from memdir import Memory, ReadOnlyError, hooks
 from memdir.testing import at_once, cli_command, cli_env
 from memdir.tools import TOOLS
+from storeconfig import write_config
 
 PAYLOADS = Path(__file__).parent / "host_payloads" / "claude-code-2.1.332"
 HOST = "5f0c3a7e-2b9d-4e61-8f14-0d6a9c3b7e21"  # the session id in the payloads
@@ -107,7 +108,7 @@ def test_session_start_stays_within_its_budget(  # K2, E3, H3
             store.write_entry(f"entry-{i:03}", f"what entry {i} says " * 8, f"body {i}")
     for budget in (None, 3000):
         if budget is not None:
-            (state_dir / "config.toml").write_text(f"[hooks]\nstart_budget_chars = {budget}\n")
+            write_config(state_dir, f"[hooks]\nstart_budget_chars = {budget}\n")
         text = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup")).context
         assert len(text) <= (budget or 9000)
         last = text.rstrip("\n").splitlines()[-1]
@@ -478,14 +479,14 @@ def test_session_start_without_a_session_id_still_boots(  # K2, E3
 
 
 def test_a_broken_config_is_one_line_and_exit_0(state_dir: Path, store: Memory) -> None:  # K2, Z
-    (state_dir / "config.toml").write_text("[hooks]\nstart_budget_chars = 5\n")
+    write_config(state_dir, "[hooks]\nstart_budget_chars = 5\n")
     result = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
     assert (result.code, result.out) == (0, "")
     assert result.err.count("\n") == 1 and "hooks.start_budget_chars" in result.err
 
 
 def test_disabled_memory_injects_and_records_nothing(state_dir: Path, store: Memory) -> None:  # S
-    (state_dir / "config.toml").write_text("[memory]\nenabled = false\n")
+    write_config(state_dir, "[memory]\nenabled = false\n")
     for event in ("SessionStart-startup", "SubagentStart", "SessionEnd"):
         result = hook(state_dir, event.split("-")[0], stdin=payload(event))
         assert (result.code, result.out, result.err) == (0, "", "")
@@ -495,7 +496,7 @@ def test_disabled_memory_injects_and_records_nothing(state_dir: Path, store: Mem
 def test_a_hook_past_its_time_budget_gives_up(state_dir: Path, store: Memory) -> None:  # K2
     """The store is locked by another writer for as long as the test holds it: the hook
     gives up at [hooks] timeout_ms with one line and exit 0, injecting nothing."""
-    (state_dir / "config.toml").write_text("[hooks]\ntimeout_ms = 300\n")
+    write_config(state_dir, "[hooks]\ntimeout_ms = 300\n")
     store.store.get_session("warm")  # the database exists
     with writer_lock_held(store.store):
         result = hook(state_dir, "SessionStart", stdin=payload("SessionStart-startup"))
@@ -678,15 +679,13 @@ def test_each_hook_can_be_switched_off(state_dir: Path, store: Memory) -> None: 
 
     assert set(HOOK_EVENTS) == set(hooks.EVENTS) == set(ANSWERING)
     everything = json.dumps(list(ANSWERING))
-    (state_dir / "config.toml").write_text(
-        f"[hooks]\nrecall_on_prompt = true\noff = {everything}\n"
-    )
+    write_config(state_dir, f"[hooks]\nrecall_on_prompt = true\noff = {everything}\n")
     for event, name in ANSWERING.items():
         result = hook(state_dir, event, stdin=payload(name))
         assert (result.code, result.out, result.err) == (0, "", ""), event
     assert store.store.get_session(HOST) is None and store.store.get_session(AGENT) is None
     assert not entry_file(store, "ci-cache").exists() and "compact" not in store.daily()
-    (state_dir / "config.toml").write_text('[hooks]\noff = ["SubagentStart"]\n')
+    write_config(state_dir, '[hooks]\noff = ["SubagentStart"]\n')
     assert hook(state_dir, "SubagentStart", stdin=payload("SubagentStart")).out == ""
     assert (
         "Deploys go through"
@@ -706,7 +705,7 @@ IN_PROCESS = "prompt_timeout_ms = 600000\n"
 
 
 def recall_on(state_dir: Path, extra: str = "") -> None:
-    (state_dir / "config.toml").write_text(f"[hooks]\nrecall_on_prompt = true\n{extra}")
+    write_config(state_dir, f"[hooks]\nrecall_on_prompt = true\n{extra}")
 
 
 def prompted(state_dir: Path, prompt: str | None = None) -> Hooked:
@@ -723,7 +722,7 @@ def test_user_prompt_submit_is_off_by_default(state_dir: Path, store: Memory) ->
     ci-duration entry, but nothing is injected until [hooks] recall_on_prompt is on."""
     result = prompted(state_dir)
     assert (result.code, result.out, result.err) == (0, "", "")
-    (state_dir / "config.toml").write_text("[hooks]\nrecall_on_prompt = false\n")
+    write_config(state_dir, "[hooks]\nrecall_on_prompt = false\n")
     assert (prompted(state_dir).out, prompted(state_dir).err) == ("", "")
 
 

@@ -30,6 +30,7 @@ from memdir import Memory, daily, hot, tasks
 from memdir.search import chunks  # noqa: F401
 from memdir.testing import cli_command, cli_env, stop_worker
 from memdir.tools import call_tool
+from storeconfig import write_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -427,7 +428,7 @@ def test_a2_a_search_is_answered_while_a_long_memorize_runs(state_dir: Path) -> 
     ends; reads do not wait for a write's turn. Ordering, not timing, is asserted."""
     import json
 
-    (state_dir / "config.toml").write_text('[search]\nmode = "lexical"\n')
+    write_config(state_dir, '[search]\nmode = "lexical"\n')
     with Memory() as mem:
         mem.add_fact("the kettle is blue", "learning")
         notes = Path(mem.layout.task_notes("big"))

@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 from memdir import ConfigError, Memory, StorageError, ValidationError
 from memdir.testing import cli_env
 from memdir.tools import call_tool
+from storeconfig import write_config
 
 HUGE = [2**63, 2**64 + 1, 10**30]
 BAD_COUNTS = [0, -1, *HUGE]
@@ -151,7 +152,7 @@ def test_tool_numbers_over_a_real_mcp_client(state_dir: Path) -> None:
 def test_config_numbers_are_range_checked(state_dir: Path, line: str) -> None:
     """S / X3: config ints and floats out of range (huge, negative, inf, nan)
     are a ConfigError naming the key, not a crash later."""
-    (state_dir / "config.toml").write_text(line + "\n")
+    write_config(state_dir, line + "\n")
     key = line.split("\n")[1].split(" =")[0]
     with pytest.raises(ConfigError, match=key):
         Memory()

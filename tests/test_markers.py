@@ -36,6 +36,7 @@ from memdir.models import Applied
 from memdir.storage.files import TEMP_PREFIX
 from memdir.tasks import NOTE_RE
 from memdir.testing import FixedClock, cli_command, cli_env
+from storeconfig import write_config
 
 PREFIXES = ("MEMDIR", "APIARY")
 MAX = 16384  # the default memory.max_entry_bytes
@@ -493,10 +494,6 @@ def memory_files(state_dir: Path) -> dict[str, str]:
         if path.is_file() and not rel.startswith((".locks/", "memory.db", ".view.json")):
             found[rel] = path.read_text(encoding="utf-8", errors="replace")
     return found
-
-
-def write_config(state_dir: Path, text: str) -> None:
-    (state_dir / "config.toml").write_text(text, encoding="utf-8")
 
 
 REJECTED = [

@@ -38,6 +38,7 @@ from mcp.client.stdio import StdioServerParameters
 from memdir import Memory
 from memdir.markers import defang, has_marker, inert, parse
 from memdir.testing import cli_command, cli_env
+from storeconfig import write_config
 
 PREFIXES = ("MEMDIR", "APIARY", "ACME_BOT")
 
@@ -135,9 +136,7 @@ def memory_files(root: Path) -> dict[str, str]:
 def plant(state_dir: Path, prefix: str) -> dict[str, str]:
     """Markers through every write path and by hand; returns names to read them back by."""
     if prefix != "MEMDIR":
-        (state_dir / "config.toml").write_text(
-            f'[memory]\nmarker_prefix = "{prefix}"\n', encoding="utf-8"
-        )
+        write_config(state_dir, f'[memory]\nmarker_prefix = "{prefix}"\n')
     root = state_dir / "memory"
     with Memory(agent="writer") as mem:
         mem.hot_set("# Hot\n" + planted(prefix, "hot"))

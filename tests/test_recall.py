@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from memdir import Memory
 from memdir.models import Note
 from memdir.recall import Policy, build, policy_from
+from storeconfig import write_config
 
 MORE_RE = re.compile(r"^\(… (\d+) more entries\)$", re.MULTILINE)
 LEFT_OUT_RE = re.compile(r"^\(… (\d+) older notes left out\)$", re.MULTILINE)
@@ -190,7 +191,7 @@ def test_recalled_markers_are_defanged(memory: Memory) -> None:  # R4, X4
 
 def test_disabled_memory_injects_nothing(state_dir: Path) -> None:  # R1, S
     Memory().hot_set("hot")
-    (state_dir / "config.toml").write_text("[memory]\nenabled = false\n")
+    write_config(state_dir, "[memory]\nenabled = false\n")
     assert Memory().recall().text == ""
 
 

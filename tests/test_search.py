@@ -26,6 +26,7 @@ from memdir.query import is_structured
 from memdir.storage import embeddings
 from memdir.testing import FixedClock, HashEmbedder, cli_env
 from memdir.tools import call_tool
+from storeconfig import write_config
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 DAY = 86_400
@@ -881,7 +882,7 @@ sys.stdin.read()
 def test_search_answers_while_the_database_is_locked(
     state_dir: Path, run: Callable[..., Any]
 ) -> None:  # Q1 L3 Z
-    (state_dir / "config.toml").write_text("[memory]\nbusy_timeout_ms = 200\n", "utf-8")
+    write_config(state_dir, "[memory]\nbusy_timeout_ms = 200\n")
     with Memory(embedder=HashEmbedder()) as mem:
         mem.add_fact("kiwi harvest is in March", "learning")
         assert len(mem.search("kiwi", mode="lexical")) == 1

@@ -11,6 +11,7 @@ from dbrows import store_made_for
 from memdir import ConfigError, DisabledError, Memory, init_project
 from memdir.paths import find_project_dir, resolve_state_dir, safe_path
 from memdir.settings import DEFAULTS, load_settings
+from storeconfig import write_config
 
 
 def test_state_dir_resolution_order(tmp_path: Path) -> None:  # L1
@@ -92,7 +93,7 @@ def test_memory_dir_env_overrides_the_memory_root_alone(
 
 
 def test_memory_path_setting_relocates_memory(state_dir: Path, tmp_path: Path) -> None:  # L6, S
-    (state_dir / "config.toml").write_text('[memory]\npath = "../team-memory"\n')
+    write_config(state_dir, '[memory]\npath = "../team-memory"\n')
     (tmp_path / "team-memory").mkdir()  # a folder the team commits
     mem = Memory()
     assert mem.path == str(tmp_path / "team-memory")
@@ -102,9 +103,10 @@ def test_memory_path_setting_relocates_memory(state_dir: Path, tmp_path: Path) -
 
 
 def test_config_values_are_read(state_dir: Path) -> None:  # S
-    (state_dir / "config.toml").write_text(
+    write_config(
+        state_dir,
         '[memory]\nmax_inject_chars = 2000\nmax_entry_bytes = 100\ntask_retention = "2d"\n'
-        'hot_cap_chars = 1200\nmarker_prefix = "APIARY"\nbusy_timeout_ms = 50\n'
+        'hot_cap_chars = 1200\nmarker_prefix = "APIARY"\nbusy_timeout_ms = 50\n',
     )
     s = Memory().settings
     assert (
@@ -146,7 +148,7 @@ def test_malformed_config_is_a_clear_error(
 
 
 def test_broken_config_from_the_cli_is_one_line(run, state_dir: Path) -> None:  # S, C
-    (state_dir / "config.toml").write_text("[memory\n")
+    write_config(state_dir, "[memory\n")
     result = run("fact", "add", "x", "-c", "learning")
     assert result.code == 1
     assert result.err.count("\n") == 1 and "config.toml:1" in result.err
@@ -154,7 +156,7 @@ def test_broken_config_from_the_cli_is_one_line(run, state_dir: Path) -> None:  
 
 
 def test_disabled_memory_persists_nothing(state_dir: Path) -> None:  # S
-    (state_dir / "config.toml").write_text("[memory]\nenabled = false\n")
+    write_config(state_dir, "[memory]\nenabled = false\n")
     mem = Memory()
     for write in (
         lambda: mem.add_fact("x", "learning"),

@@ -16,6 +16,7 @@ import pytest
 from dbrows import store_made_for
 from memdir import Memory, NotFoundError, ValidationError, init_project, open_memory
 from memdir.testing import cli_command, cli_env
+from storeconfig import write_config
 
 # every command that opens a store, with the arguments it needs to get that far
 STORE_COMMANDS = [
@@ -218,7 +219,7 @@ def test_a_named_memory_dir_that_does_not_exist_is_an_error(
         monkeypatch.setenv("MEMDIR_MEMORY_DIR", str(missing))
         named = "MEMDIR_MEMORY_DIR points at"
     else:
-        (state_dir / "config.toml").write_text(f'[memory]\npath = "{missing}"\n')
+        write_config(state_dir, f'[memory]\npath = "{missing}"\n')
         named = "memory.path in"
     with pytest.raises(NotFoundError, match=named):
         Memory()
@@ -359,7 +360,7 @@ def test_json_errors_carry_their_kind_and_context(
     # an option value that looks like --json is not the flag
     assert run("hot", "append", "--", "--json").code == 0
     assert run("hot", "show").out == "--json\n"
-    (state_dir / "config.toml").write_text("[memory]\nmax_inject_chars = 'lots'\n")
+    write_config(state_dir, "[memory]\nmax_inject_chars = 'lots'\n")
     error = run("recall", "--json").json()
     assert error["kind"] == "ConfigError" and error["line"] == 2
     assert error["key"] == "memory.max_inject_chars"

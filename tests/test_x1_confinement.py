@@ -24,6 +24,7 @@ from memdir.names import NAME_RE, is_name
 from memdir.paths import DATE_RE, TASK_ID_RE, is_date_name, is_task_id
 from memdir.testing import cli_env
 from memdir.tools import call_tool
+from storeconfig import write_config
 
 B, E = "MEMDIR_MEMORIZE_BEGIN", "MEMDIR_MEMORIZE_END"
 SECRET = "OUTSIDE-SECRET-7f3a\n"
@@ -161,7 +162,7 @@ def test_config_values_with_a_trailing_newline_are_refused(state_dir: Path) -> N
         '[heartbeat]\n"email\\n" = 4',
     ):
         table = "" if config.startswith("[") else "[memory]\n"
-        (state_dir / "config.toml").write_text(table + config + "\n", encoding="utf-8")
+        write_config(state_dir, table + config + "\n")
         with pytest.raises(MemdirError):
             Memory()
 
@@ -513,6 +514,7 @@ def test_identity_files_and_config_links_out_of_the_state_dir_are_refused(
     assert res.code == 1 and "OUTSIDE-SECRET" not in res.out + res.err
     assert res.err.count("\n") == 1
     (state_dir / "SOUL.md").unlink()
+    (state_dir / "config.toml").unlink(missing_ok=True)  # the PostgreSQL lanes' (storeconfig)
     (state_dir / "config.toml").symlink_to(outside.folder / "secret.md")
     with pytest.raises(ValidationError, match="config.toml is a symlink"):
         Memory()

@@ -18,9 +18,10 @@ then one record a line, each with its `kind`:
 
 Files: every regular file under the memory root (HOT.md and its .bak, global/, procedures/,
 tasks/, daily/, heartbeat-state.json, and anything else put there) but the database,
-MEMORY.md (derived), hidden folders such as .locks/ and writers' temp files; and the
-markdown files of the state dir (the identity files). config.toml stays behind: it is
-this machine's settings. The search index is derived, so it is rebuilt, not carried.
+MEMORY.md (derived), hidden folders such as .locks/, writers' temp files and the team
+view's .view.json; and the markdown files of the state dir (the identity files).
+config.toml stays behind: it is this machine's settings. The search index is derived, so
+it is rebuilt, not carried.
 
 An import checks the whole archive before it writes anything (archive_check.py: paths
 stay inside their root, X1; no secrets, X2; facts F2/X3; the header's counts, so a
@@ -409,9 +410,11 @@ def _write_file(
     """One file of the archive, under the lock its writers take. A document (HOT.md, a
     daily log, an entry...: is_document) goes through the memory root's documents, so in
     team mode it is the scope's row, rendered here and on every machine (W1); what replaced
-    HOT.md is the stored text, kept in this machine's HOT.md.bak (H4); a row carries no
-    time, so there the file's time is left to the render. The rest (identity files,
-    HOT.md.bak, bytes that are not text, anything else) is a file of this machine."""
+    HOT.md is the stored text, kept in this machine's HOT.md.bak (H4); the row keeps the
+    file's time to the second (its updated_at), which every view's render gives the file,
+    so what was distilled before the export is not handed out again (D1). The rest
+    (identity files, HOT.md.bak, bytes that are not text, anything else) is a file of this
+    machine."""
     base = root_dir(memory.layout, root)
     lock = lock_of(rel) if root == "memory" else None
     with files.locked(memory.layout.locks_dir, lock) if lock else contextlib.nullcontext():
@@ -424,9 +427,10 @@ def _write_file(
                     files.atomic_write(os.path.join(base, "HOT.md.bak"), current, root=base)
                 return text
 
-            memory.docs.put(target, None, change)  # None: the lock is held here
+            at = None if mtime is None else mtime / 1e9
+            memory.docs.put(target, None, change, at)  # None: the lock is held here
             if memory.docs.shared:
-                return  # a row has no time: each view's file has the time it was rendered
+                return  # the view renders the file with its row's time (settle_mtime)
         else:
             if lock:
                 files.sweep_temps(target, root=base)

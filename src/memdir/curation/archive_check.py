@@ -262,7 +262,9 @@ def _check_file(memory: Memory, plan: CheckedArchive, number: int, row: Row) -> 
         and rel in (*DB_FILES, DERIVED)
     )
     if reserved:
-        raise plan.error(number, f"{rel!r} is memdir's own (database, index, locks): not imported")
+        raise plan.error(
+            number, f"{rel!r} is memdir's own (database, index, view, locks): not imported"
+        )
     try:
         target = safe_path(root_dir(memory.layout, root), rel)
     except ValidationError as exc:

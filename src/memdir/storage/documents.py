@@ -173,8 +173,16 @@ class Documents:
                 self._put(path, new)
             return new
 
-    def put(self, path: str, lock: str | None, change: Callable[[str | None], str | None]) -> None:
-        """change() for a writer that reads nothing of the file after it (see TeamDocuments)."""
+    def put(
+        self,
+        path: str,
+        lock: str | None,
+        change: Callable[[str | None], str | None],
+        at: float | None = None,
+    ) -> None:
+        """change() for a writer that reads nothing of the file after it (see TeamDocuments).
+        `at`: the time the text is from (an archive's file time), which a row keeps; here the
+        caller gives the file its time."""
         self.change(path, lock, change)
 
     def remove(self, path: str, lock: str | None) -> bool:
@@ -299,10 +307,18 @@ class TeamDocuments(Documents):
     ) -> str | None:
         return self._change(path, change, now, removing=False, later=False)
 
-    def put(self, path: str, lock: str | None, change: Callable[[str | None], str | None]) -> None:
+    def put(
+        self,
+        path: str,
+        lock: str | None,
+        change: Callable[[str | None], str | None],
+        at: float | None = None,
+    ) -> None:
         """change() for a writer that reads nothing of the file after it: inside bulk() the
-        file is rendered when the bulk write ends, with the others, in one pass."""
-        self._change(path, change, "", removing=False, later=True)
+        file is rendered when the bulk write ends, with the others, in one pass. `at`: the
+        time the text is from (an archive's file time), kept as the row's updated_at, so
+        every view's file has it (to the second, settle_mtime); None: now."""
+        self._change(path, change, "" if at is None else _stamp(at), removing=False, later=True)
 
     def remove(self, path: str, lock: str | None) -> bool:
         """The stored row deleted (a row with no body, so every view drops the file) and
