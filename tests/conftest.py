@@ -130,6 +130,11 @@ def pg_server() -> Iterator[Any]:
     bindir = server_module.pgvector_bin_dir() if TEST_BACKEND == "pgvector" else None
     server = server_module.start(bindir=bindir)
     try:
+        if TEST_BACKEND == "pgvector":
+            # pgvector 0.6 is not a trusted extension: the databases' owner may not create
+            # it, so it is there from the start, as an administrator makes it (each new
+            # database is a copy of template1), and the server ranks the lane's vectors
+            server.sql("CREATE EXTENSION vector", "template1")
         yield server
     finally:
         server.stop()
@@ -149,9 +154,26 @@ def pgvector_server() -> Iterator[Any]:
 
 @pytest.fixture
 def pg_url(pg_server: Any) -> Iterator[str]:
-    """A URL of a fresh database of the test server, dropped after the test."""
+    """A URL of a fresh database of the test server, dropped after the test, as the role
+    that owns it (memdir_pw: no superuser, no BYPASSRLS), as a team's stores would connect:
+    the scopes it makes are its own, so their row-level security is on and holds every
+    statement (L4). The PostgreSQL lanes' MEMDIR_DATABASE_URL."""
+    import pg_server as server_module
+
     name = pg_server.new_database()
     try:
-        yield pg_server.url(name)
+        yield pg_server.url(name, role=server_module.PASSWORD_ROLE)
     finally:
         pg_server.drop_database(name)
+
+
+@pytest.fixture
+def pg_admin_url(pg_server: Any, pg_url: str) -> str:
+    """pg_url's database as the superuser, whom no policy holds: for a test that acts as
+    an administrator (roles, extensions, triggers) or looks at rows of every scope."""
+    return str(pg_server.url(database_of(pg_url)))
+
+
+def database_of(url: str) -> str:
+    """The database a URL of the test server names."""
+    return url.split("?")[0].rsplit("/", 1)[1]

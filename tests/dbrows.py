@@ -55,6 +55,22 @@ def writer_lock_held(store: Any) -> Iterator[None]:
         holder.close()
 
 
+def look(url: str, scope: str = "default") -> Any:
+    """A connection of its own (autocommit) to a scope of the database at `url`, set as a
+    store of that scope sets its own (storage/postgres/connection.py): the search path, and
+    the `memdir.scope` that the scope's row-level security admits (L4). Under a role the
+    policies hold (the suite's, tests/conftest.py pg_url), a look without it reads no row:
+    it reads this scope's rows, and no other's."""
+    import psycopg
+
+    from memdir.storage.postgres.schema import SETTING
+
+    schema = f"memdir_{scope}"
+    return psycopg.connect(
+        url, autocommit=True, options=f"-c search_path={schema} -c {SETTING}={schema}"
+    )
+
+
 def store_made_for(memory_dir: Path) -> bool:
     """Whether a write made the store of the memory root `memory_dir`: memory.db there; in
     the PostgreSQL lanes the store is the database's scope, and the first write made the

@@ -6,8 +6,11 @@ the `pgserver` wheel (the dev extra) bundles with pgvector instead (Q2).
 
 As root the server runs as the `postgres` user (PostgreSQL refuses to run as root). Local
 connections (the socket) are trusted; TCP ones need a password (scram-sha-256), so a test
-can connect with a URL that holds one. Durability settings are off (fsync, full page
-writes): the server is thrown away, and what the tests check is what a client sees.
+can connect with a URL that holds one. Beside the superuser `postgres` there is one ordinary
+role, `memdir_pw` (no superuser, no BYPASSRLS), that owns each test database: what the
+suite's stores connect as, so the scopes' row-level security holds them (L4). Durability
+settings are off (fsync, full page writes): the server is thrown away, and what the tests
+check is what a client sees.
 """
 
 from __future__ import annotations
@@ -94,9 +97,9 @@ class Server:
     host: str = "127.0.0.1"
     bindir: str = ""
 
-    def url(self, database: str = "postgres") -> str:
-        """A URL over the unix socket (trusted, no password)."""
-        return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
+    def url(self, database: str = "postgres", role: str = "postgres") -> str:
+        """A URL over the unix socket (trusted, no password), as `role` (the superuser)."""
+        return f"postgresql://{role}@/{database}?host={self.socket_dir}&port={self.port}"
 
     def tcp_url(self, database: str, password: bool = True) -> str:
         secret = f":{PASSWORD}" if password else ""
@@ -165,5 +168,5 @@ def start(host: str = "127.0.0.1", clients: str | None = None, bindir: str | Non
     except RuntimeError:
         with open(os.path.join(root, "log"), encoding="utf-8", errors="replace") as log:
             raise RuntimeError(f"the test PostgreSQL did not start: {log.read()[-2000:]}") from None
-    server.sql(f"CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD}'")
+    server.sql(f"CREATE ROLE {PASSWORD_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '{PASSWORD}'")
     return server

@@ -412,7 +412,8 @@ if sys.argv[1].startswith("postgresql:"):  # team mode: the scope's lock every w
     from memdir.storage.postgres.connection import LOCK_CLASS
 
     db = psycopg.connect(sys.argv[1])  # a transaction from the first statement to rollback
-    db.execute("SET search_path TO memdir_default")
+    # set as a store of the scope sets it: its row-level security admits the insert (L4)
+    db.execute("SET search_path TO memdir_default; SET memdir.scope TO memdir_default")
     db.execute("SELECT pg_advisory_xact_lock(%s, hashtext('memdir_default'))", (LOCK_CLASS,))
 else:
     db = sqlite3.connect(sys.argv[1], isolation_level=None)

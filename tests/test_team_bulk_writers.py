@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
+from dbrows import look
 from memdir import Memory
 from memdir.curation import archive, importers
 from memdir.models import ImportReport
@@ -44,13 +44,13 @@ def machine(tmp_path: Path, name: str, url: str | None) -> dict[str, str]:
 
 def rows(url: str) -> dict[str, str | None]:
     """path -> body of every stored document (None: deleted)."""
-    with psycopg.connect(url, autocommit=True) as db:
+    with look(url) as db:  # the scope's rows, as its stores see them (L4)
         found = db.execute('SELECT path, body FROM "memdir_default".documents').fetchall()
     return {path: body for path, body in found}
 
 
 def conflicts(url: str) -> list[str]:
-    with psycopg.connect(url, autocommit=True) as db:
+    with look(url) as db:
         found = db.execute('SELECT path FROM "memdir_default".document_conflicts').fetchall()
     return [path for (path,) in found]
 

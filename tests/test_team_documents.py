@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from dbrows import look
 from memdir import Memory
 from memdir.storage.documents import VIEW_STATE
 
@@ -35,7 +36,7 @@ def machine(tmp_path: Path, name: str, url: str, cap: int | None = None) -> dict
 
 
 def stored(url: str, path: str = "HOT.md", scope: str = "default") -> tuple[str | None, int]:
-    with psycopg.connect(url, autocommit=True) as db:
+    with look(url, scope) as db:  # the scope's rows, as its stores see them (L4)
         row = db.execute(
             f'SELECT body, revision FROM "memdir_{scope}".documents WHERE path = %s', (path,)
         ).fetchone()

@@ -3,7 +3,8 @@ row only to a connection whose `memdir.scope` names that scope (every memdir con
 it to its own), where the role owns the tables (postgres/schema.py: migration 12); a role
 that does not leaves it off, and doctor says so. And the view's past hashes, moved out of
 kv into a table of their own by the same migration. A real server (tests/pg_server.py),
-connected as roles that are not superusers (a superuser is never held by a policy).
+connected as roles that are not superusers (a superuser is never held by a policy): pg_url's
+is the test database's owner, as in the PostgreSQL lanes (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from dbrows import TEAM, look
 from memdir import Memory
 from memdir.cli.curation import render
 from memdir.curation import doctor
@@ -35,7 +37,8 @@ NOW = "2026-03-01T10:00:00Z"
 
 def as_role(url: str, role: str) -> str:
     """The URL of the test server's socket (trusted) as another role."""
-    return url.replace("postgres@", f"{role}@", 1)
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{role}@{rest.split('@', 1)[1]}"
 
 
 def env_of(tmp_path: Path, name: str, url: str, scope: str) -> dict[str, str]:
@@ -85,23 +88,23 @@ def policies(url: str, scope: str) -> dict[str, tuple[bool, bool, int]]:
 
 
 @pytest.fixture
-def app_role(pg_url: str) -> Iterator[str]:
+def app_role(pg_admin_url: str) -> Iterator[str]:
     """A second login role with no rights of its own (roles are the server's: named per
-    database, dropped after the test)."""
+    database, made and dropped by the superuser after the test)."""
     role = "app_" + uuid.uuid4().hex[:10]
-    with psycopg.connect(pg_url, autocommit=True) as db:
+    with psycopg.connect(pg_admin_url, autocommit=True) as db:
         db.execute(f"CREATE ROLE {role} LOGIN")
     try:
         yield role
     finally:
-        with psycopg.connect(pg_url, autocommit=True) as db:
+        with psycopg.connect(pg_admin_url, autocommit=True) as db:
             db.execute(f"DROP OWNED BY {role}")
             db.execute(f"DROP ROLE {role}")
 
 
 def grant(pg_url: str, role: str, scope: str, create: bool) -> None:
-    """What a role needs to use a scope it does not own: its tables' rows and sequences,
-    and, to migrate it, CREATE on its schema."""
+    """What a role needs to use a scope it does not own, granted by the owner (pg_url's
+    role): its tables' rows and sequences, and, to migrate it, CREATE on its schema."""
     schema = f"memdir_{scope}"
     with psycopg.connect(pg_url, autocommit=True) as db:
         db.execute(f"GRANT USAGE{', CREATE' if create else ''} ON SCHEMA {schema} TO {role}")
@@ -142,10 +145,9 @@ def everyday_use(mem: Memory) -> None:
 def test_l4_w1_a_connection_of_one_scope_reads_and_writes_no_row_of_another(
     tmp_path: Path, pg_url: str
 ) -> None:  # L4 W1
-    url = as_role(pg_url, OWNER)
     with (
-        Memory(env=env_of(tmp_path, "a", url, "a")) as a,
-        Memory(env=env_of(tmp_path, "b", url, "b")) as b,
+        Memory(env=env_of(tmp_path, "a", pg_url, "a")) as a,
+        Memory(env=env_of(tmp_path, "b", pg_url, "b")) as b,
     ):
         a.add_fact("Scope a's own fact", "learning")
         theirs = b.add_fact("Scope b's own fact", "learning")
@@ -184,8 +186,7 @@ def test_l4_w1_a_connection_of_one_scope_reads_and_writes_no_row_of_another(
 def test_l4_w1_row_level_security_is_on_for_a_scope_its_owner_makes_and_work_goes_on(
     tmp_path: Path, pg_url: str
 ) -> None:  # L4 W1 (migration 12)
-    url = as_role(pg_url, OWNER)
-    with Memory(env=env_of(tmp_path, "a", url, "a")) as mem:
+    with Memory(env=env_of(tmp_path, "a", pg_url, "a")) as mem:
         everyday_use(mem)
         assert mem.store.schema_version() == LATEST == 13
         ids = mem.add_facts([(f"Bulk fact {i} of the owner", "learning") for i in range(STAGE_AT)])
@@ -205,20 +206,44 @@ def test_l4_w1_row_level_security_is_on_for_a_scope_its_owner_makes_and_work_goe
     assert "row-level security: on: " in render(report)
 
 
-def test_l4_w1_a_superuser_is_told_it_is_not_held(tmp_path: Path, pg_url: str) -> None:  # L4
-    with Memory(env=env_of(tmp_path, "a", pg_url, "a")) as mem:  # postgres: a superuser
+def test_l4_w1_a_superuser_is_told_it_is_not_held(tmp_path: Path, pg_admin_url: str) -> None:
+    """L4: no policy holds a superuser, and doctor says so."""
+    with Memory(env=env_of(tmp_path, "a", pg_admin_url, "a")) as mem:  # postgres: a superuser
         mem.add_fact("A fact", "learning")
         line = doctor.run(mem).database["row_security"]
     assert line.startswith("on, but not for this role: postgres is a superuser")
 
 
+def test_l4_the_role_of_the_suites_stores_is_held_by_row_level_security(
+    tmp_path: Path, pg_url: str
+) -> None:  # L4 W1
+    """The role the suite's stores connect as (pg_url, which is MEMDIR_DATABASE_URL in the
+    PostgreSQL lanes: tests/conftest.py) is neither a superuser nor BYPASSRLS, so the scope
+    policies hold every test of the lanes: doctor says row-level security is on (not "on,
+    but not for this role"), and a session of that role that does not name the scope reads
+    none of its rows, while one that does reads them."""
+    if TEAM:  # run in a lane: its stores are at this URL
+        assert os.environ["MEMDIR_DATABASE_URL"] == pg_url
+    with Memory(env=env_of(tmp_path, "a", pg_url, "default")) as mem:
+        mem.add_fact("Read only by the scope's own sessions", "learning")
+        line = doctor.run(mem).database["row_security"]
+    assert line == "on: every table of memdir_default admits only this scope's connections"
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        role = db.execute(
+            "SELECT rolname, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        assert role == (OWNER, False, False)
+        assert db.execute("SELECT count(*) FROM memdir_default.facts").fetchone() == (0,)
+    with look(pg_url) as db:
+        assert db.execute("SELECT count(*) FROM memdir_default.facts").fetchone() == (1,)
+
+
 def test_l4_w1_a_scope_at_schema_11_migrates_once_and_its_past_hashes_leave_kv(
     tmp_path: Path, pg_url: str
 ) -> None:  # L4 W1 (migration 12)
-    url = as_role(pg_url, OWNER)
-    at_schema_11(url, "old")
+    at_schema_11(pg_url, "old")
     assert policies(pg_url, "old")["kv"] == (False, False, 0)
-    with Memory(env=env_of(tmp_path, "a", url, "old")) as mem:
+    with Memory(env=env_of(tmp_path, "a", pg_url, "old")) as mem:
         assert mem.store.schema_version() == LATEST
         known = mem.store.documents_known(["HOT.md"])["HOT.md"]
         assert known.past == {body_hash("- then\n"), body_hash("- before\n")}
@@ -232,10 +257,10 @@ def test_l4_w1_a_scope_at_schema_11_migrates_once_and_its_past_hashes_leave_kv(
         with mem.store._write() as cur:  # type: ignore[attr-defined]
             assert secure(cur) and secure(cur)  # again: nothing changes
     assert set(before.values()) == {(True, True, 1)} and policies(pg_url, "old") == before
-    with Memory(env=env_of(tmp_path, "b", url, "old")) as again:  # opened again: no migration
+    with Memory(env=env_of(tmp_path, "b", pg_url, "old")) as again:  # opened again: no migration
         assert again.store.schema_version() == LATEST
         assert again.store.documents_known(["HOT.md"])["HOT.md"].past >= known.past
-    with psycopg.connect(pg_url, autocommit=True) as db:
+    with look(pg_url, "old") as db:  # as the scope: the policy admits its rows only
         versions = db.execute("SELECT version FROM memdir_old.schema_migrations").fetchall()
     assert [v for (v,) in versions] == [9, 10, 11, 12, 13]
 
@@ -243,8 +268,7 @@ def test_l4_w1_a_scope_at_schema_11_migrates_once_and_its_past_hashes_leave_kv(
 def test_l4_w1_an_old_export_s_past_hashes_go_to_their_table_on_import(
     tmp_path: Path, pg_url: str
 ) -> None:  # L4 W1 X
-    url = as_role(pg_url, OWNER)
-    with Memory(env=env_of(tmp_path, "a", url, "a")) as mem:
+    with Memory(env=env_of(tmp_path, "a", pg_url, "a")) as mem:
         mem.hot_append("- a line")
         mem.store.restore_rows(
             {"kv": [{"key": PAST_KEY + "HOT.md", "value": "abc"}, {"key": "k", "value": "v"}]}
@@ -256,7 +280,7 @@ def test_l4_w1_an_old_export_s_past_hashes_go_to_their_table_on_import(
 def test_l4_w1_a_role_that_does_not_own_the_tables_migrates_without_it_and_doctor_says_why(
     tmp_path: Path, pg_url: str, app_role: str
 ) -> None:  # L4 W1 (migration 12)
-    at_schema_11(as_role(pg_url, OWNER), "shared")
+    at_schema_11(pg_url, "shared")
     grant(pg_url, app_role, "shared", create=True)
     with Memory(env=env_of(tmp_path, "app", as_role(pg_url, app_role), "shared")) as mem:
         assert mem.store.schema_version() == LATEST  # migrated: the past hashes moved, no policy
@@ -273,7 +297,7 @@ def test_l4_w1_a_role_that_does_not_own_the_tables_migrates_without_it_and_docto
 def test_l4_w1_a_role_granted_a_secured_scope_works_within_its_policy(
     tmp_path: Path, pg_url: str, app_role: str
 ) -> None:  # L4 W1
-    with Memory(env=env_of(tmp_path, "owner", as_role(pg_url, OWNER), "team")) as mem:
+    with Memory(env=env_of(tmp_path, "owner", pg_url, "team")) as mem:
         mem.add_fact("Made by the owner", "learning")
     grant(pg_url, app_role, "team", create=False)
     database = pg_url.split("?")[0].rsplit("/", 1)[1]
@@ -297,7 +321,6 @@ def test_l4_w1_migrate_moves_a_store_into_a_secured_scope_and_back(
 ) -> None:  # L4 W1 (migrate)
     """`memdir migrate` both ways as the owner, so the scope it makes is secured: every row
     goes in through the policies (the bulk paths' inserts) and comes back out verified."""
-    url = as_role(pg_url, OWNER)
     monkeypatch.delenv("MEMDIR_DATABASE_URL", raising=False)  # the source: memory.db
     with Memory() as mem:
         first = mem.add_fact("The API lives at v1", "decision")
@@ -309,9 +332,9 @@ def test_l4_w1_migrate_moves_a_store_into_a_secured_scope_and_back(
         mem.hot_append("- a hot line")
         mem.store.set_value("distill", "2026-03-01T00:00:00Z")
         facts = sorted(mem.store.archive_rows("fact"), key=lambda r: r["id"])
-    res = run("migrate", "--to", url)
+    res = run("migrate", "--to", pg_url)
     assert res.code == 0, res.err
-    with Memory(env=env_of(tmp_path, "team", url, "default")) as mem:
+    with Memory(env=env_of(tmp_path, "team", pg_url, "default")) as mem:
         assert doctor.run(mem).database["row_security"].startswith("on: ")
         assert mem.store.count_facts() == {"active": STAGE_AT + 1, "superseded": 1}
         assert sorted(mem.store.archive_rows("fact"), key=lambda r: r["id"]) == facts
@@ -319,7 +342,7 @@ def test_l4_w1_migrate_moves_a_store_into_a_secured_scope_and_back(
     back = tmp_path / "back"
     back.mkdir()
     res = run(
-        "--state-dir", str(back), "migrate", "--to", "local", env={"MEMDIR_DATABASE_URL": url}
+        "--state-dir", str(back), "migrate", "--to", "local", env={"MEMDIR_DATABASE_URL": pg_url}
     )
     assert res.code == 0 and "every record verified" in res.out, res.err
     with Memory(str(back)) as mem:

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
+from dbrows import look
 from memdir import Memory
 from memdir.errors import ConflictError, StorageError
 from memdir.storage import files
@@ -29,8 +29,7 @@ DEPLOY = "# Deploy\n1. build the image\n2. push it\n"
 
 def shared_caches(url: str) -> dict[str, Any]:
     """The rows the machines of a scope share that key a file by its (mtime, size)."""
-    with psycopg.connect(url, autocommit=True) as db:
-        db.execute('SET search_path TO "memdir_default"')
+    with look(url) as db:  # the scope's rows, as its stores see them (L4)
 
         def rows(sql: str) -> dict[str, tuple[Any, ...]]:
             return {str(r[0]): tuple(r[1:]) for r in db.execute(sql).fetchall()}
