@@ -269,6 +269,9 @@ class IndexRows(Connection):
             token = _change_token(db)
             if limit > 0 and self._memo.get(("unembedded", model)) == (token, None):
                 return []  # every item had a vector, and nothing has changed since
+            if limit > 0 and _all_embedded(db, model):
+                self._memo[("unembedded", model)] = (token, None)
+                return []
             chunks = db.execute(
                 "SELECT 'chunk', c.id, c.content, c.hash FROM chunks c WHERE NOT EXISTS "
                 "(SELECT 1 FROM vectors v WHERE v.model = ? AND v.owner = 'chunk' "
@@ -324,7 +327,8 @@ class IndexRows(Connection):
     def count_unembedded(self, model: str) -> int:
         """How many active facts and chunks have no vector of `model`. Every semantic or
         hybrid search asks (its answer says how many items it ranked by words alone), so
-        a warm process keeps the answer while the database is unchanged (~10 ms at 100k)."""
+        a warm process keeps the answer while the database is unchanged; when every item
+        has one, a count says so (~6 ms at 100k, where looking each up took ~125 ms)."""
         db = self._conn()
         if db is None:
             return 0
@@ -333,6 +337,9 @@ class IndexRows(Connection):
             known = self._memo.get(("count_unembedded", model))
             if known is not None and known[0] == token and known[1] is not None:
                 return known[1][0]
+            if _all_embedded(db, model):
+                self._memo[("count_unembedded", model)] = (token, (0, 0))
+                return 0
             (n,) = db.execute(
                 "SELECT (SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors "
                 "v WHERE v.model = ? AND v.owner = 'chunk' AND v.owner_id = c.id)) + "
@@ -445,6 +452,26 @@ class IndexRows(Connection):
     def drop_vectors(self, keep: str) -> int:
         with self._write() as db:
             return int(db.execute("DELETE FROM vectors WHERE model != ?", (keep,)).rowcount)
+
+
+def _all_embedded(db: sqlite3.Connection, model: str) -> bool:
+    """Whether every active fact and every chunk has a vector of `model`, by counting:
+    a vector belongs to one active fact or one chunk (put_vectors stores no other, and the
+    triggers of facts and chunks delete those that stop being one), so as many vectors as
+    items means none waits. A store of schema 12 (a look) has no counts: False."""
+    try:
+        row = db.execute("SELECT n FROM vector_counts WHERE model = ?", (model,)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return False
+    if row is None:
+        return False
+    (items,) = db.execute(
+        "SELECT (SELECT count(*) FROM facts WHERE status = 'active') + "
+        "(SELECT count(*) FROM chunks)"
+    ).fetchone()
+    return int(row[0]) >= int(items)
 
 
 def _change_token(db: sqlite3.Connection) -> tuple[int, int]:
