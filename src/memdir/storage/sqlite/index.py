@@ -269,20 +269,23 @@ class IndexRows(Connection):
             token = _change_token(db)
             if limit > 0 and self._memo.get(("unembedded", model)) == (token, None):
                 return []  # every item had a vector, and nothing has changed since
-            if limit > 0 and _all_embedded(db, model):
+            missing = _missing(db, model)
+            if limit > 0 and missing == 0:
                 self._memo[("unembedded", model)] = (token, None)
                 return []
+            # newest first, no more than wait: what a write left is found at once
+            want = limit if missing is None else min(limit, missing)
             chunks = db.execute(
                 "SELECT 'chunk', c.id, c.content, c.hash FROM chunks c WHERE NOT EXISTS "
                 "(SELECT 1 FROM vectors v WHERE v.model = ? AND v.owner = 'chunk' "
-                "AND v.owner_id = c.id) LIMIT ?",
-                (model, limit),
+                "AND v.owner_id = c.id) ORDER BY c.id DESC LIMIT ?",
+                (model, want),
             ).fetchall()
             facts = db.execute(
                 "SELECT 'fact', f.id, f.content FROM facts f WHERE f.status = 'active' AND "
                 "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.owner = 'fact' "
-                "AND v.owner_id = f.id) LIMIT ?",
-                (model, max(0, limit - len(chunks))),
+                "AND v.owner_id = f.id) ORDER BY f.id DESC LIMIT ?",
+                (model, max(0, want - len(chunks))),
             ).fetchall()
         if limit > 0 and not chunks and not facts:
             self._memo[("unembedded", model)] = (token, None)
@@ -327,8 +330,8 @@ class IndexRows(Connection):
     def count_unembedded(self, model: str) -> int:
         """How many active facts and chunks have no vector of `model`. Every semantic or
         hybrid search asks (its answer says how many items it ranked by words alone), so
-        a warm process keeps the answer while the database is unchanged; when every item
-        has one, a count says so (~6 ms at 100k, where looking each up took ~125 ms)."""
+        a warm process keeps the answer while the database is unchanged. Counted (~6 ms at
+        100k, where looking each item up took ~125 ms: _missing)."""
         db = self._conn()
         if db is None:
             return 0
@@ -337,9 +340,10 @@ class IndexRows(Connection):
             known = self._memo.get(("count_unembedded", model))
             if known is not None and known[0] == token and known[1] is not None:
                 return known[1][0]
-            if _all_embedded(db, model):
-                self._memo[("count_unembedded", model)] = (token, (0, 0))
-                return 0
+            missing = _missing(db, model)
+            if missing is not None:
+                self._memo[("count_unembedded", model)] = (token, (missing, 0))
+                return missing
             (n,) = db.execute(
                 "SELECT (SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors "
                 "v WHERE v.model = ? AND v.owner = 'chunk' AND v.owner_id = c.id)) + "
@@ -454,24 +458,22 @@ class IndexRows(Connection):
             return int(db.execute("DELETE FROM vectors WHERE model != ?", (keep,)).rowcount)
 
 
-def _all_embedded(db: sqlite3.Connection, model: str) -> bool:
-    """Whether every active fact and every chunk has a vector of `model`, by counting:
-    a vector belongs to one active fact or one chunk (put_vectors stores no other, and the
-    triggers of facts and chunks delete those that stop being one), so as many vectors as
-    items means none waits. A store of schema 12 (a look) has no counts: False."""
+def _missing(db: sqlite3.Connection, model: str) -> int | None:
+    """How many active facts and chunks have no vector of `model`, by counting: a vector
+    belongs to one active fact or one chunk (put_vectors stores no other, and the triggers
+    of facts and chunks delete those that stop being one), so the items less the vectors
+    wait. None in a store of schema 12 (a look), which has no counts."""
     try:
         row = db.execute("SELECT n FROM vector_counts WHERE model = ?", (model,)).fetchone()
     except sqlite3.OperationalError as exc:
         if "no such table" not in str(exc):
             raise
-        return False
-    if row is None:
-        return False
+        return None
     (items,) = db.execute(
         "SELECT (SELECT count(*) FROM facts WHERE status = 'active') + "
         "(SELECT count(*) FROM chunks)"
     ).fetchone()
-    return int(row[0]) >= int(items)
+    return max(0, int(items) - (int(row[0]) if row else 0))
 
 
 def _change_token(db: sqlite3.Connection) -> tuple[int, int]:
