@@ -397,7 +397,7 @@ def hybrid_rows(memory: Any, runs: int) -> tuple[list[dict[str, Any]], dict[str,
 
     embedder = memory.embedder()
     started = time.perf_counter()
-    keys, matrix = search.VectorCache().load(memory.store, embedder)
+    keys, matrix, _ = search.VectorCache().load(memory.store, embedder)
     load_s = time.perf_counter() - started
     rows = []
     for name, text in QUERIES:
