@@ -303,6 +303,29 @@ def test_a_forked_write_leaves_the_wal_for_the_next_call_and_its_own_process_fol
     assert {"pears ripen late", "figs too"} <= texts
 
 
+@pytest.mark.sqlite_only  # memory.db's WAL; a team store has none
+def test_a_store_removed_right_after_its_calls_is_removed_whole(  # C1
+    runtime: str, tmp_path: Path
+) -> None:
+    """A script's or a test's temporary store, deleted as soon as its last call answers
+    (and its own process has read it, folding the WAL), while the server would ready it
+    for the next call: the deletion finds no file made behind its back. Several stores
+    in a row, each its own race."""
+    for attempt in range(20):
+        state = tmp_path / f"store-{attempt}"
+        state.mkdir()
+        env = env_for(state, runtime)
+        for args in (("hot", "append", "release on fridays"), ("recall", "--task", "release")):
+            call = run(env, *args)
+            assert call.returncode == 0, call.stderr
+        with Memory(str(state)) as memory:  # the script reads it itself, last
+            assert "release on fridays" in memory.hot()
+        shutil.rmtree(state)  # raises if anything was made in it meanwhile
+        assert not state.exists()
+    (tmp_path / "last").mkdir()
+    assert forked(served(env_for(tmp_path / "last", runtime), "path"))  # the server ran them
+
+
 def test_the_server_is_never_two_and_exits_when_idle_even_if_its_starter_crashed(  # C1
     runtime: str, store: Path
 ) -> None:

@@ -6,6 +6,7 @@ Real processes throughout; states are polled with a deadline, never timed."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -392,12 +393,32 @@ def test_the_worker_exits_when_its_store_goes_away(
     result = run("--state-dir", str(other), "search", "giraffes")
     assert result.code == 0, result.err
     pid = poll(lambda: status(other))["pid"]
-    import shutil
-
     shutil.rmtree(other)
     # made again at once, as a team view rendering into the removed root did: another folder
     (other / "memory" / ".locks").mkdir(parents=True)
     poll(lambda: gone(pid))
+
+
+def test_a_worker_whose_store_went_before_it_started_makes_nothing(tmp_path: Path) -> None:  # Q2
+    """Started by a search just before its store was deleted, the worker finds its folder
+    gone: it says so and exits, and the deleted store is not made again, not even the
+    worker's own folder."""
+    for removed in ("worker", "state"):
+        state = tmp_path / removed
+        (state / "worker").mkdir(parents=True)
+        shutil.rmtree(state / "worker" if removed == "worker" else state)
+        late = subprocess.run(
+            [sys.executable, "-m", "memdir.vector_worker", str(state)],
+            env=cli_env(str(state)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert late.returncode == 1
+        assert f"no store to serve at {state}" in late.stderr
+        assert "Traceback" not in late.stderr
+        assert not (state / "worker").exists()
+        assert state.exists() == (removed == "worker")
 
 
 @pytest.mark.embeddings

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,9 @@ import pytest
 
 from memdir import Memory, entries, tasks
 from memdir.cli import forkserver
+from memdir.errors import StorageError
 from memdir.storage import watched
+from memdir.storage.sqlite import connection
 from memdir.testing import cli_command, cli_env, forkserver_pid, poll, stop_forkserver
 
 pytestmark = pytest.mark.sqlite_only  # the server readies local stores only (Memory.warm)
@@ -283,6 +287,46 @@ def test_readying_a_stale_index_keeps_nothing(watching: Memory) -> None:  # C1, 
     memory.warm()  # a look: it finds the index behind the files and leaves it to the call
     assert not synced_kept(memory)
     assert any("yak" in text for text in found(memory, "yak"))
+
+
+def test_a_look_at_a_store_whose_wal_is_folded_makes_no_file(state_dir: Path) -> None:  # C1
+    """SQLite makes -wal and -shm for a read-only connection too: the server's look goes
+    only where a call left them, and says why it looks at nothing else."""
+    with Memory() as memory:
+        memory.write_entry("ci", "CI", "details")
+        folder = Path(memory.layout.db).parent
+    before = sorted(os.listdir(folder))
+    assert "memory.db-wal" not in before  # folded by the last close
+    with pytest.raises(StorageError, match="no WAL to look at"):
+        Memory().warm()
+    assert sorted(os.listdir(folder)) == before
+
+
+def test_a_store_removed_while_it_is_looked_at_is_left_no_file(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # C1
+    """A folder deleted right after a call (a test's temporary store) while the server
+    looks at it: the files SQLite made for the look once memory.db was gone are removed,
+    so the deletion finds the folder as it left it. The deletion is timed from inside the
+    look's open, the one moment a look can make them."""
+    # a call that ends as a forked one does, without SQLite's close: its WAL stays
+    leaves_wal = "import os, memdir; memdir.Memory().write_entry('ci', 'CI', 'x'); os._exit(0)"
+    subprocess.run([sys.executable, "-c", leaves_wal], check=True, timeout=60)
+    db = Memory().layout.db
+    read = connection._first_read
+
+    def removed_meanwhile(look: sqlite3.Connection) -> None:
+        for suffix in ("-wal", "-shm"):
+            os.unlink(db + suffix)
+        read(look)  # SQLite makes both again, beside a memory.db it holds open
+        assert os.path.exists(db + "-wal") and os.path.exists(db + "-shm")
+        os.unlink(db)
+
+    monkeypatch.setattr(connection, "_first_read", removed_meanwhile)
+    with pytest.raises(StorageError, match="went away while it was looked at"):
+        Memory().warm()
+    left = set(os.listdir(os.path.dirname(db)))
+    assert not left & {"memory.db", "memory.db-wal", "memory.db-shm"}
 
 
 def test_a_process_of_one_call_never_watches(memory: Memory) -> None:  # C1

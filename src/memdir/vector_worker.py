@@ -205,8 +205,12 @@ def main(argv: list[str]) -> int:
         print("usage: python -m memdir.vector_worker STATE_DIR", file=sys.stderr)
         return 2
     places = Places(argv[0])
-    places.make_dirs()
-    lock = os.open(places.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:  # made by its starter: none, and the store is gone (nothing is made in its place)
+        places.make_dirs(in_store=False)
+        lock = os.open(places.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except (MemdirError, OSError) as exc:
+        print(f"no store to serve at {places.state_dir}: {exc}", file=sys.stderr, flush=True)
+        return 1
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -47,6 +47,10 @@ MODULE = "memdir.cli.forkserver"
 PROTOCOL = b"memdir-fork/1"
 MAX_REQUEST = 16 * 2**20
 SPARE_NAME = "memdir-spare"  # the process that waits for the next call (Server.fork_spare)
+# seconds with no call before the server readies the stores the last calls used: a store
+# removed right after its call (a script's, a test's temporary one) is gone by then, not
+# being removed while the server looks at it (a look may make its -wal, Connection._open_look)
+READY_AFTER = 0.1
 TOUCH_SLICE = 4096  # objects the spare touches between two looks for a call
 FORWARDED = (2, 15, 1)  # SIGINT, SIGTERM, SIGHUP: what stops the caller stops the call
 NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")
@@ -340,6 +344,7 @@ class Server:
         self.pid = os.getpid()
         self.spare: tuple[int, Socket] | None = None  # (pid, its end of our socketpair)
         self.objects: list[object] = []  # what a spare touches before its call (Spare)
+        self.ready_due: float | None = None  # when to ready the last calls' stores (ready)
 
     def run(self, idle: float) -> None:
         """Serve until idle for `idle` seconds with no child running (0: once the
@@ -349,13 +354,21 @@ class Server:
 
         last = time.monotonic()
         while self.children or (self.listener is not None and idle > 0):
-            wait = None if self.children else max(0.0, idle - (time.monotonic() - last))
+            now = time.monotonic()
+            wait = None if self.children else max(0.0, idle - (now - last))
+            if self.ready_due is not None and wait is not None:
+                wait = min(wait, max(0.0, self.ready_due - now))
             watched: list[Any] = [*self.children, *([self.listener] if self.listener else [])]
             if self.spare is not None:
                 watched.append(self.spare[1])
             ready = select.select(watched, [], [], wait)[0]
             if not ready and not self.children:
-                return  # idle
+                if self.ready_due is None:
+                    return  # idle
+                self.ready_due = None
+                if self.listener is not None:
+                    self.ready()
+                continue
             for item in ready:
                 if item is self.listener:
                     self.accept()
@@ -464,7 +477,9 @@ class Server:
             conn.sendall(f"signal {-code}\n".encode() if code < 0 else f"exit {code}\n".encode())
         conn.close()
         if not self.children and self.listener is not None:
-            self.ready()
+            import time
+
+            self.ready_due = time.monotonic() + READY_AFTER
 
     def ready(self) -> None:
         """No call runs: ready the stores the last calls used (_ready), here, where what

@@ -3,7 +3,6 @@ recall (R1-R4) and boot (B), the heartbeat checks (D) and distillation (D1)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from .. import advice, facts
@@ -181,14 +180,15 @@ class AgentMemory(MemoryBase):
         through a look of its own: a connection left open would keep the store's WAL from
         being folded by the last close. A search index the files have moved on from is
         left to the call, unread (a look writes no chunk). Local stores only (team mode's
-        view is brought up to date by each call)."""
-        if self.docs.shared or not all(
-            os.path.exists(self.layout.db + suffix) for suffix in ("", "-wal", "-shm")
-        ):
-            return  # (no WAL: every connection closed; a look would leave its files behind)
+        view is brought up to date by each call). StorageError where the store cannot be
+        looked at without making a file in it (no WAL: every connection closed; or the
+        store went away meanwhile)."""
+        if self.docs.shared:
+            return
         # its close folds no WAL: a forked call leaves it for the next (C1)
         look = open_store(self.layout, self.settings, read_only=True, leave_wal=True)
         try:
+            look.schema_version()  # opened first: a look that cannot be had readies nothing
             entries.warm(self.layout, look)
             if self.settings.enabled:
                 index.ready(self.layout, look)

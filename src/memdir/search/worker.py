@@ -58,9 +58,14 @@ class Places:
             digest = hashlib.sha256(os.fsencode(self.state_dir)).hexdigest()[:20]
             self.socket_dir, self.socket = runtime_path(digest + ".sock")
 
-    def make_dirs(self) -> None:
+    def make_dirs(self, *, in_store: bool = True) -> None:
         """The worker's directories, owner-only; a shared one that is not the user's own
-        alone is refused (another user could reach or replace the socket)."""
+        alone is refused (another user could reach or replace the socket). Without
+        `in_store` (the worker, started by a call that made them): <state>/worker/ is
+        not made again where it has gone with its store, which is left as it is, and
+        StorageError says so."""
+        if not in_store and not os.path.isdir(self.dir):
+            raise StorageError(f"{self.dir} is gone: its store was removed")
         for path in dict.fromkeys((self.dir, self.socket_dir)):
             if not private_dir(path):
                 info = os.lstat(path)

@@ -53,6 +53,7 @@ class Connection:
         self.read_only = read_only
         self._db: sqlite3.Connection | None = None
         self._why_read_only = "a look only"
+        self._look_failed: StorageError | None = None
         # answers that hold until the database changes: (what, model) -> (change token, answer)
         self._memo: dict[tuple[str, str], tuple[tuple[int, int], tuple[int, int] | None]] = {}
 
@@ -76,8 +77,14 @@ class Connection:
                 self._db = self._open_read_only()
             return self._db
         if self.leave_wal:
-            with self._translated("open"):
-                self._db = self._open_read_only()
+            if self._look_failed is not None:
+                raise self._look_failed  # once: another try could make the files again
+            try:
+                with self._translated("open"):
+                    self._db = self._open_look()
+            except StorageError as exc:
+                self._look_failed = exc
+                raise
             return self._db
         with self._translated("open"):
             if not exists:
@@ -105,6 +112,36 @@ class Connection:
         self._db = db
         return db
 
+    def _open_look(self) -> sqlite3.Connection:
+        """The fork server's look between calls (leave_wal): only at a database whose WAL
+        is there (a forked call leaves it), since SQLite opens -wal and -shm by name at
+        the first read and makes them when they are missing, even read-only. The files are
+        checked between the open of memory.db and that read, microseconds apart, so that a
+        store deleted right after a call (a test's temporary folder) is not given files
+        while it goes; and a look that finds memory.db gone after its read removes the
+        empty ones it made meanwhile, and reads nothing."""
+        from urllib.parse import quote
+
+        uri = f"file:{quote(os.path.abspath(self.path))}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            before = _identities(self.path)
+            if None in before:
+                raise StorageError(f"{self.path} has no WAL to look at: a look would make one")
+            _first_read(db)
+            db.execute("PRAGMA query_only = ON")
+            after = _identities(self.path)
+        except BaseException:
+            db.close()
+            raise
+        if after[0] == before[0]:
+            return db  # (a -wal made again after the last close folded it is the db's own)
+        db.close()
+        if after[0] is None:  # gone, not replaced: what is beside it serves no database
+            _remove_left_files(self.path)
+        raise StorageError(f"{self.path} went away while it was looked at: nothing was read")
+
     def _open_read_only(self) -> sqlite3.Connection:
         """mode=ro reads a WAL database while its -shm file exists (another process has it
         open); without one, on read-only media, only `immutable` opens it."""
@@ -121,7 +158,7 @@ class Connection:
             )
             try:
                 db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                _first_read(db)
                 db.execute("PRAGMA query_only = ON")
                 return db
             except sqlite3.OperationalError:
@@ -211,3 +248,36 @@ class Connection:
         if self._db is not None:
             self._db.close()
             self._db = None
+            if self.leave_wal and not os.path.exists(self.path):
+                _remove_left_files(self.path)  # the store went away while it was looked at
+
+
+def _first_read(db: sqlite3.Connection) -> None:
+    """The read that opens (or makes) -wal and -shm, and fails on a file that is no
+    database."""
+    db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def _identities(path: str) -> tuple[tuple[int, int] | None, ...]:
+    """(device, inode) of memory.db, its -wal and its -shm; None for each one missing."""
+    found: list[tuple[int, int] | None] = []
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            info = os.stat(path + suffix)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((info.st_dev, info.st_ino))
+    return tuple(found)
+
+
+def _remove_left_files(db: str) -> None:
+    """Remove the -shm, and the -wal if it holds no frame, beside a memory.db that is gone
+    (an inode number says nothing here: a file made again often gets the one its removed
+    namesake had). A -wal with frames holds commits: it stays, whoever's it is."""
+    for suffix in ("-wal", "-shm"):
+        path = db + suffix
+        with contextlib.suppress(OSError):
+            if os.path.exists(db) or (suffix == "-wal" and os.stat(path).st_size > 0):
+                return
+            os.unlink(path)
