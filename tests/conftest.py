@@ -51,6 +51,19 @@ def state_dir(
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The bundled model's integer graph (storage/embeddings.py) is built once a session
+    into a cache of the session's, not the user's, and not once a test (HOME is a test's)."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _no_warm_process_outlives_the_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Stores shared by a session's tests (the bench caches) are under its base temp dir.
     The CLI's fork server (C1) of this session lives in a runtime dir of its own (short:

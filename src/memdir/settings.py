@@ -421,11 +421,15 @@ def _embeddings_values(table: dict[str, Any], text: str, path: str) -> dict[str,
             text,
             path,
         )
-    if provider == "bundled" and model not in (None, "all-MiniLM-L6-v2-int8"):
+    from .storage.embeddings import DEFAULT_MODEL as BUNDLED_ID
+    from .storage.embeddings import SHIPPED_MODEL
+
+    # the bundled model's id, or its id from before its products were integer ones
+    if provider == "bundled" and model not in (None, BUNDLED_ID, SHIPPED_MODEL):
         raise _bad(
             "embeddings.model",
             model,
-            'left out with provider = "bundled" (its one model is all-MiniLM-L6-v2-int8); '
+            f'left out with provider = "bundled" (its one model is {BUNDLED_ID}); '
             'set provider = "sentence-transformers" or "fastembed" to pick a model',
             text,
             path,
