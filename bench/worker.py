@@ -12,9 +12,11 @@
    after each write (as before that); in-process, alternating.
 3. Memory: the worker's RSS after the searches, and a server-like process (the model
    loaded, writes and hybrid searches, then a batch of long texts embedded) with this
-   build's model settings (batches of 8, no onnxruntime arena) and the former ones
-   (batches of 32, the arena): RSS at the end and its peak.
-4. Indexing with embeddings: chunks/s for ~100-word sections, batch 8 vs 32.
+   build's model settings (the integer graph, a text a run, two runs at once, no
+   onnxruntime arena) and the former ones (the package's float32 graph, batches of 8 on
+   two threads; batches of 32 with the arena before that): RSS at the end and its peak.
+4. Indexing with embeddings: chunks/s for ~100-word sections under each of those, and
+   the cosine between this build's vectors and the float32 graph's (min and mean).
 
 The store's facts get random unit vectors (the timing depends on the matrix's size, not
 on what the vectors say), so no bench run waits hours for 100k embeddings.
@@ -53,8 +55,10 @@ CHILD = """\
 import json, os, sys, time
 sys.path.insert(0, {src!r})
 from memdir.storage import embeddings
-mode, batch, arena = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
-embeddings.BATCH, embeddings.ARENA = batch, arena
+mode, setting = sys.argv[1], sys.argv[2]
+if setting != "now":  # the package's float32 graph, one run at a time on two threads
+    embeddings.INTEGER, embeddings.CALLERS, embeddings.THREADS = False, 1, 2
+    embeddings.BATCH, embeddings.ARENA = (8, False) if setting == "float32" else (32, True)
 texts = json.loads(sys.stdin.read())
 model = embeddings.MiniLM()
 model.embed(texts[:8])
@@ -64,13 +68,14 @@ def status(key):
             return round(int(line.split()[1]) / 1024, 1)
 if mode == "embed":
     started = time.perf_counter()
-    model.embed(texts)
+    vectors = model.embed(texts)
     took = time.perf_counter() - started
-    out = {{"chunks_per_s": len(texts) / took}}
+    out = {{"chunks_per_s": len(texts) / took, "vectors": vectors.tolist()}}
 else:
     from memdir import Memory
     from memdir.tools import call_tool
-    state = sys.argv[4]
+    state = sys.argv[3]
+    model.name = embeddings.DEFAULT_MODEL  # the store's vectors, whichever graph runs
     with Memory(state, embedder=model) as memory:
         memory.embed_later = lambda: None
         for n in range(10):
@@ -250,26 +255,37 @@ def update_side(args: Any, state: str) -> list[dict[str, Any]]:
 
 
 def model_side(args: Any, state: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    import numpy as np
+
     python = common.venv_bin("python")
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     script = CHILD.format(src=src)
     texts = json.dumps(chunk_texts(args.chunks, args.seed))
-    configs = [("now: batch 8, no arena", 8, "0"), ("before: batch 32, arena", 32, "1")]
-    rows: dict[str, dict[str, Any]] = {
-        label: {"what": label, "speeds": []} for label, _, _ in configs
-    }
+    configs = [
+        ("now: integer graph, a text a run, 2 at once", "now"),
+        ("before: float32 graph, batches of 8, 2 threads", "float32"),
+        ("before that: float32, batches of 32, the arena", "float32-32"),
+    ]
+    rows: dict[str, dict[str, Any]] = {label: {"what": label, "speeds": []} for label, _ in configs}
+    vectors: dict[str, Any] = {}
     for run_no in range(args.model_runs):
-        for label, batch, arena in common.rotate(run_no, configs):
-            _, out = run([python, "-c", script, "embed", str(batch), arena], env, texts)
-            rows[label]["speeds"].append(json.loads(out)["chunks_per_s"])
-    for label, batch, arena in configs:
-        _, out = run([python, "-c", script, "server", str(batch), arena, state], env, texts)
+        for label, setting in common.rotate(run_no, configs):
+            _, out = run([python, "-c", script, "embed", setting], env, texts)
+            answer = json.loads(out)
+            rows[label]["speeds"].append(answer["chunks_per_s"])
+            vectors[setting] = np.array(answer["vectors"], dtype=np.float32)
+    cosines = (vectors["now"] * vectors["float32"]).sum(axis=1)
+    for label, setting in configs:
+        _, out = run([python, "-c", script, "server", setting, state], env, texts)
         server = json.loads(out)
         rows[label].update(
             chunks_per_s=common.median(rows[label]["speeds"]),
             server_rss_mib=server["rss_mib"],
             server_peak_mib=server["peak_mib"],
         )
+    rows[configs[0][0]].update(
+        cos_to_float32_min=float(cosines.min()), cos_to_float32_mean=float(cosines.mean())
+    )
     return list(rows.values())
 
 
@@ -320,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         model_rows,
     )
     print(
+        "\nthis build's vectors against the float32 graph's: cosine min"
+        f" {model_rows[0]['cos_to_float32_min']:.4f},"
+        f" mean {model_rows[0]['cos_to_float32_mean']:.4f}"
+    )
+    print(
         "\nafter each answer, the server's background embedder compared the fact by meaning"
         f" in {update_rows[0]['compared_after_p50_ms']:.1f} ms (p50)"
     )
@@ -334,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         "update_compared_after_ms": update_rows[0]["compared_after_p50_ms"],
         "chunks_per_s": model_rows[0]["chunks_per_s"],
         "chunks_per_s_before": model_rows[1]["chunks_per_s"],
+        "chunks_ratio": model_rows[0]["chunks_per_s"] / model_rows[1]["chunks_per_s"],
+        "cos_to_float32_min": model_rows[0]["cos_to_float32_min"],
         "worker_rss_mib": worker_rss,
         "server_rss_mib": model_rows[0]["server_rss_mib"],
         "server_rss_mib_before": model_rows[1]["server_rss_mib"],
