@@ -217,9 +217,9 @@ def timed_reindex(state: str, facts: set[str]) -> dict[str, Any]:
 
 
 def store_key(facts: int, chunks: int, seed: int) -> str:
-    from memdir.storage.embeddings import MiniLM
+    from memdir.storage.embeddings import DEFAULT_MODEL
 
-    return f"search-{facts}-chunks-{chunks}-seed{seed}-{common.code_key()}-{MiniLM.name}"
+    return f"search-{facts}-chunks-{chunks}-seed{seed}-{common.code_key()}-{DEFAULT_MODEL}"
 
 
 def build_search_store(
@@ -460,7 +460,7 @@ print(matrix.shape, (matrix @ matrix[0]).argmax())
 
 def cli_rows(state: str, args: Any) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     from memdir.search.index import CHUNK_KINDS
-    from memdir.storage.embeddings import MiniLM
+    from memdir.storage.embeddings import DEFAULT_MODEL
 
     memdir, python = common.venv_bin("memdir"), common.venv_bin("python")
     env = common.child_env(state, args.cache_dir)
@@ -475,7 +475,7 @@ def cli_rows(state: str, args: Any) -> tuple[list[dict[str, Any]], dict[str, lis
             "memdir search --mode lexical": [memdir, "search", "--mode", "lexical", text],
             "bare: the raw FTS5 queries": [python, "-c", bare, db, search_match(text)],
             "bare: load MiniLM, embed the query": [python, "-c", BARE_MODEL, text],
-            "bare: load every vector into numpy": [python, "-c", BARE_VECTORS, db, MiniLM.name],
+            "bare: load every vector into numpy": [python, "-c", BARE_VECTORS, db, DEFAULT_MODEL],
             "python -c pass": [python, "-c", "pass"],
         }
 

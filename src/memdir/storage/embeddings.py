@@ -104,6 +104,7 @@ class MiniLM:
     """all-MiniLM-L6-v2 with 8-bit products: mean pooling over the attention mask, then L2."""
 
     dim = 384
+    name = DEFAULT_MODEL  # the id its vectors are kept under (the shipped graph's: INTEGER off)
 
     def __init__(self) -> None:
         if not available():
