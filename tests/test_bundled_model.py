@@ -34,6 +34,7 @@ TEXTS = [
 CHILD = """\
 import json, sys
 from memdir.storage import embeddings
+assert embeddings.preload(lambda: False)  # as a server's background load does
 model = embeddings.MiniLM()
 vectors = model.embed(json.loads(sys.argv[1]))
 print(json.dumps({"name": model.name, "onnx": "onnx" in sys.modules,
@@ -143,6 +144,32 @@ def test_a_graph_memdir_does_not_know_is_refused_in_one_line(tmp_path: Path) -> 
         embeddings.integer_graph(str(path))
     assert "not the graph memdir knows" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_every_integer_product_is_exact_on_every_cpu() -> None:  # Q2
+    """uint8 x int8 sums saturate in 16 bits on x86 without VNNI, so the same text got
+    another vector (and the model another calibration) on another machine. Every product
+    of the rewritten graph is uint8 x uint8, the weights the package's shifted by 128."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    source = embeddings._shipped()
+    graph = onnx.load_from_string(embeddings.integer_graph(source)).graph
+    shipped = {i.name: i for i in onnx.load(source).graph.initializer}
+    initial = {i.name: i for i in graph.initializer}
+    products = [node for node in graph.node if node.op_type == "MatMulInteger"]
+    assert products and not [
+        n for n in graph.node if n.op_type == "MatMul" and n.input[1] in initial
+    ]  # every weight product was rewritten
+    for node in products:
+        weight, zero = initial[node.input[1]], initial[node.input[3]]
+        assert weight.data_type == zero.data_type == TensorProto.UINT8
+        assert numpy_helper.to_array(zero) == 128
+        original = numpy_helper.to_array(shipped[node.input[1].removeprefix("memdir_")[:-3]])
+        assert original.dtype == np.int8
+        assert np.array_equal(numpy_helper.to_array(weight).astype(np.int16) - 128, original)
+        assert node.input[1].removeprefix("memdir_")[:-3] not in initial  # int8 copy gone
 
 
 @pytest.mark.parametrize("model", [embeddings.DEFAULT_MODEL, embeddings.SHIPPED_MODEL])
