@@ -241,7 +241,8 @@ def build_search_store(
     counts = plan(chunks)
     log(f"writing the markdown of ~{chunks:,} chunks {counts} ...")
     started = time.perf_counter()
-    with common.open_memory(building, clock=StepClock()) as memory:
+    # in bulk, as an import writes: the reindex below embeds everything in one pass
+    with common.open_memory(building, clock=StepClock()) as memory, memory.bulk():
         write_markdown(memory, counts, seed)
     write_s = time.perf_counter() - started
     log(f"... in {write_s:.1f} s; reindexing (chunks, then embedding {facts:,} facts too)")
